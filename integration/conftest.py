@@ -1,0 +1,68 @@
+"""Shared fixtures for the end-to-end tests: one real Kafka broker and one Spark session per
+test session, and a factory for fresh topics."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Optional
+
+import pytest
+
+# Spark's Python workers run PYSPARK_PYTHON, not the interpreter that made the session.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from unaligned.testing import EmbeddedKafka  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
+    """A single-node KRaft broker on a loopback port, transactions enabled."""
+    with EmbeddedKafka(data_dir=tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A local Spark session shared by every test that runs queries in-process."""
+    from pyspark.sql import SparkSession
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("unaligned-integration")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()
+
+
+TopicFactory = Callable[..., str]
+
+
+@pytest.fixture
+def new_topic(kafka: EmbeddedKafka) -> TopicFactory:
+    """``new_topic(partitions=4, config={...}) -> name``: a fresh topic with a unique name."""
+    counter = itertools.count()
+
+    def make(partitions: int = 1, config: Optional[Mapping[str, str]] = None) -> str:
+        name = f"t{next(counter)}-{uuid.uuid4().hex[:10]}"
+        kafka.create_topic(name, partitions=partitions, config=config)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def checkpoint_dir(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"

@@ -1,0 +1,81 @@
+"""The ``format("unaligned")`` entry point that Spark instantiates.
+
+One class serves three roles, chosen by what Spark asks for:
+
+- ``spark.readStream.format("unaligned")``: the Kafka source (:mod:`unaligned.kafka_source`).
+- ``df.writeStream.format("unaligned")``: the two-phase-commit sink
+  (:mod:`unaligned.two_phase_commit`), to Kafka or to Parquet files.
+- ``spark.read.format("unaligned").option("path", ...)``: a batch read of the files the file
+  sink committed (:mod:`unaligned.committed_files`); uncommitted files are never visible.
+
+The class itself is only a dispatcher: options are parsed and validated by the role's module,
+and nothing touches Kafka or a filesystem until Spark calls a reader or writer method.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+)
+from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+FORMAT_NAME = "unaligned"
+
+
+class UnalignedDataSource(DataSource):
+    """Kafka source, exactly-once sink, and committed-files reader under one format name."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def _reads_files(self) -> bool:
+        """A batch read names a ``path`` and no Kafka subscription."""
+        keys = {k.lower() for k in self.options}
+        return "path" in keys and not keys & {"subscribe", "subscribepattern", "assign"}
+
+    def schema(self) -> StructType:
+        if self._reads_files():
+            from unaligned.committed_files import committed_files_schema
+
+            return committed_files_schema(dict(self.options))
+        from unaligned.source_options import SourceOptions
+        from unaligned.record_batches import kafka_source_schema
+
+        return kafka_source_schema(SourceOptions.parse(dict(self.options)).include_headers)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from unaligned.kafka_source import KafkaStreamReader
+        from unaligned.source_options import SourceOptions
+
+        return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from unaligned.two_phase_commit import build_stream_writer
+
+        return build_stream_writer(dict(self.options), schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from unaligned.committed_files import CommittedFilesReader
+
+        return CommittedFilesReader(dict(self.options), schema)
+
+
+def register(spark: "SparkSession") -> None:
+    """Register ``format("unaligned")`` on ``spark`` explicitly.
+
+    Not needed when the package is installed (Spark finds :mod:`pyspark_unaligned` by itself);
+    useful when the package is only on ``sys.path`` of the driver and the workers.
+    """
+    spark.dataSource.register(UnalignedDataSource)

@@ -1,0 +1,83 @@
+"""Every error the package raises on purpose.
+
+All of them derive from :class:`UnalignedError`, so a caller can catch the package's errors
+without catching Spark's or Kafka's. Each error's message names the thing that is wrong: the
+option, the topic-partition, the file, the barrier, the bootstrap servers.
+"""
+
+from __future__ import annotations
+
+
+class UnalignedError(Exception):
+    """Base class of every error raised by ``unaligned``."""
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+class OptionError(UnalignedError, ValueError):
+    """An option is unknown, malformed, missing, or contradicts another option."""
+
+
+class OffsetFormatError(OptionError):
+    """An offsets JSON (``startingOffsets``, ``assign``, a checkpointed offset) is malformed."""
+
+
+# --- Kafka -----------------------------------------------------------------------------------
+
+
+class KafkaUnavailableError(UnalignedError, ConnectionError):
+    """The Kafka cluster could not be reached within the configured time."""
+
+
+class TopicNotFoundError(UnalignedError, LookupError):
+    """A topic named by ``subscribe`` or ``assign`` (or a sink's ``topic``) does not exist."""
+
+
+class DataLossError(UnalignedError):
+    """Offsets the query still has to read are gone (retention, deleted records or topic).
+
+    Raised only with ``failOnDataLoss=true`` (the default); with ``false`` the source logs a
+    warning and continues from the earliest available offset.
+    """
+
+
+# --- the two-phase-commit sink ------------------------------------------------------------------
+
+
+class SinkConfigurationError(OptionError):
+    """The sink cannot give exactly-once with the options or the broker settings it was given."""
+
+
+class SchemaMismatchError(UnalignedError, TypeError):
+    """The sink's input columns do not have the names or types the sink needs."""
+
+
+class TransactionCommitError(UnalignedError):
+    """The broker refused to commit a prepared transaction (fenced, aborted, or unknown).
+
+    Never swallowed: a prepared transaction that cannot be committed means the batch's records
+    would be lost, so the query stops.
+    """
+
+
+class CommitLogError(UnalignedError):
+    """The sink's durable state under the checkpoint is unreadable or inconsistent."""
+
+
+# --- unaligned checkpoints ------------------------------------------------------------------------
+
+
+class ChannelStateError(UnalignedError):
+    """Channel state (rows snapshotted at an unaligned barrier) is missing or corrupt.
+
+    The message names the file (or the inline record) and the barrier. The query stops: the
+    rows it holds are never skipped.
+    """
+
+
+# --- test harness ---------------------------------------------------------------------------
+
+
+class EmbeddedKafkaError(UnalignedError):
+    """The embedded broker could not be built, started, or controlled."""

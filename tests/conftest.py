@@ -1,0 +1,1 @@
+"""Fast unit tests: no broker and no Spark session."""
