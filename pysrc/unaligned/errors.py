@@ -61,6 +61,17 @@ class TransactionCommitError(UnalignedError):
     """
 
 
+class TransactionAbortError(UnalignedError):
+    """The broker refused to abort a prepared transaction (already committed, fenced, unknown)."""
+
+
+class TransactionWriteError(UnalignedError):
+    """Records could not be written into a Kafka transaction (a send failed or timed out).
+
+    The transaction must not be prepared or committed: some of its records are missing.
+    """
+
+
 class CommitLogError(UnalignedError):
     """The sink's durable state under the checkpoint is unreadable or inconsistent."""
 
@@ -76,7 +87,18 @@ class ChannelStateError(UnalignedError):
     """
 
 
+class BarrierError(UnalignedError):
+    """A barrier (Spark's offset log entry or query metadata for a batch) is missing or malformed.
+
+    The message names the file and the batch id.
+    """
+
+
 # --- test harness ---------------------------------------------------------------------------
+
+
+class InjectedFailureError(UnalignedError, RuntimeError):
+    """A fail point armed by a test (``UNALIGNED_CRASH_AT``, see crash_points.py) fired."""
 
 
 class EmbeddedKafkaError(UnalignedError):

@@ -1,0 +1,238 @@
+"""Kafka transaction operations against the real embedded broker.
+
+The central claim: a transaction prepared by one OS process, which then dies without committing,
+is committed by another process from its (transactional id, producer id, epoch) alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from typing import Any, Callable
+
+import pytest
+
+from unaligned import kafka_transactions as kt
+from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
+from unaligned.testing import EmbeddedKafka
+
+TopicFactory = Callable[..., str]
+
+
+@pytest.fixture
+def client_kwargs(kafka: EmbeddedKafka) -> dict[str, Any]:
+    return {"bootstrap_servers": kafka.bootstrap_servers, "transaction_timeout_ms": 60_000}
+
+
+def _txn_id(label: str) -> str:
+    return f"it-{label}-{uuid.uuid4().hex[:8]}"
+
+
+def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    """Markers are written after the coordinator answers EndTxn: visibility lags by milliseconds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _lso_reached_end(kafka: EmbeddedKafka, topic: str) -> bool:
+    return kafka.last_stable_offsets(topic) == kafka.end_offsets(topic)
+
+
+def _values(kafka: EmbeddedKafka, topic: str) -> list[bytes]:
+    return sorted(record.value for record in kafka.consume_all(topic, read_committed=True))
+
+
+def _prepare_here(
+    client_kwargs: dict[str, Any], topic: str, transactional_id: str, count: int, partitions: int
+) -> kt.PreparedTransaction:
+    writer = kt.TransactionalWriter(client_kwargs, transactional_id)
+    try:
+        writer.begin()
+        for i in range(count):
+            writer.send(topic, f"v{i:04d}".encode(), key=f"k{i}".encode(), partition=i % partitions)
+        return writer.prepare()
+    finally:
+        writer.close()
+
+
+_PREPARE_AND_DIE = textwrap.dedent(
+    """
+    import dataclasses, json, os, sys
+    from unaligned.kafka_transactions import TransactionalWriter
+
+    servers, topic, transactional_id, count, partitions = sys.argv[1:]
+    writer = TransactionalWriter(
+        {"bootstrap_servers": servers, "transaction_timeout_ms": 60000}, transactional_id
+    )
+    writer.begin()
+    for i in range(int(count)):
+        writer.send(topic, b"v%04d" % i, headers=[("h", b"x")], partition=i % int(partitions))
+    prepared = writer.prepare()
+    print(json.dumps(dataclasses.asdict(prepared)), flush=True)
+    os._exit(0)  # hard exit: no close, no atexit, no EndTxn
+    """
+)
+
+
+def test_prepared_in_a_dead_process_is_committed_by_another(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    topic = new_topic(partitions=3)
+    transactional_id = _txn_id("dead")
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARE_AND_DIE, kafka.bootstrap_servers, topic,
+         transactional_id, "50", "3"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    prepared = kt.PreparedTransaction(**json.loads(done.stdout.strip().splitlines()[-1]))
+    assert prepared.transactional_id == transactional_id
+    assert prepared.record_count == 50
+
+    # The writer is gone; its transaction is still open and holds back read_committed readers.
+    assert sum(kafka.end_offsets(topic).values()) == 50
+    assert kafka.last_stable_offsets(topic) != kafka.end_offsets(topic)
+    assert _values(kafka, topic) == []
+    assert kt.list_transactional_ids(client_kwargs, transactional_id) == [transactional_id]
+
+    kt.commit_prepared(client_kwargs, prepared)
+
+    _wait_until(lambda: _lso_reached_end(kafka, topic), "last stable offset == end offset")
+    assert _values(kafka, topic) == [b"v%04d" % i for i in range(50)]
+    # 50 records + one commit marker per partition.
+    assert sum(kafka.end_offsets(topic).values()) == 53
+
+
+def test_commit_is_idempotent_and_refusals_are_errors(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    topic = new_topic(partitions=1)
+    committed = _prepare_here(client_kwargs, topic, _txn_id("twice"), 5, 1)
+    kt.commit_prepared(client_kwargs, committed)
+    kt.commit_prepared(client_kwargs, committed)  # a repeated commit is success
+    _wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
+    assert len(_values(kafka, topic)) == 5
+    with pytest.raises(TransactionAbortError, match="INVALID_TXN_STATE.*already committed"):
+        kt.abort_prepared(client_kwargs, committed)
+
+    aborted = _prepare_here(client_kwargs, topic, _txn_id("aborted"), 3, 1)
+    kt.abort_prepared(client_kwargs, aborted)
+    kt.abort_prepared(client_kwargs, aborted)  # a repeated abort is success
+    with pytest.raises(TransactionCommitError) as refused:
+        kt.commit_prepared(client_kwargs, aborted)
+    message = str(refused.value)
+    assert "INVALID_TXN_STATE" in message
+    assert repr(aborted.transactional_id) in message
+    assert f"producer id {aborted.producer_id}" in message and f"epoch {aborted.epoch}" in message
+    _wait_until(lambda: _lso_reached_end(kafka, topic), "abort markers")
+    assert len(_values(kafka, topic)) == 5
+
+    unknown = kt.PreparedTransaction(_txn_id("unknown"), producer_id=aborted.producer_id,
+                                     epoch=aborted.epoch, record_count=1)
+    with pytest.raises(TransactionCommitError, match="INVALID_PRODUCER_ID_MAPPING"):
+        kt.commit_prepared(client_kwargs, unknown)
+
+
+def test_fence_aborts_the_open_transaction_and_rejects_its_commit(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    topic = new_topic(partitions=2)
+    prepared = _prepare_here(client_kwargs, topic, _txn_id("fence"), 20, 2)
+    assert kafka.last_stable_offsets(topic) != kafka.end_offsets(topic)
+
+    kt.fence(client_kwargs, prepared.transactional_id)
+
+    # fence() returns once the coordinator completed the abort.
+    assert _lso_reached_end(kafka, topic)
+    assert _values(kafka, topic) == []
+    with pytest.raises(TransactionCommitError) as refused:
+        kt.commit_prepared(client_kwargs, prepared)
+    assert "PRODUCER_FENCED" in str(refused.value)
+    assert f"epoch {prepared.epoch}" in str(refused.value)
+    kt.fence(client_kwargs, _txn_id("never-used"))  # an unknown id is fine
+
+
+def test_list_transactional_ids_finds_open_ones_by_prefix(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    topic = new_topic(partitions=1)
+    prefix = _txn_id("list")
+    open_one = _prepare_here(client_kwargs, topic, f"{prefix}-open", 2, 1)
+    committed = _prepare_here(client_kwargs, topic, f"{prefix}-committed", 2, 1)
+    aborted = _prepare_here(client_kwargs, topic, f"{prefix}-aborted", 2, 1)
+    other = _prepare_here(client_kwargs, topic, _txn_id("other"), 2, 1)
+    kt.commit_prepared(client_kwargs, committed)
+    kt.abort_prepared(client_kwargs, aborted)
+    try:
+        _wait_until(
+            lambda: kt.list_transactional_ids(client_kwargs, prefix) == [open_one.transactional_id],
+            "only the open transaction listed",
+        )
+        assert kt.list_transactional_ids(client_kwargs, prefix, open_only=False) == sorted(
+            [open_one.transactional_id, committed.transactional_id, aborted.transactional_id]
+        )
+    finally:
+        kt.abort_prepared(client_kwargs, open_one)
+        kt.abort_prepared(client_kwargs, other)
+    _wait_until(lambda: kt.list_transactional_ids(client_kwargs, prefix) == [], "nothing open")
+
+
+def test_broker_max_transaction_timeout_is_what_the_broker_enforces(
+    new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    maximum = kt.broker_max_transaction_timeout_ms(client_kwargs)
+    assert maximum > 0
+    at_max = kt.TransactionalWriter(
+        {**client_kwargs, "transaction_timeout_ms": maximum}, _txn_id("max")
+    )
+    with at_max:
+        at_max.begin()
+        at_max.abort()
+    above = kt.TransactionalWriter(
+        {**client_kwargs, "transaction_timeout_ms": maximum + 1}, _txn_id("above")
+    )
+    with above, pytest.raises(TransactionWriteError, match="InvalidTransactionTimeout"):
+        above.begin()
+
+
+def test_unacknowledged_bytes_drop_to_zero_after_flush(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    topic = new_topic(partitions=1)
+    # A long linger keeps the records in the producer's buffer until flush.
+    writer = kt.TransactionalWriter({**client_kwargs, "linger_ms": 60_000}, _txn_id("bytes"))
+    with writer:
+        writer.begin()
+        for i in range(10):
+            writer.send(topic, b"x" * 100, key=b"key", headers=[("hd", b"12345")])
+        assert writer.unacknowledged_bytes() == 10 * (100 + 3 + 2 + 5)
+        writer.flush(timeout_s=30)
+        assert writer.unacknowledged_bytes() == 0
+        writer.send(topic, b"y" * 10)
+        prepared = writer.prepare()
+        assert writer.unacknowledged_bytes() == 0
+    assert prepared.record_count == 11
+    kt.commit_prepared(client_kwargs, prepared)
+    _wait_until(lambda: len(_values(kafka, topic)) == 11, "11 committed records")
+
+
+def test_a_failed_send_poisons_prepare(
+    new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    topic = new_topic(partitions=1)
+    writer = kt.TransactionalWriter(client_kwargs, _txn_id("poison"))
+    with writer:
+        writer.begin()
+        writer.send(topic, b"fine")
+        with pytest.raises(TransactionWriteError, match=repr(topic)):
+            writer.send(topic, b"z" * 2_000_000)  # above max_request_size
+        with pytest.raises(TransactionWriteError, match="not written"):
+            writer.prepare()
+        writer.abort()

@@ -1,0 +1,149 @@
+package dev.unaligned.shim;
+
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.io.Reader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import kafka.server.KafkaConfig;
+import kafka.server.KafkaRaftServer;
+import kafka.tools.StorageTool;
+import org.apache.kafka.common.utils.Time;
+
+/**
+ * Runs ONE single-node KRaft Kafka server (process.roles=broker,controller) in this JVM.
+ *
+ * <p>Usage: {@code java dev.unaligned.shim.EmbeddedBroker <server.properties> <cluster-id>}.
+ * The properties file is written by {@code unaligned.jvm}; it names the listeners (loopback
+ * only), the log directory and the single-node replication settings.
+ *
+ * <p>Steps:
+ * <ol>
+ *   <li>Format the log directory with Kafka's own storage tool (skipped when already formatted).</li>
+ *   <li>Start the server and wait until its broker listener answers a describe-cluster call.</li>
+ *   <li>Print exactly one line {@code UNALIGNED-SHIM READY 127.0.0.1:<port>} on stdout.</li>
+ *   <li>Serve commands read line by line from stdin (see {@link ShimCommands}); every reply is
+ *       one stdout line starting with {@code UNALIGNED-SHIM }.</li>
+ *   <li>Stop when stdin reaches end of file (the parent died or closed it) or on SIGTERM.</li>
+ * </ol>
+ * Stdout carries only protocol lines; logs go to stderr at WARN.
+ */
+public final class EmbeddedBroker {
+
+    static final String PREFIX = "UNALIGNED-SHIM ";
+
+    private static final AtomicBoolean STOPPED = new AtomicBoolean(false);
+
+    private EmbeddedBroker() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 2) {
+            System.err.println("usage: EmbeddedBroker <server.properties> <cluster-id>");
+            System.exit(2);
+        }
+        Path propertiesFile = Paths.get(args[0]);
+        String clusterId = args[1];
+        Properties props = new Properties();
+        try (Reader reader = Files.newBufferedReader(propertiesFile, StandardCharsets.UTF_8)) {
+            props.load(reader);
+        }
+
+        // 1. Format (idempotent: --ignore-formatted keeps an existing, matching directory).
+        format(propertiesFile, clusterId);
+
+        // 2. Start the server; its shutdown runs from a JVM shutdown hook (SIGTERM, exit).
+        KafkaConfig config = KafkaConfig.fromProps(props, false);
+        KafkaRaftServer server = new KafkaRaftServer(config, Time.SYSTEM);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(server), "unaligned-shim-stop"));
+        server.startup();
+
+        String bootstrap = brokerEndpoint(props);
+        try (ShimCommands commands = new ShimCommands(bootstrap)) {
+            commands.awaitServing(TimeUnit.SECONDS.toMillis(60));
+
+            // 3. Ready.
+            reply("READY " + bootstrap);
+
+            // 4. Serve commands until stdin closes.
+            BufferedReader stdin = new BufferedReader(
+                    new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            while ((line = stdin.readLine()) != null) {
+                line = line.trim();
+                if (line.isEmpty()) {
+                    continue;
+                }
+                if (line.equals("STOP")) {
+                    break;
+                }
+                try {
+                    reply("OK " + commands.run(line));
+                } catch (Exception e) {
+                    Throwable cause = e.getCause() != null ? e.getCause() : e;
+                    reply("ERROR " + String.valueOf(cause).replace('\n', ' '));
+                }
+            }
+        }
+        // 5. stdin closed or STOP: the shutdown hook stops the server.
+        System.exit(0);
+    }
+
+    static synchronized void reply(String line) {
+        System.out.println(PREFIX + line);
+        System.out.flush();
+    }
+
+    private static void format(Path propertiesFile, String clusterId) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        int rc;
+        try (PrintStream print = new PrintStream(out, true, StandardCharsets.UTF_8)) {
+            rc = StorageTool.execute(new String[] {
+                "format", "--config", propertiesFile.toString(), "--cluster-id", clusterId,
+                "--ignore-formatted"
+            }, print);
+        } catch (Exception e) {
+            throw new IllegalStateException("formatting the log directory failed: " + e
+                    + " " + out.toString(StandardCharsets.UTF_8), e);
+        }
+        if (rc != 0) {
+            throw new IllegalStateException("formatting the log directory failed with exit code "
+                    + rc + ": " + out.toString(StandardCharsets.UTF_8));
+        }
+    }
+
+    /** The first listener that is not a controller listener, as {@code host:port}. */
+    static String brokerEndpoint(Properties props) {
+        List<String> controllerNames = List.of(
+                props.getProperty("controller.listener.names", "CONTROLLER").split(","));
+        for (String listener : props.getProperty("listeners", "").split(",")) {
+            String[] nameAndAddress = listener.trim().split("://", 2);
+            if (nameAndAddress.length == 2 && !controllerNames.contains(nameAndAddress[0])) {
+                return nameAndAddress[1];
+            }
+        }
+        throw new IllegalArgumentException("no broker listener in listeners="
+                + props.getProperty("listeners"));
+    }
+
+    private static void stop(KafkaRaftServer server) {
+        if (!STOPPED.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            server.shutdown();
+            server.awaitShutdown();
+        } catch (Throwable t) {
+            System.err.println("unaligned-shim: error while stopping the broker: " + t);
+        }
+    }
+}

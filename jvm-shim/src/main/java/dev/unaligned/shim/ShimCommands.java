@@ -1,0 +1,111 @@
+package dev.unaligned.shim;
+
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
+
+/**
+ * Admin commands kafka-python cannot send, run with Kafka's own {@link Admin} client against the
+ * embedded broker. One command per stdin line:
+ *
+ * <ul>
+ *   <li>{@code DEFAULT-CLIENT-QUOTA <key> <value>}: set {@code key} (e.g. {@code producer_byte_rate})
+ *       on the default client-id entity, then wait until the broker reports it.</li>
+ *   <li>{@code DEFAULT-CLIENT-QUOTA <key> -}: remove {@code key} from the default client-id entity.</li>
+ *   <li>{@code PING}: answers {@code PONG}.</li>
+ * </ul>
+ */
+final class ShimCommands implements AutoCloseable {
+
+    private static final long COMMAND_TIMEOUT_MS = 30_000;
+
+    private final Admin admin;
+
+    ShimCommands(String bootstrap) {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(AdminClientConfig.CLIENT_ID_CONFIG, "unaligned-shim");
+        props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) COMMAND_TIMEOUT_MS);
+        props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) COMMAND_TIMEOUT_MS);
+        this.admin = Admin.create(props);
+    }
+
+    /** Blocks until the broker answers describe-cluster with at least one live node. */
+    void awaitServing(long timeoutMs) throws Exception {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        Exception last = null;
+        while (System.currentTimeMillis() < deadline) {
+            try {
+                Collection<Node> nodes = admin.describeCluster().nodes().get(5, TimeUnit.SECONDS);
+                if (!nodes.isEmpty()) {
+                    return;
+                }
+            } catch (Exception e) {
+                last = e;
+            }
+            Thread.sleep(50);
+        }
+        throw new IllegalStateException("broker did not serve metadata within " + timeoutMs + " ms", last);
+    }
+
+    /** Runs one command line and returns the reply text (without the status word). */
+    String run(String line) throws Exception {
+        String[] words = line.split("\\s+");
+        switch (words[0]) {
+            case "PING":
+                return "PONG";
+            case "DEFAULT-CLIENT-QUOTA":
+                if (words.length != 3) {
+                    throw new IllegalArgumentException("usage: DEFAULT-CLIENT-QUOTA <key> <value|->");
+                }
+                Double value = words[2].equals("-") ? null : Double.valueOf(words[2]);
+                return setDefaultClientQuota(words[1], value);
+            default:
+                throw new IllegalArgumentException("unknown command: " + words[0]);
+        }
+    }
+
+    private String setDefaultClientQuota(String key, Double value) throws Exception {
+        Map<String, String> entries = new HashMap<>();
+        entries.put(ClientQuotaEntity.CLIENT_ID, null); // null name = the default entity
+        ClientQuotaEntity entity = new ClientQuotaEntity(entries);
+        ClientQuotaAlteration alteration = new ClientQuotaAlteration(
+                entity, List.of(new ClientQuotaAlteration.Op(key, value)));
+        admin.alterClientQuotas(List.of(alteration)).all().get(COMMAND_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+
+        // The alteration is applied through the metadata log: wait until the broker shows it.
+        ClientQuotaFilter filter = ClientQuotaFilter.containsOnly(
+                List.of(ClientQuotaFilterComponent.ofDefaultEntity(ClientQuotaEntity.CLIENT_ID)));
+        long deadline = System.currentTimeMillis() + COMMAND_TIMEOUT_MS;
+        while (true) {
+            Map<ClientQuotaEntity, Map<String, Double>> described =
+                    admin.describeClientQuotas(filter).entities().get(COMMAND_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            Double current = described.getOrDefault(entity, Collections.emptyMap()).get(key);
+            if (value == null ? current == null : value.equals(current)) {
+                return key + "=" + (value == null ? "-" : value.toString());
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("quota " + key + " not applied within "
+                        + COMMAND_TIMEOUT_MS + " ms (broker shows " + current + ")");
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    @Override
+    public void close() {
+        admin.close(java.time.Duration.ofSeconds(5));
+    }
+}

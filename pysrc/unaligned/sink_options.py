@@ -1,0 +1,214 @@
+"""Options of ``df.writeStream.format("unaligned")``, parsed and checked before any data moves.
+
+Spark hands the stream writer the user's options with lower-cased keys, plus
+``checkpointlocation`` and ``queryname``. Exactly one target is chosen:
+
+- Kafka: ``kafka.bootstrap.servers`` and a ``topic`` option or a ``topic`` input column.
+  Every other ``kafka.*`` option is passed through to the producer (mapped by
+  :mod:`unaligned.kafka_client`). Options that would break exactly-once are refused:
+  ``kafka.enable.idempotence=false``, ``kafka.acks`` other than ``all``/``-1``, a user-set
+  ``kafka.transactional.id`` (the sink owns the ids), serializer options (the sink writes bytes).
+- Files: ``path`` (any URI ``pyarrow.fs.FileSystem.from_uri`` accepts).
+
+Naming both a path and a Kafka target, or neither, is a :class:`SinkConfigurationError`, as is a
+missing ``checkpointLocation``.
+
+Sink options (case-insensitive, like every Spark option):
+
+==========================  =========  ==================================================
+``transactionalIdPrefix``   derived    prefix of every transactional id the sink opens
+                                       (default ``unaligned-<query id>``)
+``kafka.transaction.timeout.ms``  900000  must cover batch time plus restart time, and be
+                                       <= the brokers' ``transaction.max.timeout.ms``
+``chunkRows``               4096       rows written between two checks in a task
+``maxUnacknowledgedBytes``  8 MiB      a task flushes its producer between chunks beyond this
+``minBatchesToRetain``      100        commit records kept after their batch finished
+``compression``             snappy     Parquet codec of the file sink
+==========================  =========  ==================================================
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Union
+
+from unaligned.errors import SinkConfigurationError
+
+logger = logging.getLogger(__name__)
+
+KAFKA_PREFIX = "kafka."
+DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
+DEFAULT_CHUNK_ROWS = 4096
+DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 8 * 1024 * 1024
+DEFAULT_MIN_BATCHES_TO_RETAIN = 100
+DEFAULT_COMPRESSION = "snappy"
+PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
+
+# kafka.* options that make exactly-once impossible, or that the sink must own.
+_FORBIDDEN_KAFKA = {
+    "transactional.id": "the sink opens one transactional id per (query, batch, task) itself; "
+    "set transactionalIdPrefix instead",
+    "key.serializer": "the sink writes keys as bytes",
+    "value.serializer": "the sink writes values as bytes",
+}
+
+
+@dataclass(frozen=True)
+class KafkaTarget:
+    """Write to Kafka transactions.
+
+    ``kafka_params`` holds every ``kafka.*`` option without the prefix, including the effective
+    ``transaction.timeout.ms``; ``topic`` is ``None`` when each row names its topic.
+    """
+
+    kafka_params: Mapping[str, str]
+    topic: Optional[str]
+    transaction_timeout_ms: int
+    transactional_id_prefix: Optional[str]
+    max_unacknowledged_bytes: int
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka_params["bootstrap.servers"]
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """kafka-python producer kwargs for these options (mapping owned by kafka_client)."""
+        from unaligned.kafka_client import producer_kwargs
+
+        return producer_kwargs(self.kafka_params)
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    """Write Parquet files under ``path`` (a URI or local path)."""
+
+    path: str
+    compression: str
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    checkpoint_location: str
+    query_name: Optional[str]
+    target: Union[KafkaTarget, FileTarget]
+    chunk_rows: int
+    min_batches_to_retain: int
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+        """Check and parse the writer's options; raises :class:`SinkConfigurationError`."""
+        opts = {k.lower(): v for k, v in options.items()}
+        checkpoint = opts.get("checkpointlocation", "").strip()
+        if not checkpoint:
+            raise SinkConfigurationError(
+                "format('unaligned') sink needs option checkpointLocation: its commit records "
+                "live under it (set .option('checkpointLocation', ...) or "
+                "spark.sql.streaming.checkpointLocation)"
+            )
+        return cls(
+            checkpoint_location=checkpoint,
+            query_name=opts.get("queryname") or None,
+            target=_parse_target(opts),
+            chunk_rows=_positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS),
+            min_batches_to_retain=_positive_int(
+                opts, "minbatchestoretain", "minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN
+            ),
+        )
+
+
+def _parse_target(opts: Mapping[str, str]) -> Union[KafkaTarget, FileTarget]:
+    path = opts.get("path", "").strip()
+    kafka_params = {k[len(KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(KAFKA_PREFIX)}
+    kafka_named = [
+        name
+        for name, present in (
+            ("topic", "topic" in opts),
+            ("kafka.bootstrap.servers", "bootstrap.servers" in kafka_params),
+        )
+        if present
+    ]
+    if path and kafka_named:
+        raise SinkConfigurationError(
+            f"format('unaligned') sink got both option path={path!r} (file sink) and "
+            f"{' and '.join(kafka_named)} (Kafka sink); give one target"
+        )
+    if path:
+        compression = opts.get("compression", DEFAULT_COMPRESSION).lower()
+        if compression not in PARQUET_COMPRESSIONS:
+            raise SinkConfigurationError(
+                f"option compression={compression!r} is not one of {', '.join(PARQUET_COMPRESSIONS)}"
+            )
+        return FileTarget(path=path, compression=compression)
+    if not kafka_params.get("bootstrap.servers", "").strip():
+        raise SinkConfigurationError(
+            "format('unaligned') sink needs a target: option path (Parquet files) or "
+            "kafka.bootstrap.servers with option topic or a topic column (Kafka)"
+        )
+    return _parse_kafka(opts, kafka_params)
+
+
+def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> KafkaTarget:
+    for name, why in _FORBIDDEN_KAFKA.items():
+        if name in kafka_params:
+            raise SinkConfigurationError(f"option kafka.{name} is not allowed: {why}")
+    idempotence = kafka_params.get("enable.idempotence", "true").strip().lower()
+    if idempotence != "true":
+        raise SinkConfigurationError(
+            f"option kafka.enable.idempotence={kafka_params['enable.idempotence']!r} makes "
+            "exactly-once impossible: transactions need the idempotent producer"
+        )
+    acks = kafka_params.get("acks", "all").strip().lower()
+    if acks not in ("all", "-1"):
+        raise SinkConfigurationError(
+            f"option kafka.acks={kafka_params['acks']!r} makes exactly-once impossible: "
+            "transactions need acks=all"
+        )
+    in_flight = kafka_params.get("max.in.flight.requests.per.connection")
+    if in_flight is not None and (not in_flight.strip().isdigit() or int(in_flight) > 5):
+        raise SinkConfigurationError(
+            f"option kafka.max.in.flight.requests.per.connection={in_flight!r}: the idempotent "
+            "producer keeps order only with at most 5"
+        )
+    timeout_ms = _positive_int(
+        {"t": kafka_params.get("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))},
+        "t",
+        "kafka.transaction.timeout.ms",
+        DEFAULT_TRANSACTION_TIMEOUT_MS,
+    )
+    kafka_params["transaction.timeout.ms"] = str(timeout_ms)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise SinkConfigurationError("option topic is empty")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix or any(c.isspace() for c in prefix):
+            raise SinkConfigurationError(
+                f"option transactionalIdPrefix={prefix!r} must be non-empty without whitespace"
+            )
+    return KafkaTarget(
+        kafka_params=dict(kafka_params),
+        topic=topic,
+        transaction_timeout_ms=timeout_ms,
+        transactional_id_prefix=prefix,
+        max_unacknowledged_bytes=_positive_int(
+            opts,
+            "maxunacknowledgedbytes",
+            "maxUnacknowledgedBytes",
+            DEFAULT_MAX_UNACKNOWLEDGED_BYTES,
+        ),
+    )
+
+
+def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SinkConfigurationError(f"option {name}={raw!r} is not an integer") from None
+    if value <= 0:
+        raise SinkConfigurationError(f"option {name}={raw!r} must be positive")
+    return value
