@@ -121,6 +121,11 @@ def test_commit_is_idempotent_and_refusals_are_errors(
     assert len(_values(kafka, topic)) == 5
     with pytest.raises(TransactionAbortError, match="INVALID_TXN_STATE.*already committed"):
         kt.abort_prepared(client_kwargs, committed)
+    # A fence bumps the epoch even after the commit: a later commit is refused as fenced,
+    # while the records stay committed. (Recovery re-commits before it fences.)
+    kt.fence(client_kwargs, committed.transactional_id)
+    with pytest.raises(TransactionCommitError, match="PRODUCER_FENCED"):
+        kt.commit_prepared(client_kwargs, committed)
 
     aborted = _prepare_here(client_kwargs, topic, _txn_id("aborted"), 3, 1)
     kt.abort_prepared(client_kwargs, aborted)
@@ -236,3 +241,20 @@ def test_a_failed_send_poisons_prepare(
         with pytest.raises(TransactionWriteError, match="not written"):
             writer.prepare()
         writer.abort()
+
+
+def test_commit_all_prepared_commits_every_committable_one_then_raises(
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    client_kwargs: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kt, "_END_TXN_WINDOW", 3)  # 7 transactions: three pipelined windows
+    topic = new_topic(partitions=2)
+    prepared = [_prepare_here(client_kwargs, topic, _txn_id(f"all{i}"), 3, 2) for i in range(7)]
+    kt.abort_prepared(client_kwargs, prepared[4])
+    with pytest.raises(TransactionCommitError, match=repr(prepared[4].transactional_id)):
+        kt.commit_all_prepared(client_kwargs, prepared)
+    _wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
+    assert len(_values(kafka, topic)) == 6 * 3
+    kt.commit_all_prepared(client_kwargs, prepared[:4] + prepared[5:])  # again: success

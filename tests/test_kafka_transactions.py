@@ -23,6 +23,7 @@ from kafka.protocol.producer import EndTxnRequest
 
 from unaligned import kafka_transactions as kt
 from unaligned.errors import (
+    KafkaUnavailableError,
     OptionError,
     TransactionAbortError,
     TransactionCommitError,
@@ -42,9 +43,11 @@ def test_kafka_python_is_the_pinned_version() -> None:
 
 
 def test_admin_client_exposes_connection_manager_with_run_and_send() -> None:
-    # commit_prepared runs its coroutine with admin._manager.run and sends with _manager.send.
+    # commit_prepared runs coroutines with admin._manager.run / call_soon and sends with
+    # _manager.send; the live admin client's attributes are exercised by the integration tests.
     assert "self._manager = " in inspect.getsource(KafkaAdminClient.__init__)
     assert callable(KafkaConnectionManager.run)
+    assert callable(KafkaConnectionManager.call_soon)
     assert list(inspect.signature(KafkaConnectionManager.send).parameters) == [
         "self",
         "request",
@@ -137,7 +140,7 @@ def test_commit_refusal_names_id_producer_and_epoch(
     error = kt._refusal(PREPARED, kt._EndTxnOutcome.COMMIT, error_type)
     assert isinstance(error, TransactionCommitError)
     text = str(error)
-    for part in ("'q1-b7-p3'", "producer id 4242", "epoch 3", words, "10 record(s)"):
+    for part in ("'q1-b7-p3'", "producer id 4242", "epoch 3", words, "its 10 record(s) are lost"):
         assert part in text
 
 
@@ -198,3 +201,26 @@ def test_empty_prepared_transaction_needs_no_broker() -> None:
 def test_payload_size_counts_key_value_and_headers() -> None:
     assert kt._payload_size(None, b"abc", None) == 3
     assert kt._payload_size(b"k", None, [("h", b"12"), ("hh", b"")]) == 1 + 1 + 2 + 2
+
+
+def test_retriable_answers() -> None:
+    assert kt._is_retriable(kafka_errors.ConcurrentTransactionsError)
+    assert kt._is_retriable(kafka_errors.NotCoordinatorError)
+    assert kt._is_retriable(kafka_errors.KafkaConnectionError("lost"))  # not answered at all
+    assert not kt._is_retriable(kafka_errors.NoError)
+    assert not kt._is_retriable(kafka_errors.ProducerFencedError)
+    assert not kt._is_retriable(kafka_errors.InvalidTxnStateError)
+
+
+def test_out_of_time_distinguishes_unreachable_from_busy() -> None:
+    unreachable = kt._out_of_time(
+        PREPARED, kafka_errors.KafkaConnectionError("lost"), kt._EndTxnOutcome.COMMIT, 9,
+        {"bootstrap_servers": "10.0.0.1:9092"},
+    )
+    assert isinstance(unreachable, KafkaUnavailableError)
+    assert "10.0.0.1:9092" in str(unreachable) and "'q1-b7-p3'" in str(unreachable)
+    busy = kt._out_of_time(
+        PREPARED, kafka_errors.ConcurrentTransactionsError, kt._EndTxnOutcome.COMMIT, 9, {}
+    )
+    assert isinstance(busy, TransactionCommitError)
+    assert "CONCURRENT_TRANSACTIONS" in str(busy) and "9 attempts" in str(busy)

@@ -24,6 +24,13 @@ pyspark 4.3.0, samples in ``tests/fixtures/spark_checkpoints``)::
 The query id (stable across restarts; the same as the task local property
 ``sql.streaming.queryId``) is in ``<checkpoint>/metadata`` as ``{"id": "..."}``.
 
+Restart note (checked with pyspark 4.3.0): after a restart Spark re-runs the last uncommitted
+batch from its existing offset log entry, so that batch keeps the ``batchTimestampMs`` of the
+run that planned it (a checkpoint left for 20 minutes re-ran its batch with a start time 20
+minutes old). Measured from that start, the deadline of a re-run batch has passed before any
+task starts; :meth:`Barrier.deadline` takes ``not_before_ms`` (e.g. when this run started) to
+measure a re-run batch from no earlier than that.
+
 Clock note: the deadline compares an executor's wall clock with a start time taken from the
 driver's wall clock; skew between hosts shifts every task's cut by the same amount.
 """
@@ -57,7 +64,7 @@ def wall_clock_ms() -> float:
     return time.time() * 1000.0
 
 
-# --- locations ------------------------------------------------------------------------------
+# --- locations ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ def read_text(location: Location) -> str:
         return stream.read().decode("utf-8")
 
 
-# --- Spark's offset log -----------------------------------------------------------------------
+# --- Spark's offset log ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -256,7 +263,7 @@ def read_query_id(checkpoint_location: str, filesystem: pafs.FileSystem | None =
     return query_id
 
 
-# --- barrier and deadline ---------------------------------------------------------------------
+# --- barrier and deadline -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -300,9 +307,14 @@ class Barrier:
     start_ms: int
     query_id: str
 
-    def deadline(self, timeout_ms: int, clock: Clock = wall_clock_ms) -> Deadline:
-        """The aligned-checkpoint deadline of this batch: ``start_ms + timeout_ms``."""
-        return Deadline(self.start_ms, timeout_ms, clock)
+    def deadline(
+        self, timeout_ms: int, clock: Clock = wall_clock_ms, *, not_before_ms: int | None = None
+    ) -> Deadline:
+        """The aligned-checkpoint deadline of this batch: ``start + timeout_ms``, where start is
+        ``start_ms``, or ``not_before_ms`` if later (a batch re-run after a restart keeps the
+        start time of the run that planned it)."""
+        start = self.start_ms if not_before_ms is None else max(self.start_ms, not_before_ms)
+        return Deadline(start, timeout_ms, clock)
 
 
 def read_barrier(

@@ -35,9 +35,9 @@ Files and naming
     ``task-<index>.attempt-<attempt>.avro.tmp``, and renamed to the final name by
     :meth:`~ChannelStateWriter.finish`, so nobody sees half a file. Only the committed
     attempt's ref is in the sink's commit record; a retried task attempt overwrites the final
-    file before returning its own ref. Every ref carries the writer's ``write_id`` and the file
-    size; a file replaced after its ref was handed out (e.g. by a speculative duplicate
-    attempt that finished after the committed one) fails replay with
+    file before returning its own ref. Every ref carries the writer's ``write_id`` and the
+    size and CRC-32 of the Avro bytes; a file replaced after its ref was handed out (e.g. by
+    a speculative duplicate attempt that finished after the committed one) fails replay with
     :class:`~unaligned.errors.ChannelStateError` instead of replaying other rows. Temporary
     files of failed attempts stay until the sink's cleanup removes them
     (:func:`list_state_files`, :func:`delete_barrier_state`).
@@ -49,9 +49,11 @@ Carry-forward by reference
     barrier that wrote the state, whichever later barrier carries the ref. A file may be
     deleted only when no committed ref points at it any more.
 
-Corrupt or missing state (missing or truncated file, wrong header, wrong barrier, task, query
-or write id, bad inline bytes, fewer or more rows than the ref says) raises ChannelStateError
-naming the file (or "inline state") and the barrier. Rows are never skipped.
+Corrupt or missing state (missing or truncated file, size or CRC-32 other than the ref's,
+wrong header, wrong barrier, task, query or write id, bad inline bytes, fewer or more rows than
+the ref says) raises ChannelStateError naming the file (or "inline state") and the barrier.
+Size and CRC-32 are checked by a streaming pass before the first row is yielded, so no row of
+a damaged state reaches the external system. Rows are never skipped.
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ from typing import Any, Iterable, Iterator
 
 import fastavro
 import fastavro.write
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from unaligned.barrier import Location, resolve_location
@@ -98,7 +102,8 @@ _CODEC_MODULES: dict[str, tuple[tuple[str, ...], str]] = {
 
 DEFAULT_INLINE_THRESHOLD_BYTES = 20 * 1024  # Flink's state.storage.fs.memory-threshold
 DEFAULT_BLOCK_BYTES = 256 * 1024
-DEFAULT_CHUNK_ROWS = 1024
+DEFAULT_CHUNK_ROWS = 4096
+_CHECK_CHUNK_BYTES = 1 << 20
 
 _AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ATTEMPT = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -107,7 +112,7 @@ _TEMP_NAME = re.compile(r"^task-(\d+)\.attempt-([A-Za-z0-9_-]+)\.avro\.tmp$")
 _BARRIER_DIR = re.compile(r"^barrier-(\d+)$")
 
 
-# --- codecs ------------------------------------------------------------------------------------
+# --- codecs ---------------------------------------------------------------------------------------
 
 
 def check_codec(codec: str) -> None:
@@ -129,7 +134,7 @@ def check_codec(codec: str) -> None:
     )
 
 
-# --- Arrow <-> Avro schema -------------------------------------------------------------------
+# --- Arrow <-> Avro schema ------------------------------------------------------------------------
 
 
 def _unsupported(path: str, arrow_type: pa.DataType) -> SchemaMismatchError:
@@ -274,7 +279,125 @@ def _decode_arrow_schema(text: str) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
 
 
-# --- references -----------------------------------------------------------------------------
+# --- column-wise Avro encoding --------------------------------------------------------------------
+#
+# fastavro encodes one Python dict at a time (about 10 MB/s of Kafka-like rows measured here,
+# see benchmarks/bench_channel_state.py); the drain after a cut is on the batch's critical
+# path. So rows are encoded column-wise with Arrow compute into Avro's binary encoding and
+# handed to fastavro as whole blocks (``Writer.write_block``: fastavro still writes the header,
+# compresses with the codec, and writes sync markers). The bytes equal fastavro's own row
+# encoding (tests compare them). Decimals are encoded cell by cell with fastavro.
+
+_BIN = pa.large_binary()
+_EMPTY = pa.scalar(b"", _BIN)
+_ZERO = pa.scalar(b"\x00", _BIN)  # a null union branch, and the end of an array
+_VALUE_BRANCH = pa.scalar(b"\x02", _BIN)  # union branch 1 (["null", T])
+
+
+def _binary_from(lengths: np.ndarray, data: np.ndarray) -> pa.Array:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))]
+    return pa.Array.from_buffers(_BIN, len(lengths), buffers)
+
+
+def _varints(values: np.ndarray) -> pa.Array:
+    """Avro ``long`` encoding of each value: zigzag, then 7-bit groups, lowest first."""
+    signed = values.astype(np.int64, copy=False)
+    rest = ((signed << 1) ^ (signed >> 63)).view(np.uint64)
+    groups = np.empty((len(rest), 10), dtype=np.uint8)
+    lengths = np.ones(len(rest), dtype=np.int64)
+    for i in range(10):
+        more = rest >= 0x80
+        groups[:, i] = (rest & 0x7F) | (more.astype(np.uint64) << np.uint64(7))
+        if not more.any():
+            break
+        lengths += more
+        rest = rest >> np.uint64(7)
+    return _binary_from(lengths, groups[np.arange(10) < lengths[:, None]])
+
+
+def _concat(*parts: Any) -> pa.Array:
+    return pc.binary_join_element_wise(*parts, _EMPTY)
+
+
+def _numpy(arr: pa.Array, fill: Any) -> np.ndarray:
+    return pc.fill_null(arr, fill).to_numpy(zero_copy_only=False)
+
+
+def _encode_value(arr: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+    """Each value's Avro encoding (null slots: anything; the union picks the null branch)."""
+    t, n = pa.types, len(arr)
+    if t.is_null(arrow_type):
+        return pa.repeat(_EMPTY, n)
+    if t.is_boolean(arrow_type):
+        return _binary_from(np.ones(n, np.int64), _numpy(arr, False).astype(np.uint8))
+    if t.is_integer(arrow_type):
+        return _varints(_numpy(arr, 0))
+    if t.is_float32(arrow_type) or t.is_float64(arrow_type):
+        values = _numpy(arr, 0).astype("<f4" if t.is_float32(arrow_type) else "<f8")
+        return _binary_from(np.full(n, values.itemsize, np.int64), values.view(np.uint8))
+    if (t.is_binary(arrow_type) or t.is_large_binary(arrow_type) or t.is_string(arrow_type)
+            or t.is_large_string(arrow_type) or t.is_fixed_size_binary(arrow_type)):
+        data = pc.fill_null(arr.cast(_BIN), _EMPTY)
+        return _concat(_varints(pc.binary_length(data).to_numpy()), data)
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
+        counts = _numpy(pc.list_value_length(arr), 0).astype(np.int64)
+        item = arrow_type.value_field
+        items = _encode_field(arr.flatten(), item.type, item.nullable)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), items), _EMPTY)
+        blocks = pc.if_else(pa.array(counts > 0), _concat(_varints(counts), joined), _EMPTY)
+        return _concat(blocks, _ZERO)
+    if t.is_struct(arrow_type):
+        children = arr.flatten()  # sliced like arr, parent nulls merged in
+        if not children:
+            return pa.repeat(_EMPTY, n)
+        return _concat(
+            *[_encode_field(c, f.type, f.nullable) for c, f in zip(children, arrow_type)]
+        )
+    schema = fastavro.parse_schema(_avro_base(arrow_type, "", "Cell"))
+    cells = []
+    for value in arr.to_pylist():
+        out = io.BytesIO()
+        if value is not None:
+            fastavro.schemaless_writer(out, schema, value)
+        cells.append(out.getvalue())
+    return pa.array(cells, _BIN)
+
+
+def _encode_field(arr: pa.Array, arrow_type: pa.DataType, nullable: bool) -> pa.Array:
+    value = _encode_value(arr, arrow_type)
+    if not nullable or pa.types.is_null(arrow_type):
+        return value
+    branch = _concat(_VALUE_BRANCH, value)
+    return branch if arr.null_count == 0 else pc.if_else(pc.is_valid(arr), branch, _ZERO)
+
+
+def _encode_rows(batch: pa.RecordBatch) -> bytes:
+    """The Avro encoding of every row of ``batch`` (temporal columns already viewed as ints)."""
+    if batch.num_rows == 0 or batch.num_columns == 0:
+        return b""
+    fields = zip(batch.columns, batch.schema)
+    rows = _concat(*[_encode_field(c, f.type, f.nullable) for c, f in fields])
+    offsets = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + 1, rows.offset * 8)
+    data = rows.buffers()[2]
+    return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+
+
+class _EncodedBlock:
+    """What ``fastavro.write.Writer.write_block`` reads from a block."""
+
+    def __init__(self, num_records: int, data: bytes) -> None:
+        self.num_records = num_records
+        self.bytes_ = io.BytesIO(data)
+
+
+# --- references -----------------------------------------------------------------------------------
+
+
+_INT_FIELDS = ("barrier_id", "task_index", "row_count", "byte_size", "crc32", "start_row")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,8 +406,9 @@ class ChannelStateRef:
 
     ``barrier_id``, ``task_index``, ``query_id`` and ``write_id`` identify the snapshot and
     must match the state's header. ``row_count`` is the total number of rows in the state,
-    ``byte_size`` the size of its Avro bytes. ``start_row`` is the first row replay yields
-    (rows before it were already written); ``0 <= start_row <= row_count``.
+    ``byte_size`` the size of its Avro bytes and ``crc32`` their CRC-32 (the null and deflate
+    codecs have no checksum of their own). ``start_row`` is the first row replay yields (rows
+    before it were already written); ``0 <= start_row <= row_count``.
     """
 
     barrier_id: int
@@ -293,6 +417,7 @@ class ChannelStateRef:
     write_id: str
     row_count: int
     byte_size: int
+    crc32: int
     start_row: int = 0
 
     def __post_init__(self) -> None:
@@ -348,7 +473,7 @@ class ChannelStateRef:
         try:
             cls = {"inline": InlineChannelState, "file": FileChannelState}[data["kind"]]
             kwargs = {f.name: data[f.name] for f in dataclasses.fields(cls)}
-            for name in ("barrier_id", "task_index", "row_count", "byte_size", "start_row"):
+            for name in _INT_FIELDS:
                 if type(kwargs[name]) is not int:
                     raise TypeError(f"{name} is not an integer")
             if cls is InlineChannelState:
@@ -404,7 +529,7 @@ class FileChannelState(ChannelStateRef):
         return resolve_location(self.uri)
 
 
-# --- naming -------------------------------------------------------------------------------------
+# --- naming ---------------------------------------------------------------------------------------
 
 
 def barrier_dir_name(barrier_id: int) -> str:
@@ -489,7 +614,9 @@ def delete_channel_state(
 def delete_barrier_state(
     state_dir: str, barrier_id: int, filesystem: pafs.FileSystem | None = None
 ) -> None:
-    """Remove ``barrier-<id>/`` with every file in it (finished and stale); idempotent."""
+    """Remove ``barrier-<id>/`` with every file in it (finished and stale); idempotent.
+
+    Only once no committed ref (carried-forward refs included) points into that barrier."""
     location = resolve_location(state_dir, filesystem).child(barrier_dir_name(barrier_id))
     try:
         location.filesystem.delete_dir(location.path)
@@ -497,7 +624,7 @@ def delete_barrier_state(
         pass
 
 
-# --- writer -------------------------------------------------------------------------------------
+# --- writer ---------------------------------------------------------------------------------------
 
 
 class _SpillingStream:
@@ -510,6 +637,7 @@ class _SpillingStream:
         self._memory: io.BytesIO | None = io.BytesIO()
         self._file: Any = None
         self.bytes_written = 0
+        self.crc32 = 0
 
     @property
     def spilled(self) -> bool:
@@ -533,6 +661,7 @@ class _SpillingStream:
         else:
             self._file.write(data)
         self.bytes_written += len(data)
+        self.crc32 = zlib.crc32(data, self.crc32)
         return len(data)
 
     def flush(self) -> None:
@@ -602,6 +731,9 @@ class ChannelStateWriter:
         self._chunk_rows = chunk_rows
         self._write_id = uuid.uuid4().hex
         self._rows = 0
+        self._pending: list[bytes] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
         self._stream: _SpillingStream | None = None
         self._avro: Any = None
         self._temp: Location | None = None
@@ -620,7 +752,8 @@ class ChannelStateWriter:
 
     @property
     def memory_bytes(self) -> int:
-        """Avro bytes held in memory for a possible inline result (0 once spilled to a file)."""
+        """Avro bytes held in memory for a possible inline result (0 once spilled to a file);
+        the block being filled (about ``block_bytes``, uncompressed) comes on top."""
         return 0 if self._stream is None else self._stream.memory_bytes
 
     @property
@@ -677,23 +810,38 @@ class ChannelStateWriter:
             raise SchemaMismatchError(
                 f"{self.describe()}: batch schema {batch.schema} differs from {self._schema}"
             )
+        for column, field in zip(batch.columns, batch.schema):
+            if not field.nullable and column.null_count:
+                raise SchemaMismatchError(
+                    f"{self.describe()}: non-nullable column {field.name!r} holds nulls"
+                )
         self._start()
         columns = [
             col if col.type == storage.type else col.view(storage.type)
             for col, storage in zip(batch.columns, self._write_schema)
         ]
         storage_batch = pa.RecordBatch.from_arrays(columns, schema=self._write_schema)
-        write = self._avro.write
         for offset in range(0, storage_batch.num_rows, self._chunk_rows):
-            for record in storage_batch.slice(offset, self._chunk_rows).to_pylist():
-                write(record)
+            chunk = storage_batch.slice(offset, self._chunk_rows)
+            encoded = _encode_rows(chunk)
+            self._pending.append(encoded)
+            self._pending_rows += chunk.num_rows
+            self._pending_bytes += len(encoded)
+            if self._pending_bytes >= self._block_bytes:
+                self._write_block()
         self._rows += batch.num_rows
+
+    def _write_block(self) -> None:
+        if self._pending_rows:
+            self._avro.write_block(_EncodedBlock(self._pending_rows, b"".join(self._pending)))
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
 
     def finish(self) -> ChannelStateRef:
         """Flush, and return an inline ref or (after write-then-rename) a file ref."""
         self._start()
         assert self._stream is not None
         try:
+            self._write_block()
             self._avro.flush()
             common = {
                 "barrier_id": self._barrier_id,
@@ -702,6 +850,7 @@ class ChannelStateWriter:
                 "write_id": self._write_id,
                 "row_count": self._rows,
                 "byte_size": self._stream.bytes_written,
+                "crc32": self._stream.crc32,
             }
             if not self._stream.spilled:
                 ref: ChannelStateRef = InlineChannelState(
@@ -731,6 +880,7 @@ class ChannelStateWriter:
             return
         self._closed = True
         stream, self._stream, self._avro = self._stream, None, None
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         if stream is not None:
             try:
                 stream.close_file()
@@ -749,29 +899,58 @@ class ChannelStateWriter:
             self.discard()
 
 
-# --- reader -------------------------------------------------------------------------------------
+# --- reader ---------------------------------------------------------------------------------------
 
 
-def _open_source(
-    ref: ChannelStateRef, filesystem: pafs.FileSystem | None
-) -> tuple[Any, int]:
-    """A readable stream over the state's Avro bytes, and their size."""
+def _open_source(ref: ChannelStateRef, filesystem: pafs.FileSystem | None) -> Any:
+    """A readable, seekable file over the state's Avro bytes, after checking their size and
+    CRC-32 against the ref (a streaming pass over a file: memory stays bounded)."""
     if isinstance(ref, InlineChannelState):
-        return io.BytesIO(ref.inline_avro), len(ref.inline_avro)
-    if not isinstance(ref, FileChannelState):
+        source: Any = io.BytesIO(ref.inline_avro)
+    elif isinstance(ref, FileChannelState):
+        location = ref.location(filesystem)
+        try:
+            # fastavro's block reader asks tell(): a random-access file, not a stream.
+            source = location.filesystem.open_input_file(location.path)
+        except FileNotFoundError as exc:
+            raise ChannelStateError(f"{ref.describe()} is missing") from exc
+        except OSError as exc:
+            raise ChannelStateError(f"{ref.describe()} cannot be opened: {exc}") from exc
+    else:
         raise TypeError(f"not a channel state reference: {ref!r}")
-    location = ref.location(filesystem)
     try:
-        info = location.filesystem.get_file_info(location.path)
-        if info.type != pafs.FileType.File:
-            raise ChannelStateError(f"{ref.describe()} is missing")
-        # fastavro's block reader asks tell(): a random-access file, not a stream.
-        stream = location.filesystem.open_input_file(location.path)
-    except FileNotFoundError as exc:
-        raise ChannelStateError(f"{ref.describe()} is missing") from exc
+        size, crc = 0, 0
+        while chunk := source.read(_CHECK_CHUNK_BYTES):
+            size += len(chunk)
+            crc = zlib.crc32(chunk, crc)
+        if size != ref.byte_size:
+            raise ChannelStateError(
+                f"{ref.describe()} is truncated or altered: {size} bytes, expected {ref.byte_size}"
+            )
+        source.seek(0)
+        if crc != ref.crc32:
+            raise ChannelStateError(f"{ref.describe()} {_crc_mismatch(ref, source)}")
     except OSError as exc:
-        raise ChannelStateError(f"{ref.describe()} cannot be opened: {exc}") from exc
-    return stream, info.size
+        source.close()
+        raise ChannelStateError(f"{ref.describe()} cannot be read: {exc}") from exc
+    except BaseException:
+        source.close()
+        raise
+    return source
+
+
+def _crc_mismatch(ref: ChannelStateRef, source: Any) -> str:
+    """Why the CRC-32 differs: another writer's file in its place, or damage."""
+    try:
+        write_id = fastavro.block_reader(source).metadata.get(META_WRITE_ID)
+    except _DECODE_ERRORS:
+        write_id = None
+    if write_id is not None and write_id != ref.write_id:
+        return (
+            f"was replaced by another writer (write id {write_id!r}, expected {ref.write_id!r}; "
+            "another attempt of the task?)"
+        )
+    return "is corrupt: CRC-32 mismatch"
 
 
 def _check_header(ref: ChannelStateRef, metadata: dict[str, str]) -> pa.Schema:
@@ -812,12 +991,8 @@ def _open_validated(
     expected_schema: pa.Schema | None,
 ) -> tuple[Any, Any, pa.Schema]:
     """Open the state, check its size and header: (stream, fastavro block reader, schema)."""
-    source, size = _open_source(ref, filesystem)
+    source = _open_source(ref, filesystem)
     try:
-        if size != ref.byte_size:
-            raise ChannelStateError(
-                f"{ref.describe()} is truncated or altered: {size} bytes, expected {ref.byte_size}"
-            )
         try:
             blocks = fastavro.block_reader(source)
             metadata = dict(blocks.metadata)
@@ -845,8 +1020,9 @@ def read_channel_state(
     """Yield the state's rows from ``ref.start_row`` on, in the order they were appended, as
     RecordBatches of at most ``batch_rows`` rows with the exact Arrow schema of the input.
 
-    The header and size are checked before this returns (missing file, truncated file, wrong
-    header raise ChannelStateError here); the row count is checked when the iteration ends.
+    Size, CRC-32 and header are checked before this returns (a missing, truncated or damaged
+    file or a wrong header raise ChannelStateError here); the row count is checked when the
+    iteration ends.
     A caller that stops early and wrote ``n`` of the yielded rows carries the rest forward with
     ``ref.advanced(n)``. ``expected_schema``, when given, must equal the stored schema.
     """

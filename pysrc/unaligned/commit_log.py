@@ -207,10 +207,26 @@ class CommitLog:
             len(record.prepared),
         )
 
-    def mark_done(self, batch_id: int) -> None:
-        """Record that every item of batch ``batch_id`` is committed (idempotent)."""
-        doc = {"batchId": batch_id, "doneAtMs": int(time.time() * 1000)}
+    def mark_done(self, batch_id: int, *, commit_ms: float | None = None) -> None:
+        """Record that every item of batch ``batch_id`` is committed (idempotent).
+
+        ``commit_ms``: how long the driver's ``commit()`` took up to here, kept for benchmarks.
+        """
+        doc: dict[str, Any] = {"batchId": batch_id, "doneAtMs": int(time.time() * 1000)}
+        if commit_ms is not None:
+            doc["commitMs"] = round(commit_ms, 3)
         atomic_write(self._done_location(batch_id), json.dumps(doc).encode("utf-8"))
+
+    def done_info(self, batch_id: int) -> dict[str, Any] | None:
+        """The done marker's content (``batchId``, ``doneAtMs``, maybe ``commitMs``)."""
+        location = self._done_location(batch_id)
+        data = read_bytes(location)
+        if data is None:
+            return None
+        try:
+            return dict(json.loads(data.decode("utf-8")))
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise CommitLogError(f"done marker {_describe(location)} is unreadable: {exc!r}") from exc
 
     def is_done(self, batch_id: int) -> bool:
         location = self._done_location(batch_id)

@@ -42,6 +42,11 @@ class DataLossError(UnalignedError):
     """
 
 
+class RecordDecodeError(UnalignedError):
+    """A fetched Kafka record batch cannot be decoded (corrupt, failed CRC, or compressed with
+    a codec whose Python library is missing); the message names the topic-partition and offset."""
+
+
 # --- the two-phase-commit sink ------------------------------------------------------------------
 
 

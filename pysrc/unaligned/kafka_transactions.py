@@ -1,51 +1,39 @@
 """Kafka transactions that outlive the producer that opened them.
 
-The two-phase-commit Kafka sink writes each task's records into a transaction on the executor
-(:class:`TransactionalWriter`), *prepares* it (flushes, keeps it open) and hands a
+The Kafka sink writes each task's records into a transaction on the executor
+(:class:`TransactionalWriter`), *prepares* it (flushed, still open) and hands the
 :class:`PreparedTransaction` to the driver, which commits it later in another OS process
-(:func:`commit_prepared`). Recovery aborts whatever else a sink's transactional ids have open
-(:func:`fence`, :func:`list_transactional_ids`).
+(:func:`commit_prepared`). Recovery ends other open transactions of the sink's ids (:func:`fence`,
+:func:`list_transactional_ids`).
 
-How a transaction is resumed in another process
------------------------------------------------
-Kafka's public producer API cannot commit a transaction it did not open: ``init_transactions``
-on the same ``transactional.id`` bumps the epoch and *aborts* the open transaction. The
-transaction coordinator itself only needs ``EndTxn(transactional_id, producer_id, epoch,
-committed)``: the producer that opened the transaction already registered every partition it
-wrote to (``AddPartitionsToTxn`` runs before a partition's first batch is sent, and
-:meth:`TransactionalWriter.prepare` checks that every record was acknowledged), so nothing else
-is needed. :func:`commit_prepared` therefore sends ``FindCoordinator`` and ``EndTxn`` itself
-through a ``KafkaAdminClient``'s connection manager. Compared with forcing a fresh
-``KafkaProducer``'s transaction manager into ``IN_TRANSACTION`` (what Flink does with the Java
-client), this
+Resuming a transaction. ``init_transactions`` on the same ``transactional.id`` would bump the
+epoch and *abort* the open transaction, so the committing process instead sends the
+coordinator ``FindCoordinator`` and ``EndTxn(transactional_id, producer_id, epoch, committed)``
+itself, through a ``KafkaAdminClient``'s connection manager. That is all the coordinator needs:
+the producer that wrote the records registered every partition (``AddPartitionsToTxn`` precedes a
+partition's first batch, and :meth:`TransactionalWriter.prepare` checks every record was
+acknowledged). Compared with forcing a fresh producer's transaction manager into
+``IN_TRANSACTION`` (Flink's way with the Java client), this relies on fewer private names
+(``admin._manager.run/send/call_soon``) than the manager's state machine, lock and flags; it sees
+the coordinator's exact error code (kafka-python's ``EndTxnHandler`` folds
+``INVALID_PRODUCER_ID_MAPPING`` into a generic error and retries ``CONCURRENT_TRANSACTIONS``
+without bound); it runs no producer sender thread; and it pipelines many commits on one
+connection. ``EndTxn`` is capped at v3 like kafka-python's producer: transaction protocol v1,
+where the epoch does not change at commit, so committing a completed transaction again succeeds.
+The private names are pinned by ``tests/test_kafka_transactions.py``; the resume is proved end to
+end by ``integration/test_kafka_transactions.py``.
 
-* relies on fewer private names (the admin client's ``_manager.run`` / ``_manager.send``, and the
-  protocol classes) instead of the transaction manager's state machine, lock and flags;
-* sees the coordinator's exact error code (kafka-python's ``EndTxnHandler`` folds
-  ``INVALID_PRODUCER_ID_MAPPING`` into a generic error and retries ``CONCURRENT_TRANSACTIONS``
-  without bound);
-* starts no producer sender thread.
-
-EndTxn is sent with ``max_version=3`` (the version kafka-python's own producer uses): transaction
-protocol v1, in which the epoch does not change at commit, so a repeated commit of a completed
-transaction is answered with success. The private names are pinned by
-``tests/test_kafka_transactions.py``; ``integration/test_kafka_transactions.py`` proves the resume
-end to end against the real broker.
-
-Coordinator answers (transaction protocol v1) and what they become here:
-
-==============================  ==================================================
-commit after CompleteCommit     success (idempotent)
-CONCURRENT_TRANSACTIONS         retried with backoff until ``timeout_s``
-NOT_COORDINATOR, ..._LOADING    coordinator looked up again, retried
-PRODUCER_FENCED (wrong epoch)   :class:`TransactionCommitError`
-INVALID_TXN_STATE (aborted)     :class:`TransactionCommitError`
-INVALID_PRODUCER_ID_MAPPING     :class:`TransactionCommitError`
-==============================  ==================================================
+Coordinator answers and what they become: success or a repeated commit -> done;
+``CONCURRENT_TRANSACTIONS``, coordinator moved or loading, transport errors -> retried with
+backoff until ``timeout_s``; ``PRODUCER_FENCED`` (wrong epoch: the id was fenced, or the broker
+aborted the transaction after ``transaction_timeout_ms``, which also bumps the epoch),
+``INVALID_TXN_STATE`` (already aborted), ``INVALID_PRODUCER_ID_MAPPING`` (unknown id) ->
+:class:`TransactionCommitError`. A fence bumps the epoch even after a completed commit, so
+recovery must re-commit decided transactions *before* fencing the rest of its ids.
 
 Hazard: with protocol v1 a stale EndTxn carrying the same (producer id, epoch) ends whatever
-transaction that producer has open *now*. Never start a new transaction on a transactional id
-before the previous one was committed or aborted; an id unique per (query, batch, task) avoids it.
+transaction that producer has open *now*. Never begin a new transaction on an id before the
+previous one was committed or aborted; an id unique per (query, batch, task) avoids it.
 """
 
 from __future__ import annotations
@@ -57,7 +45,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import kafka.errors as kafka_errors
 from kafka import KafkaProducer
@@ -76,13 +64,9 @@ from unaligned.errors import (
 
 logger = logging.getLogger(__name__)
 
-# EndTxn v0-v3 (v4 only adds error codes, v5 is transaction protocol v2 where EndTxn bumps the
-# epoch). kafka-python's producer sends the same versions.
-END_TXN_MAX_VERSION = 3
-
+END_TXN_MAX_VERSION = 3  # v4 only adds error codes; v5 is transaction protocol v2
 DEFAULT_END_TXN_TIMEOUT_S = 60.0
-"""How long :func:`commit_prepared` / :func:`abort_prepared` keep retrying retriable answers."""
-
+_END_TXN_WINDOW = 16  # EndTxn requests in flight at once; the admin client allows one more
 _FIRST_BACKOFF_S = 0.02
 _MAX_BACKOFF_S = 1.0
 _CLOSE_TIMEOUT_S = 10.0
@@ -95,24 +79,21 @@ OPEN_TRANSACTION_STATES = frozenset(
         TransactionState.PREPARE_EPOCH_FENCE,
     }
 )
-"""States ``ListTransactions`` reports for a transactional id whose transaction is not finished.
-
-``PrepareCommit`` / ``PrepareAbort`` last from the coordinator's decision until its markers are
-written (milliseconds); a transaction just committed by :func:`commit_prepared` may briefly be
+"""``ListTransactions`` states of an unfinished transaction. ``PrepareCommit``/``PrepareAbort``
+last until the markers are written (milliseconds): a transaction just committed may briefly be
 listed as open."""
 
-# Raised (not answered) retriable errors are transport failures: the broker was not reached
-# (KafkaConnectionError, NodeNotReadyError) or did not answer in time (KafkaTimeoutError,
-# RequestTimedOutError). They are retried and reported as KafkaUnavailableError at the deadline.
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (kafka_errors.RetriableError,)
+# An answer to one EndTxn: the broker's error class (NoError on success), or the retriable
+# exception that stopped the request from being answered (connection lost, timed out).
+_Answer = Union[type, BaseException]
 
 
 @dataclass(frozen=True)
 class PreparedTransaction:
     """A flushed, still open transaction that any process can commit or abort.
 
-    ``record_count`` is the number of records the broker acknowledged in it; a transaction with
-    no records was never registered with the coordinator and needs no commit.
+    ``record_count`` records were acknowledged in it; with 0 the coordinator never heard of the
+    transaction and committing or aborting it is a no-op.
     """
 
     transactional_id: str
@@ -138,9 +119,9 @@ class _WriterState(enum.Enum):
 class TransactionalWriter:
     """Writes one Kafka transaction on an executor (one writer per sink task attempt).
 
-    Life cycle: :meth:`begin` -> :meth:`send`... -> :meth:`prepare` (the transaction stays open for
-    the driver to commit) or :meth:`abort`; then :meth:`close`, which never ends the transaction.
-    The constructor touches no network.
+    :meth:`begin` -> :meth:`send`... -> :meth:`prepare` (stays open for the driver) or
+    :meth:`abort`; then :meth:`close`, which never ends the transaction. ``client_kwargs`` are
+    ``KafkaProducer`` kwargs; the constructor touches no network.
     """
 
     def __init__(self, client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
@@ -152,14 +133,13 @@ class TransactionalWriter:
                 f"client option transactional_id={configured!r} contradicts the writer's "
                 f"transactional id {transactional_id!r}"
             )
-        self._client_kwargs = dict(client_kwargs)
-        self._client_kwargs["transactional_id"] = transactional_id
+        self._client_kwargs = {**client_kwargs, "transactional_id": transactional_id}
         self._transactional_id = transactional_id
         self._producer: Optional[KafkaProducer] = None
         self._state = _WriterState.NEW
         self._producer_id = -1
         self._epoch = -1
-        # Updated by the producer's I/O thread through the record futures' callbacks.
+        # Updated from the producer's I/O thread by the record futures' callbacks.
         self._lock = threading.Lock()
         self._unacknowledged_bytes = 0
         self._sent = 0
@@ -173,33 +153,30 @@ class TransactionalWriter:
     def begin(self) -> None:
         """Open the transaction.
 
-        1. Build the producer (bootstrap, bounded by ``bootstrap_timeout_ms``).
-        2. ``init_transactions``: bumps this id's epoch, which aborts any transaction an older
-           producer with the same id left open, and fences that producer.
-        3. ``begin_transaction`` (local only: the coordinator hears of the transaction with the
-           first partition added).
+        1. Build the producer (bootstrap bounded by ``bootstrap_timeout_ms``).
+        2. ``init_transactions``: bumps the id's epoch, aborting whatever an older producer with
+           this id left open, and fencing that producer.
+        3. ``begin_transaction`` (local: the coordinator hears of it with the first partition).
         """
-        self._require(_WriterState.NEW, "begin")
-        self._producer = _build_producer(self._client_kwargs)
+        self._require((_WriterState.NEW,), "begin")
+        producer = _build_producer(self._client_kwargs)
         try:
-            self._producer.init_transactions()
-            self._producer.begin_transaction()
+            producer.init_transactions()
+            producer.begin_transaction()
         except kafka_errors.KafkaError as exc:
-            self._producer.close(timeout=0)
-            self._producer = None
+            producer.close(timeout=0)
             raise TransactionWriteError(
                 f"could not open a transaction for transactional id {self._transactional_id!r} "
                 f"on {_servers(self._client_kwargs)}: {exc!r}"
             ) from exc
-        pid_epoch = self._producer._transaction_manager.producer_id_and_epoch
-        self._producer_id, self._epoch = pid_epoch.producer_id, pid_epoch.epoch
+        self._producer = producer
+        self._producer_id, self._epoch = self._current_producer_id_and_epoch()
         self._state = _WriterState.OPEN
-        logger.debug(
-            "opened transaction %r (producer id %d, epoch %d)",
-            self._transactional_id,
-            self._producer_id,
-            self._epoch,
-        )
+
+    def _current_producer_id_and_epoch(self) -> tuple[int, int]:
+        assert self._producer is not None
+        pid_epoch = self._producer._transaction_manager.producer_id_and_epoch
+        return pid_epoch.producer_id, pid_epoch.epoch
 
     def send(
         self,
@@ -210,13 +187,13 @@ class TransactionalWriter:
         partition: Optional[int] = None,
         timestamp_ms: Optional[int] = None,
     ) -> None:
-        """Queue one record in the transaction; returns before the broker acknowledges it.
+        """Queue one record; returns before the broker acknowledges it.
 
-        May block up to the producer's ``max_block_ms`` for topic metadata or buffer space. A
-        record the producer refuses (too large, unknown topic...) raises
-        :class:`TransactionWriteError` and poisons the writer: :meth:`prepare` will refuse.
+        May block up to ``max_block_ms`` for metadata or buffer space. A record the producer
+        refuses (too large, unknown topic...) raises :class:`TransactionWriteError` and poisons
+        the writer: :meth:`prepare` will refuse.
         """
-        self._require(_WriterState.OPEN, "send")
+        self._require((_WriterState.OPEN,), "send")
         assert self._producer is not None
         size = _payload_size(key, value, headers)
         with self._lock:
@@ -224,11 +201,7 @@ class TransactionalWriter:
             self._sent += 1
         try:
             future = self._producer.send(
-                topic,
-                value=value,
-                key=key,
-                headers=headers,
-                partition=partition,
+                topic, value=value, key=key, headers=headers, partition=partition,
                 timestamp_ms=timestamp_ms,
             )
         except Exception as exc:
@@ -244,26 +217,25 @@ class TransactionalWriter:
     def _on_record_done(self, size: int, result: object) -> None:
         with self._lock:
             self._unacknowledged_bytes -= size
-            if isinstance(result, BaseException):
-                if self._first_failure is None:
-                    self._first_failure = result
-            else:
+            if not isinstance(result, BaseException):
                 self._acknowledged += 1
+            elif self._first_failure is None:
+                self._first_failure = result
 
     def unacknowledged_bytes(self) -> int:
-        """Payload bytes (key + value + header keys and values) sent but not yet acknowledged.
+        """Payload bytes (key, value, header keys and values) sent and not yet acknowledged.
 
-        A record that failed counts as no longer outstanding."""
+        A failed record no longer counts."""
         with self._lock:
             return self._unacknowledged_bytes
 
     def flush(self, timeout_s: Optional[float] = None) -> None:
-        """Block until every record sent so far is acknowledged (or failed).
+        """Block until every record sent so far is acknowledged or failed.
 
-        Raises :class:`TransactionWriteError` if ``timeout_s`` passes first or any record failed.
+        Raises :class:`TransactionWriteError` if ``timeout_s`` passes first or a record failed.
         Without a timeout the wait is bounded by the producer's ``delivery_timeout_ms``.
         """
-        self._require(_WriterState.OPEN, "flush")
+        self._require((_WriterState.OPEN,), "flush")
         assert self._producer is not None
         try:
             self._producer.flush(timeout=timeout_s)
@@ -272,12 +244,8 @@ class TransactionalWriter:
                 f"records of transaction {self._transactional_id!r} were not acknowledged within "
                 f"{timeout_s} s ({self.unacknowledged_bytes()} bytes outstanding)"
             ) from exc
-        self._raise_if_failed()
-
-    def _raise_if_failed(self) -> None:
         with self._lock:
-            failure = self._first_failure
-            failed = self._sent - self._acknowledged
+            failure, failed = self._first_failure, self._sent - self._acknowledged
         if failure is not None:
             raise TransactionWriteError(
                 f"{failed} record(s) of transaction {self._transactional_id!r} were not written: "
@@ -287,16 +255,15 @@ class TransactionalWriter:
     def prepare(self) -> PreparedTransaction:
         """Pre-commit: make the transaction committable by any process; it stays open.
 
-        1. Flush: every record sent is acknowledged by the partition leader (``acks=all``).
-           A partition's batches are only sent after ``AddPartitionsToTxn`` registered the
-           partition, so the coordinator now knows every partition the transaction wrote to.
-        2. Refuse if any record failed or was never acknowledged: a commit would lose it.
-        3. Refuse if the producer's (producer id, epoch) changed since :meth:`begin` (an epoch
-           bump aborts the open transaction).
-        4. Return the handle. The broker aborts the transaction on its own once it is older than
-           ``transaction_timeout_ms``.
+        1. Flush: every record is acknowledged by its partition leader (``acks=all``). Batches
+           go out only after ``AddPartitionsToTxn`` registered their partition, so the
+           coordinator knows every partition written.
+        2. Refuse if a record failed or is unacknowledged: a commit would lose it.
+        3. Refuse if (producer id, epoch) changed since :meth:`begin` (a bump aborts).
+        4. Return the handle. The broker aborts the transaction by itself once it is older
+           than ``transaction_timeout_ms``.
         """
-        self.flush()  # 1 and 2
+        self.flush()  # 1, and 2 for failed records
         with self._lock:
             sent, acknowledged = self._sent, self._acknowledged
         if acknowledged != sent:  # 2
@@ -304,29 +271,23 @@ class TransactionalWriter:
                 f"transaction {self._transactional_id!r}: {sent - acknowledged} of {sent} "
                 "record(s) not acknowledged after flush"
             )
-        assert self._producer is not None
-        current = self._producer._transaction_manager.producer_id_and_epoch
-        if (current.producer_id, current.epoch) != (self._producer_id, self._epoch):  # 3
+        current = self._current_producer_id_and_epoch()
+        if current != (self._producer_id, self._epoch):  # 3
             raise TransactionWriteError(
                 f"transaction {self._transactional_id!r} was opened as producer id "
                 f"{self._producer_id}, epoch {self._epoch}, but the producer is now producer id "
-                f"{current.producer_id}, epoch {current.epoch}: the broker aborted it"
+                f"{current[0]}, epoch {current[1]}: the broker aborted it"
             )
         self._state = _WriterState.PREPARED
-        prepared = PreparedTransaction(
-            transactional_id=self._transactional_id,
-            producer_id=self._producer_id,
-            epoch=self._epoch,
-            record_count=acknowledged,
+        return PreparedTransaction(  # 4
+            self._transactional_id, self._producer_id, self._epoch, acknowledged
         )
-        logger.debug("prepared %s with %d records", prepared.describe(), acknowledged)
-        return prepared  # 4
 
     def abort(self) -> None:
         """Abort the transaction from this producer (open or prepared). No-op before begin."""
         if self._state in (_WriterState.NEW, _WriterState.ABORTED):
             return
-        self._require_any((_WriterState.OPEN, _WriterState.PREPARED), "abort")
+        self._require((_WriterState.OPEN, _WriterState.PREPARED), "abort")
         assert self._producer is not None
         try:
             self._producer.abort_transaction()
@@ -339,8 +300,6 @@ class TransactionalWriter:
 
     def close(self) -> None:
         """Release the producer. Never commits or aborts: a prepared transaction stays open."""
-        if self._state is _WriterState.CLOSED:
-            return
         producer, self._producer = self._producer, None
         self._state = _WriterState.CLOSED
         if producer is not None:
@@ -353,10 +312,7 @@ class TransactionalWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _require(self, state: _WriterState, action: str) -> None:
-        self._require_any((state,), action)
-
-    def _require_any(self, states: tuple[_WriterState, ...], action: str) -> None:
+    def _require(self, states: tuple[_WriterState, ...], action: str) -> None:
         if self._state not in states:
             raise TransactionWriteError(
                 f"cannot {action} transaction {self._transactional_id!r}: the writer is "
@@ -365,8 +321,6 @@ class TransactionalWriter:
 
 
 class _EndTxnOutcome(enum.Enum):
-    """What an EndTxn asks the coordinator to do with a prepared transaction."""
-
     COMMIT = "commit"
     ABORT = "abort"
 
@@ -379,11 +333,10 @@ def commit_prepared(
 ) -> None:
     """Commit a prepared transaction from any process, without ``init_transactions``.
 
-    Idempotent: committing an already committed transaction succeeds. Raises
-    :class:`TransactionCommitError` (naming transactional id, producer id and epoch) when the
-    coordinator refuses: fenced (a newer epoch exists), aborted (``INVALID_TXN_STATE``, also after
-    a ``transaction_timeout_ms`` expiry), or unknown id (``INVALID_PRODUCER_ID_MAPPING``); and
-    :class:`KafkaUnavailableError` if the coordinator cannot be reached within ``timeout_s``.
+    Idempotent: committing a committed transaction succeeds. Raises
+    :class:`TransactionCommitError` naming the transactional id, producer id and epoch if the
+    coordinator refuses (fenced, aborted -- also by ``transaction_timeout_ms`` --, unknown id), and
+    :class:`KafkaUnavailableError` if the coordinator is not reached within ``timeout_s``.
     """
     commit_all_prepared(client_kwargs, [prepared], timeout_s=timeout_s)
 
@@ -394,9 +347,9 @@ def commit_all_prepared(
     *,
     timeout_s: float = DEFAULT_END_TXN_TIMEOUT_S,
 ) -> None:
-    """:func:`commit_prepared` for several transactions over one admin connection, in order.
+    """:func:`commit_prepared` for many transactions, pipelined over one admin connection.
 
-    Stops at the first refusal (the ones before it stay committed; committing again is safe).
+    Every transaction that can be committed is; then the first refusal is raised.
     """
     _end_all(client_kwargs, prepared, _EndTxnOutcome.COMMIT, timeout_s)
 
@@ -407,10 +360,10 @@ def abort_prepared(
     *,
     timeout_s: float = DEFAULT_END_TXN_TIMEOUT_S,
 ) -> None:
-    """Abort a prepared transaction from any process (the resume-and-abort twin of commit).
+    """Abort a prepared transaction from any process. Aborting it again succeeds.
 
-    Aborting an already aborted transaction succeeds. Raises :class:`TransactionAbortError` if the
-    coordinator refuses: already committed (``INVALID_TXN_STATE``), fenced, or unknown id.
+    Raises :class:`TransactionAbortError` if the coordinator refuses: already committed
+    (``INVALID_TXN_STATE``), fenced, or unknown id.
     """
     _end_all(client_kwargs, [prepared], _EndTxnOutcome.ABORT, timeout_s)
 
@@ -421,99 +374,109 @@ def _end_all(
     outcome: _EndTxnOutcome,
     timeout_s: float,
 ) -> None:
-    to_end = [p for p in prepared if p.record_count > 0]
-    for p in prepared:
-        if p.record_count == 0:
-            logger.debug("%s has no records: nothing to %s", p.describe(), outcome.value)
-    if not to_end:
-        return
+    """Send EndTxn for every transaction with records; retry the retriable answers in rounds.
+
+    Refusals are collected and the first is raised once nothing is left to retry."""
+    pending = [p for p in prepared if p.record_count > 0]
     deadline = time.monotonic() + timeout_s
-    with _admin_client(client_kwargs) as admin:
-        for p in to_end:
-            _end_transaction(admin, p, outcome, deadline, client_kwargs)
-
-
-def _end_transaction(
-    admin: KafkaAdminClient,
-    prepared: PreparedTransaction,
-    outcome: _EndTxnOutcome,
-    deadline: float,
-    client_kwargs: Mapping[str, Any],
-) -> None:
-    """Send EndTxn until the coordinator answers with success or a refusal, or time runs out."""
     backoff = _FIRST_BACKOFF_S
-    attempts = 0
-    while True:
-        attempts += 1
-        remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    rounds = 0
+    refused: list[tuple[PreparedTransaction, _Answer]] = []
+    if not pending:
+        return
+    with _admin_client(client_kwargs, max_in_flight=_END_TXN_WINDOW + 1) as admin:
+        while pending:
+            rounds += 1
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            answers: list[_Answer] = []
+            for start in range(0, len(pending), _END_TXN_WINDOW):
+                window = pending[start : start + _END_TXN_WINDOW]
+                answers += _run_window(admin, window, outcome, remaining_ms)
+            retry = [(p, a) for p, a in zip(pending, answers) if _is_retriable(a)]
+            refused += [
+                (p, a) for p, a in zip(pending, answers)
+                if a is not kafka_errors.NoError and not _is_retriable(a)
+            ]
+            if not retry:
+                break
+            if time.monotonic() + backoff >= deadline:
+                raise _out_of_time(retry[0][0], retry[0][1], outcome, rounds, client_kwargs)
+            logger.info(
+                "%s: %d of %d transaction(s) answered %s, retrying in %.2f s", outcome.value,
+                len(retry), len(pending), _error_name(retry[0][1]), backoff,
+            )
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            pending = [p for p, _ in retry]
+    for other, answer in refused[1:]:
+        logger.error("%s", _refusal(other, outcome, answer))
+    if refused:
+        first, answer = refused[0]
+        raise _refusal(first, outcome, answer)
+
+
+def _run_window(
+    admin: KafkaAdminClient,
+    window: Sequence[PreparedTransaction],
+    outcome: _EndTxnOutcome,
+    request_timeout_ms: int,
+) -> list[_Answer]:
+    try:
+        return admin._manager.run(_async_end_window, admin, window, outcome, request_timeout_ms)
+    except kafka_errors.KafkaError as exc:  # not a broker answer: unsupported version, auth...
+        error = TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
+        raise error(
+            f"could not {outcome.value} {', '.join(p.describe() for p in window)}: {exc!r}"
+        ) from exc
+
+
+def _is_retriable(answer: _Answer) -> bool:
+    return isinstance(answer, BaseException) or (
+        answer is not kafka_errors.NoError and issubclass(answer, kafka_errors.RetriableError)
+    )
+
+
+async def _async_end_window(
+    admin: KafkaAdminClient,
+    window: Sequence[PreparedTransaction],
+    outcome: _EndTxnOutcome,
+    request_timeout_ms: int,
+) -> list[_Answer]:
+    """On the admin's I/O thread: end each transaction of the window concurrently."""
+    manager = admin._manager
+    tasks = [
+        manager.call_soon(_async_end_one, admin, p, outcome, request_timeout_ms) for p in window
+    ]
+    answers: list[_Answer] = []
+    for task in tasks:
         try:
-            error_type = admin._manager.run(
-                _async_end_transaction, admin, prepared, outcome, remaining_ms
-            )
-        except _TRANSPORT_ERRORS as exc:
-            last: BaseException | type[BaseException] = exc
-        else:
-            if error_type is kafka_errors.NoError:
-                logger.debug(
-                    "%s: %s after %d attempt(s)", outcome.value, prepared.describe(), attempts
-                )
-                return
-            if not issubclass(error_type, kafka_errors.RetriableError):
-                raise _refusal(prepared, outcome, error_type)
-            last = error_type
-        if time.monotonic() + backoff >= deadline:
-            if isinstance(last, BaseException):
-                raise KafkaUnavailableError(
-                    f"could not {outcome.value} {prepared.describe()}: the transaction "
-                    f"coordinator on {_servers(client_kwargs)} was not reached in time "
-                    f"({attempts} attempts, last error {last!r})"
-                ) from last
-            error_class = (
-                TransactionCommitError
-                if outcome is _EndTxnOutcome.COMMIT
-                else TransactionAbortError
-            )
-            raise error_class(
-                f"could not {outcome.value} {prepared.describe()}: the coordinator still "
-                f"answered {_error_name(last)} after {attempts} attempts"
-            )
-        logger.debug(
-            "%s %s: %s, retrying in %.2f s",
-            outcome.value,
-            prepared.describe(),
-            _error_name(last),
-            backoff,
-        )
-        time.sleep(backoff)
-        backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            answers.append(await task)
+        except kafka_errors.RetriableError as exc:  # transport: not answered
+            answers.append(exc)
+    return answers
 
 
-async def _async_end_transaction(
+async def _async_end_one(
     admin: KafkaAdminClient,
     prepared: PreparedTransaction,
     outcome: _EndTxnOutcome,
     request_timeout_ms: int,
-) -> type[kafka_errors.KafkaError]:
-    """Runs on the admin client's I/O thread: FindCoordinator, then EndTxn to the coordinator.
-
-    Returns the broker's error class (``NoError`` on success); transport failures raise.
-    """
+) -> type:
+    """FindCoordinator, then EndTxn to that coordinator; returns the broker's error class."""
     manager = admin._manager
+    key = prepared.transactional_id
     find = FindCoordinatorRequest(
-        key=prepared.transactional_id,
-        key_type=CoordinatorType.TRANSACTION.value,
-        coordinator_keys=[prepared.transactional_id],
+        key=key, key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=[key]
     )
     response = await manager.send(find, request_timeout_ms=request_timeout_ms)
     found = response.coordinators[0] if response.coordinators else response
-    find_error = kafka_errors.for_code(found.error_code)
-    if find_error is not kafka_errors.NoError:
-        return find_error
+    if found.error_code != 0:
+        return kafka_errors.for_code(found.error_code)
     node_id = manager.cluster.add_coordinator(
-        found, CoordinatorType.TRANSACTION, prepared.transactional_id, synthesize_node_id=False
+        found, CoordinatorType.TRANSACTION, key, synthesize_node_id=False
     )
     end = EndTxnRequest(
-        transactional_id=prepared.transactional_id,
+        transactional_id=key,
         producer_id=prepared.producer_id,
         producer_epoch=prepared.epoch,
         committed=outcome is _EndTxnOutcome.COMMIT,
@@ -523,48 +486,65 @@ async def _async_end_transaction(
     return kafka_errors.for_code(response.error_code)
 
 
-def _refusal(
-    prepared: PreparedTransaction,
-    outcome: _EndTxnOutcome,
-    error_type: type[kafka_errors.KafkaError],
-) -> Exception:
-    name = _error_name(error_type)
-    if error_type in (kafka_errors.ProducerFencedError, kafka_errors.InvalidProducerEpochError):
-        reason = "a newer producer epoch exists for this id (fenced, or aborted on recovery)"
-    elif error_type is kafka_errors.InvalidTxnStateError:
+def _refusal(prepared: PreparedTransaction, outcome: _EndTxnOutcome, answer: _Answer) -> Exception:
+    if answer in (kafka_errors.ProducerFencedError, kafka_errors.InvalidProducerEpochError):
         reason = (
-            "the transaction was already aborted (by an abort, a fence or transaction timeout)"
-            if outcome is _EndTxnOutcome.COMMIT
-            else "the transaction was already committed"
+            "a newer epoch of this id exists: fenced by init_transactions, or aborted by the "
+            "broker after transaction_timeout_ms"
         )
-    elif error_type is kafka_errors.InvalidProducerIdMappingError:
-        reason = "the coordinator does not know this transactional id with this producer id"
+    elif answer is kafka_errors.InvalidTxnStateError and outcome is _EndTxnOutcome.COMMIT:
+        reason = "already aborted: by an abort, a fence or the transaction timeout"
+    elif answer is kafka_errors.InvalidTxnStateError:
+        reason = "already committed"
+    elif answer is kafka_errors.InvalidProducerIdMappingError:
+        reason = "the coordinator does not know this id with this producer id"
     else:
         reason = "unexpected answer"
-    message = f"coordinator refused to {outcome.value} {prepared.describe()}: {name} ({reason})"
+    message = (
+        f"coordinator refused to {outcome.value} {prepared.describe()}: "
+        f"{_error_name(answer)} ({reason})"
+    )
     if outcome is _EndTxnOutcome.COMMIT:
         return TransactionCommitError(
-            message + f"; its {prepared.record_count} record(s) are not committed"
+            f"{message}; unless an earlier commit of it succeeded, its {prepared.record_count} "
+            "record(s) are lost"
         )
     return TransactionAbortError(message)
 
 
-def _error_name(error: BaseException | type[BaseException]) -> str:
-    error_type = error if isinstance(error, type) else type(error)
+def _out_of_time(
+    prepared: PreparedTransaction,
+    answer: _Answer,
+    outcome: _EndTxnOutcome,
+    rounds: int,
+    client_kwargs: Mapping[str, Any],
+) -> Exception:
+    if isinstance(answer, BaseException):
+        return KafkaUnavailableError(
+            f"could not {outcome.value} {prepared.describe()}: the transaction coordinator on "
+            f"{_servers(client_kwargs)} did not answer in time ({rounds} attempts, last error "
+            f"{answer!r})"
+        )
+    error = TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
+    return error(
+        f"could not {outcome.value} {prepared.describe()}: the coordinator still answered "
+        f"{_error_name(answer)} after {rounds} attempts"
+    )
+
+
+def _error_name(answer: _Answer) -> str:
+    error_type = answer if isinstance(answer, type) else type(answer)
     return str(getattr(error_type, "message", None) or error_type.__name__)
 
 
 def fence(client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
     """Abort whatever transaction ``transactional_id`` has open, by ``init_transactions``.
 
-    ``init_transactions`` bumps the id's epoch; the coordinator aborts an open transaction (its
-    records become invisible to read_committed consumers) or lets a decided commit finish first,
-    and answers only once the previous transaction is complete. An unknown id is simply
-    registered. Any later commit with the old epoch fails with ``PRODUCER_FENCED``.
+    The epoch bump makes the coordinator abort an open transaction (or finish a decided commit)
+    and answer once it is complete, so its records are settled when this returns. A later commit
+    with the old epoch fails with ``PRODUCER_FENCED``. An unknown id is simply registered.
     """
-    kwargs = dict(client_kwargs)
-    kwargs["transactional_id"] = transactional_id
-    producer = _build_producer(kwargs)
+    producer = _build_producer({**client_kwargs, "transactional_id": transactional_id})
     try:
         producer.init_transactions()
     except kafka_errors.KafkaError as exc:
@@ -580,69 +560,65 @@ def fence(client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
 def list_transactional_ids(
     client_kwargs: Mapping[str, Any], prefix: str, *, open_only: bool = True
 ) -> list[str]:
-    """Transactional ids starting with ``prefix`` that the brokers' coordinators know (sorted).
+    """Sorted transactional ids starting with ``prefix`` known to the coordinators.
 
-    ``open_only`` keeps ids whose transaction is unfinished (:data:`OPEN_TRANSACTION_STATES`);
-    otherwise ids in any state, including ``Empty``, ``CompleteCommit`` and ``CompleteAbort``.
-    Filtering happens here, not on the broker, so it works with brokers before 4.1.
+    ``open_only`` keeps ids in :data:`OPEN_TRANSACTION_STATES`; otherwise any state (``Empty``,
+    ``CompleteCommit``, ``CompleteAbort``...). Filtered here, so brokers before 4.1 work too.
     """
     with _admin_client(client_kwargs) as admin:
         by_broker = admin.list_transactions()
-    found = {
-        listing.transactional_id
-        for listings in by_broker.values()
-        for listing in listings
-        if listing.transactional_id.startswith(prefix)
-        and (not open_only or listing.state in OPEN_TRANSACTION_STATES)
-    }
-    return sorted(found)
+    return sorted(
+        {
+            listing.transactional_id
+            for listings in by_broker.values()
+            for listing in listings
+            if listing.transactional_id.startswith(prefix)
+            and (not open_only or listing.state in OPEN_TRANSACTION_STATES)
+        }
+    )
 
 
 def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
-    """The brokers' ``transaction.max.timeout.ms`` (the smallest, if brokers differ).
+    """The brokers' ``transaction.max.timeout.ms`` (the smallest if they differ).
 
-    A producer's ``transaction_timeout_ms`` above it is refused by ``init_transactions``.
-    """
+    ``init_transactions`` refuses a ``transaction_timeout_ms`` above it."""
     name = "transaction.max.timeout.ms"
     with _admin_client(client_kwargs) as admin:
-        broker_ids = [broker["broker_id"] for broker in admin.describe_cluster()["brokers"]]
-        resources = [
-            ConfigResource(ConfigResourceType.BROKER, str(broker_id), [name])
-            for broker_id in broker_ids
-        ]
-        described = admin.describe_configs(resources, config_filter="all")
-    values: list[int] = []
+        broker_ids = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, b, [name]) for b in broker_ids],
+            config_filter="all",
+        )
+    values = []
     for broker_id in broker_ids:
-        entry = described.get("broker", {}).get(str(broker_id), {}).get(name)
-        if entry is None or entry.get("value") is None:
+        entry = described.get("broker", {}).get(broker_id, {}).get(name) or {}
+        if entry.get("value") is None:
             raise SinkConfigurationError(
                 f"broker {broker_id} on {_servers(client_kwargs)} did not report {name}"
             )
         values.append(int(entry["value"]))
     if not values:
-        raise SinkConfigurationError(f"no brokers listed by {_servers(client_kwargs)}")
+        raise SinkConfigurationError(f"{_servers(client_kwargs)} listed no brokers")
     return min(values)
 
 
 # --- clients ----------------------------------------------------------------------------------
 
 
-def _servers(client_kwargs: Mapping[str, Any]) -> str:
-    servers = client_kwargs.get("bootstrap_servers", "localhost")
-    if isinstance(servers, (list, tuple)):
-        return ",".join(str(s) for s in servers)
-    return str(servers)
-
-
 def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The subset of producer kwargs a ``KafkaAdminClient`` accepts (it rejects unknown keys)."""
+    """The producer kwargs a ``KafkaAdminClient`` accepts (it rejects unknown keys)."""
     return {k: v for k, v in client_kwargs.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
 
 
 @contextmanager
-def _admin_client(client_kwargs: Mapping[str, Any]) -> Iterator[KafkaAdminClient]:
+def _admin_client(
+    client_kwargs: Mapping[str, Any], *, max_in_flight: Optional[int] = None
+) -> Iterator[KafkaAdminClient]:
+    kwargs = admin_client_kwargs(client_kwargs)
+    if max_in_flight is not None:
+        kwargs["max_in_flight_requests_per_connection"] = max_in_flight
     try:
-        admin = KafkaAdminClient(**admin_client_kwargs(client_kwargs))
+        admin = KafkaAdminClient(**kwargs)
     except kafka_errors.KafkaTimeoutError as exc:
         raise KafkaUnavailableError(
             f"could not reach Kafka at {_servers(client_kwargs)}: {exc!r}"
@@ -657,16 +633,18 @@ def _build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
     try:
         return KafkaProducer(**kwargs)
     except kafka_errors.KafkaTimeoutError as exc:
-        raise KafkaUnavailableError(
-            f"could not reach Kafka at {_servers(kwargs)}: {exc!r}"
-        ) from exc
+        raise KafkaUnavailableError(f"could not reach Kafka at {_servers(kwargs)}: {exc!r}") from exc
+
+
+def _servers(client_kwargs: Mapping[str, Any]) -> str:
+    servers = client_kwargs.get("bootstrap_servers", "localhost")
+    return ",".join(servers) if isinstance(servers, (list, tuple)) else str(servers)
 
 
 def _payload_size(
     key: Optional[bytes], value: Optional[bytes], headers: Optional[list[tuple[str, bytes]]]
 ) -> int:
     size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-    if headers:
-        for header_key, header_value in headers:
-            size += len(header_key) + len(header_value)
+    for header_key, header_value in headers or ():
+        size += len(header_key) + len(header_value)
     return size

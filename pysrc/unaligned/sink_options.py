@@ -30,7 +30,7 @@ Sink options (case-insensitive, like every Spark option):
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
 from unaligned.errors import SinkConfigurationError
@@ -62,7 +62,7 @@ class KafkaTarget:
     ``transaction.timeout.ms``; ``topic`` is ``None`` when each row names its topic.
     """
 
-    kafka_params: Mapping[str, str]
+    kafka_params: Mapping[str, str] = field(repr=False)  # may hold secrets: never logged
     topic: Optional[str]
     transaction_timeout_ms: int
     transactional_id_prefix: Optional[str]
@@ -73,9 +73,7 @@ class KafkaTarget:
         return self.kafka_params["bootstrap.servers"]
 
     def client_kwargs(self) -> dict[str, Any]:
-        """kafka-python producer kwargs for these options (mapping owned by kafka_client)."""
-        from unaligned.kafka_client import producer_kwargs
-
+        """kafka-python ``KafkaProducer`` kwargs for these options (see :func:`producer_kwargs`)."""
         return producer_kwargs(self.kafka_params)
 
 
@@ -199,6 +197,83 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
             DEFAULT_MAX_UNACKNOWLEDGED_BYTES,
         ),
     )
+
+
+# Producer-only Java client names -> kafka-python keyword (kafka_client maps the shared ones).
+_PRODUCER_ONLY: dict[str, str] = {
+    "linger.ms": "linger_ms",
+    "batch.size": "batch_size",
+    "compression.type": "compression_type",
+    "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
+    "delivery.timeout.ms": "delivery_timeout_ms",
+    "max.block.ms": "max_block_ms",
+    "retries": "retries",
+    "max.request.size": "max_request_size",
+}
+_PRODUCER_CHECKED = frozenset({"acks", "enable.idempotence", "transaction.timeout.ms"})
+PRODUCER_DEFAULTS: Mapping[str, Any] = {
+    "client_id": "unaligned-sink",
+    "linger_ms": 5,
+    "batch_size": 256 * 1024,
+    "allow_auto_create_topics": False,
+    "metrics_enabled": False,
+}
+
+
+def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
+    """``kafka.*`` options (prefix stripped) -> ``KafkaProducer`` kwargs for a transactional sink.
+
+    Connection and security settings are mapped by :func:`unaligned.kafka_client.
+    client_config_from_options` (the one mapping of shared names, secrets redacted); the
+    producer-only names in ``_PRODUCER_ONLY`` are mapped here. ``acks=all``, idempotence and
+    the transaction timeout are forced. A consumer-only setting is refused by name.
+    """
+    from kafka import KafkaProducer
+
+    from unaligned.kafka_client import client_config_from_options
+
+    shared = {
+        k: v
+        for k, v in kafka_params.items()
+        if k not in _PRODUCER_ONLY and k not in _PRODUCER_CHECKED
+    }
+    config = client_config_from_options(shared)
+    kwargs: dict[str, Any] = dict(PRODUCER_DEFAULTS)
+    for name, value in config.client_kwargs.items():
+        if name not in KafkaProducer.DEFAULT_CONFIG:
+            raise SinkConfigurationError(
+                f"option kafka.{name.replace('_', '.')} is a consumer setting; the sink's "
+                "producer has no such setting"
+            )
+        kwargs[name] = value
+    for key, name in _PRODUCER_ONLY.items():
+        if key not in kafka_params:
+            continue
+        raw = kafka_params[key]
+        if name == "compression_type":
+            codec = raw.strip().lower()
+            kwargs[name] = None if codec == "none" else codec
+        elif name in ("linger_ms", "retries"):
+            kwargs[name] = _non_negative_int(raw, f"kafka.{key}")
+        else:
+            kwargs[name] = _positive_int({key: raw}, key, f"kafka.{key}", 0)
+    kwargs.setdefault("bootstrap_timeout_ms", config.request_timeout_ms)
+    kwargs["acks"] = "all"
+    kwargs["enable_idempotence"] = True
+    kwargs["transaction_timeout_ms"] = int(
+        kafka_params.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
+    )
+    return kwargs
+
+
+def _non_negative_int(raw: str, name: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SinkConfigurationError(f"option {name}={raw!r} is not an integer") from None
+    if value < 0:
+        raise SinkConfigurationError(f"option {name}={raw!r} must not be negative")
+    return value
 
 
 def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int) -> int:

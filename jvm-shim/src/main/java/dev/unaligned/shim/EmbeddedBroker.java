@@ -46,11 +46,24 @@ public final class EmbeddedBroker {
     private EmbeddedBroker() {
     }
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
         if (args.length != 2) {
             System.err.println("usage: EmbeddedBroker <server.properties> <cluster-id>");
             System.exit(2);
         }
+        try {
+            run(args);
+        } catch (Throwable t) {
+            // Kafka's non-daemon threads would keep a half-started broker alive: exit instead.
+            System.err.println("unaligned-shim: the embedded broker failed:");
+            t.printStackTrace();
+            System.exit(1);
+        }
+        // stdin closed or STOP: exiting runs the shutdown hook, which stops the server.
+        System.exit(0);
+    }
+
+    private static void run(String[] args) throws Exception {
         Path propertiesFile = Paths.get(args[0]);
         String clusterId = args[1];
         Properties props = new Properties();
@@ -94,8 +107,6 @@ public final class EmbeddedBroker {
                 }
             }
         }
-        // 5. stdin closed or STOP: the shutdown hook stops the server.
-        System.exit(0);
     }
 
     static synchronized void reply(String line) {

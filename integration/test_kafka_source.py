@@ -1,0 +1,270 @@
+"""``spark.readStream.format("unaligned")`` against the real embedded broker and local Spark.
+
+Each test reads back every record it produced and compares it column by column. Restartable
+runs write to a parquet sink (the memory sink cannot restart from a checkpoint).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+from kafka import KafkaProducer
+
+from unaligned.record_batches import kafka_source_schema
+from unaligned.testing import EmbeddedKafka
+
+TopicFactory = Callable[..., str]
+QUERY_TIMEOUT_S = 180
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def source(spark: Any, kafka: EmbeddedKafka, topic: str, **options: str) -> Any:
+    reader = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "the Trigger.AvailableNow query did not finish"
+    return query
+
+
+def read_back(spark: Any, out: Path) -> list[Any]:
+    return spark.read.parquet(str(out)).orderBy("partition", "offset").collect()
+
+
+def offsets_of(rows: Iterable[Any]) -> list[tuple[int, int]]:
+    return [(r["partition"], r["offset"]) for r in rows]
+
+
+def produce_numbered(kafka: EmbeddedKafka, topic: str, partitions: int, start: int, count: int) -> None:
+    ts = now_ms()
+    kafka.produce(topic, [(i % partitions, b"k%d" % i, b"v%d" % i, None, ts) for i in range(start, start + count)])
+
+
+def test_reads_every_column_exactly_and_keeps_partition_order(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=4)
+    base = now_ms() - 60_000
+    sent = []
+    for i in range(200):
+        headers = [("trace", b"t%d" % i), ("empty", b"")] if i % 3 == 0 else ([("n", None)] if i % 3 == 1 else None)
+        key = None if i % 10 == 0 else b"key-%d" % i
+        value = None if i % 25 == 0 else bytes([i % 256]) * (i % 50)
+        sent.append((i % 4, key, value, headers, base + 7 * i))
+    kafka.produce(topic, sent)
+
+    df = source(spark, kafka, topic, includeHeaders="true")
+    assert df.schema == kafka_source_schema(True)
+    query = df.writeStream.format("memory").queryName(f"all_{uuid.uuid4().hex[:8]}").trigger(availableNow=True).start()
+    assert query.awaitTermination(QUERY_TIMEOUT_S)
+    rows = spark.sql(f"select * from {query.name}").collect()
+
+    assert len(rows) == len(sent)
+    for partition in range(4):
+        expected = [s for s in sent if s[0] == partition]
+        got = sorted((r for r in rows if r["partition"] == partition), key=lambda r: r["offset"])
+        assert [r["offset"] for r in got] == list(range(len(expected)))
+        for (_, key, value, headers, ts), row in zip(expected, got):
+            assert (row["key"], row["value"], row["topic"], row["timestampType"]) == (key, value, topic, 0)
+            assert round(row["timestamp"].timestamp() * 1000) == ts
+            assert row["headers"] == ([(k, v) for k, v in headers] if headers else None)
+    # per-partition order: within each Spark task the rows came in offset order
+    assert query.lastProgress["numInputRows"] == 200
+
+
+def test_min_partitions_splits_reads_without_losing_or_repeating_records(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_numbered(kafka, topic, 2, 0, 300)
+    run_available_now(source(spark, kafka, topic, minPartitions="7"), tmp_path / "out", tmp_path / "cp")
+    rows = read_back(spark, tmp_path / "out")
+    assert offsets_of(rows) == [(p, o) for p in range(2) for o in range(150)]
+    assert [r["value"] for r in rows if r["partition"] == 1] == [b"v%d" % i for i in range(1, 300, 2)]
+
+
+def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=4)
+    produce_numbered(kafka, topic, 4, 0, 400)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    df = source(spark, kafka, topic, maxOffsetsPerTrigger="40")
+
+    # Run 1: processing-time trigger, stopped after a few batches (mid-stream).
+    query = (
+        df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="100 milliseconds").start()
+    )
+    deadline = time.monotonic() + QUERY_TIMEOUT_S
+    while sum(p["numInputRows"] for p in query.recentProgress) < 120:
+        assert query.isActive and time.monotonic() < deadline, "run 1 made no progress"
+        time.sleep(0.2)
+    query.stop()
+    first = len(read_back(spark, out))
+    assert 0 < first < 400
+
+    produce_numbered(kafka, topic, 4, 400, 200)
+    run_available_now(df, out, checkpoint)  # run 2 resumes from the checkpoint
+
+    rows = read_back(spark, out)
+    assert offsets_of(rows) == [(p, o) for p in range(4) for o in range(150)]
+    assert sorted(r["value"] for r in rows) == sorted(b"v%d" % i for i in range(600))
+
+
+def test_max_offsets_per_trigger_bounds_every_batch(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=4)
+    produce_numbered(kafka, topic, 4, 0, 130)
+    query = run_available_now(source(spark, kafka, topic, maxOffsetsPerTrigger="25"), tmp_path / "out", tmp_path / "cp")
+    sizes = [p["numInputRows"] for p in query.recentProgress]
+    assert sum(sizes) == 130
+    assert max(sizes) <= 25 and len([s for s in sizes if s]) >= 6
+    assert len(read_back(spark, tmp_path / "out")) == 130
+
+
+def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_numbered(kafka, topic, 2, 0, 20)
+    seen: list[tuple[int, int, bytes]] = []
+    lock = threading.Lock()
+
+    def collect(batch: Any, _batch_id: int) -> None:
+        rows = batch.select("partition", "offset", "value").collect()
+        with lock:
+            seen.extend((r["partition"], r["offset"], r["value"]) for r in rows)
+
+    query = source(spark, kafka, topic).writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds").start()
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while len(seen) < 20:
+            assert query.isActive and time.monotonic() < deadline, "the first records never arrived"
+            time.sleep(0.2)
+        kafka.add_partitions(topic, 3)
+        ts = now_ms()
+        kafka.produce(topic, [(2, None, b"new-%d" % i, None, ts) for i in range(5)] + [(0, None, b"more", None, ts)])
+        while len(seen) < 26:
+            assert query.isActive and time.monotonic() < deadline, f"the new partition was not read: {seen[20:]}"
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    assert sorted(seen)[-5:] == [(2, i, b"new-%d" % i) for i in range(5)]
+    assert len(seen) == len(set(seen)) == 26
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_fail_on_data_loss_after_records_are_deleted_below_the_next_offset(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path, fail_on_data_loss: bool
+) -> None:
+    topic = new_topic(partitions=1)
+    produce_numbered(kafka, topic, 1, 0, 20)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    df = source(spark, kafka, topic, failOnDataLoss=str(fail_on_data_loss).lower())
+    run_available_now(df, out, checkpoint)  # next offset to read: 20
+    produce_numbered(kafka, topic, 1, 20, 20)
+    kafka.delete_records(topic, 0, before_offset=30)  # offsets 20..29 are gone unread
+
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as excinfo:
+            run_available_now(df, out, checkpoint)
+        message = str(excinfo.value)
+        assert "DataLossError" in message and f"{topic}-0" in message and "[20, 30)" in message
+        assert len(read_back(spark, out)) == 20
+    else:
+        run_available_now(df, out, checkpoint)
+        assert [r["offset"] for r in read_back(spark, out)] == list(range(20)) + list(range(30, 40))
+
+
+def test_read_committed_yields_exactly_the_committed_records_and_moves_past_markers(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, transactional_id=f"src-{uuid.uuid4().hex}")
+    producer.init_transactions()
+
+    def transaction(tag: str, commit: bool) -> None:
+        producer.begin_transaction()
+        for i in range(6):
+            producer.send(topic, value=f"{tag}-{i}".encode(), partition=i % 2)
+        producer.flush()
+        producer.commit_transaction() if commit else producer.abort_transaction()
+
+    transaction("c1", True)
+    transaction("a1", False)
+    transaction("c2", True)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    df = source(spark, kafka, topic, **{"kafka.isolation.level": "read_committed"})
+    query = run_available_now(df, out, checkpoint)
+    values = sorted(r["value"].decode() for r in read_back(spark, out))
+    assert values == sorted(f"c{t}-{i}" for t in (1, 2) for i in range(6))
+    # the batch ends at the last stable offset, which lies past the final commit markers
+    end = query.lastProgress["sources"][0]["endOffset"]["offsets"][topic]
+    assert {int(p): o for p, o in end.items()} == kafka.last_stable_offsets(topic) == kafka.end_offsets(topic)
+
+    transaction("a2", False)
+    transaction("c3", True)
+    producer.close()
+    run_available_now(df, out, checkpoint)
+    values = sorted(r["value"].decode() for r in read_back(spark, out))
+    assert values == sorted(f"c{t}-{i}" for t in (1, 2, 3) for i in range(6))
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_broker_fails_with_an_error_naming_the_servers(spark: Any, tmp_path: Path) -> None:
+    servers = f"127.0.0.1:{_closed_port()}"
+    df = (
+        spark.readStream.format("unaligned").option("kafka.bootstrap.servers", servers)
+        .option("subscribe", "anything").option("kafka.request.timeout.ms", "2000").load()
+    )
+    started = time.monotonic()
+    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
+    with pytest.raises(Exception) as excinfo:
+        query.awaitTermination(QUERY_TIMEOUT_S)
+    assert "KafkaUnavailableError" in str(excinfo.value) and servers in str(excinfo.value)
+    assert time.monotonic() - started < 60
+
+
+def test_a_missing_subscribed_topic_fails_with_topic_not_found(spark: Any, kafka: EmbeddedKafka, tmp_path: Path) -> None:
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    df = source(spark, kafka, missing, **{"fetchOffset.numRetries": "2", "fetchOffset.retryIntervalMs": "100"})
+    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
+    with pytest.raises(Exception) as excinfo:
+        query.awaitTermination(QUERY_TIMEOUT_S)
+    assert "TopicNotFoundError" in str(excinfo.value) and missing in str(excinfo.value)
+
+
+def test_an_unknown_option_is_rejected_by_name(spark: Any, kafka: EmbeddedKafka) -> None:
+    with pytest.raises(Exception, match="unknown option 'maxOffsetPerTriger'"):
+        source(spark, kafka, "anything", maxOffsetPerTriger="10")

@@ -1,0 +1,336 @@
+"""Kafka positions as the source checkpoints them, offset ranges, and read limits.
+
+Every offset in this module is a *next offset to read* position (Kafka's "position", one past
+the last record consumed), and every range is ``[start, end)`` with an **exclusive** end. A
+partition whose range is ``[7, 7)`` has nothing to read.
+
+The source's checkpointed offset (what Spark writes to its offset log for this source)::
+
+    {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0}
+
+``idleBarrier`` is a counter a later issue bumps to force an empty "idle barrier" batch; a
+change in it alone makes a new offset even when no partition moved.
+
+The JSON options Spark's Kafka source takes are parsed here too: ``assign``
+(``{"topic": [0, 1]}``), ``startingOffsets`` (``{"topic": {"0": 23, "1": -2}}`` with ``-2`` for
+earliest and ``-1`` for latest), and ``startingOffsetsByTimestamp`` (milliseconds per partition).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence, Union
+
+from unaligned.errors import OffsetFormatError
+
+logger = logging.getLogger(__name__)
+
+
+class TopicPartition(NamedTuple):
+    """One Kafka partition. Sorts by topic, then partition number."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class Boundary(Enum):
+    """A position resolved against the broker when the query starts (Spark's -2 / -1)."""
+
+    EARLIEST = -2
+    LATEST = -1
+
+
+PartitionPosition = Union[int, Boundary]
+
+
+def format_partitions(tps: Iterable[TopicPartition]) -> str:
+    """``t-0, t-1`` in sorted order, for error messages."""
+    return ", ".join(str(tp) for tp in sorted(tps)) or "(none)"
+
+
+# --- JSON options ----------------------------------------------------------------------------
+
+
+def _load_json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise OffsetFormatError(f"{what} is not valid JSON ({exc}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise OffsetFormatError(f"{what} must be a JSON object keyed by topic, got: {text!r}")
+    return value
+
+
+def _partition_number(raw: object, what: str, topic: str) -> int:
+    if isinstance(raw, bool):
+        raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not a number")
+    try:
+        number = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise OffsetFormatError(
+            f"{what}: partition {raw!r} of topic {topic!r} is not a number"
+        ) from None
+    if number < 0 or (isinstance(raw, str) and raw.strip() != str(number)):
+        raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not valid")
+    return number
+
+
+def _whole_number(raw: object, what: str, tp: TopicPartition) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise OffsetFormatError(f"{what}: the value for {tp} must be a whole number, got {raw!r}")
+    return raw
+
+
+def parse_assign(text: str, what: str = "option 'assign'") -> tuple[TopicPartition, ...]:
+    """``{"topicA": [0, 1], "topicB": [2]}`` -> sorted topic-partitions."""
+    obj = _load_json_object(text, what)
+    tps: set[TopicPartition] = set()
+    for topic, partitions in obj.items():
+        if not topic:
+            raise OffsetFormatError(f"{what}: empty topic name")
+        if not isinstance(partitions, list):
+            raise OffsetFormatError(
+                f"{what}: topic {topic!r} must map to a list of partition numbers, got {partitions!r}"
+            )
+        for raw in partitions:
+            if not isinstance(raw, int) or isinstance(raw, bool):
+                raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not a number")
+            tps.add(TopicPartition(topic, _partition_number(raw, what, topic)))
+    if not tps:
+        raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
+    return tuple(sorted(tps))
+
+
+def parse_partition_values(text: str, what: str) -> dict[TopicPartition, int]:
+    """``{"topic": {"0": 23, "1": -1}}`` -> ``{TopicPartition: int}`` (values as written)."""
+    obj = _load_json_object(text, what)
+    values: dict[TopicPartition, int] = {}
+    for topic, per_partition in obj.items():
+        if not topic:
+            raise OffsetFormatError(f"{what}: empty topic name")
+        if not isinstance(per_partition, dict):
+            raise OffsetFormatError(
+                f"{what}: topic {topic!r} must map to an object of partition -> value, "
+                f"got {per_partition!r}"
+            )
+        for raw_partition, raw_value in per_partition.items():
+            tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
+            values[tp] = _whole_number(raw_value, what, tp)
+    if not values:
+        raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
+    return values
+
+
+def parse_starting_offsets(text: str, what: str = "option 'startingOffsets'") -> dict[TopicPartition, PartitionPosition]:
+    """Spark's per-partition ``startingOffsets``: an offset >= 0, -2 (earliest) or -1 (latest)."""
+    positions: dict[TopicPartition, PartitionPosition] = {}
+    for tp, value in parse_partition_values(text, what).items():
+        if value == Boundary.EARLIEST.value:
+            positions[tp] = Boundary.EARLIEST
+        elif value == Boundary.LATEST.value:
+            positions[tp] = Boundary.LATEST
+        elif value >= 0:
+            positions[tp] = value
+        else:
+            raise OffsetFormatError(
+                f"{what}: offset {value} for {tp} is invalid (use an offset >= 0, -2 for earliest, "
+                "-1 for latest)"
+            )
+    return positions
+
+
+def parse_partition_timestamps(text: str, what: str = "option 'startingOffsetsByTimestamp'") -> dict[TopicPartition, int]:
+    """Milliseconds since the epoch per partition (``>= 0``)."""
+    timestamps = parse_partition_values(text, what)
+    for tp, ts in timestamps.items():
+        if ts < 0:
+            raise OffsetFormatError(f"{what}: timestamp {ts} for {tp} must be >= 0 (milliseconds)")
+    return timestamps
+
+
+# --- the checkpointed source offset ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """The source's offset: the next offset to read for every known partition.
+
+    ``positions`` holds, per topic-partition, the first offset NOT yet covered by the batches up
+    to this offset. ``idle_barrier`` counts forced idle-barrier batches (see module docstring).
+    """
+
+    positions: Mapping[TopicPartition, int] = field(default_factory=dict)
+    idle_barrier: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """Deterministic JSON-able dict: topics sorted, partitions in numeric order."""
+        offsets: dict[str, dict[str, int]] = {}
+        for tp in sorted(self.positions):
+            offsets.setdefault(tp.topic, {})[str(tp.partition)] = int(self.positions[tp])
+        return {"offsets": offsets, "idleBarrier": self.idle_barrier}
+
+    @classmethod
+    def from_json(cls, value: object, what: str) -> "SourceOffset":
+        """Parse a dict (or its JSON text) written by :meth:`to_json`; ``what`` names it in errors."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise OffsetFormatError(f"{what} is not valid JSON ({exc}): {value!r}") from exc
+        if not isinstance(value, dict) or set(value) != {"offsets", "idleBarrier"}:
+            raise OffsetFormatError(
+                f'{what} must look like {{"offsets": {{"topic": {{"0": 23}}}}, "idleBarrier": 0}}, '
+                f"got {value!r}"
+            )
+        barrier = value["idleBarrier"]
+        if isinstance(barrier, bool) or not isinstance(barrier, int) or barrier < 0:
+            raise OffsetFormatError(f"{what}: idleBarrier must be a whole number >= 0, got {barrier!r}")
+        offsets = value["offsets"]
+        if not isinstance(offsets, dict):
+            raise OffsetFormatError(f"{what}: offsets must be an object keyed by topic, got {offsets!r}")
+        positions: dict[TopicPartition, int] = {}
+        for topic, per_partition in offsets.items():
+            if not isinstance(per_partition, dict) or not topic:
+                raise OffsetFormatError(
+                    f"{what}: topic {topic!r} must map to an object of partition -> offset"
+                )
+            for raw_partition, raw_offset in per_partition.items():
+                tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
+                offset = _whole_number(raw_offset, what, tp)
+                if offset < 0:
+                    raise OffsetFormatError(f"{what}: offset {offset} for {tp} is negative")
+                positions[tp] = offset
+        return cls(positions, barrier)
+
+
+# --- ranges ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Offsets ``[start, end)`` of one partition (``end`` exclusive, ``start <= end``)."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or self.end < self.start:
+            raise ValueError(f"invalid offset range [{self.start}, {self.end}) for {self.tp}")
+
+    @property
+    def size(self) -> int:
+        """Offsets covered; records may be fewer (compaction, transaction markers)."""
+        return self.end - self.start
+
+
+def _pieces_per_range(sizes: Sequence[int], min_partitions: int) -> list[int]:
+    """Largest-remainder split of ``min_partitions`` pieces over ranges proportionally to size;
+    every range gets at least one piece and never more pieces than offsets."""
+    total = sum(sizes)
+    count = len(sizes)
+    if total == 0 or min_partitions <= count:
+        return [1] * count
+    extra = min_partitions - count
+    shares = [extra * size / total for size in sizes]
+    pieces = [1 + min(int(math.floor(s)), max(size - 1, 0)) for s, size in zip(shares, sizes)]
+    leftover = min_partitions - sum(pieces)
+    order = sorted(range(count), key=lambda i: (-(shares[i] - math.floor(shares[i])), i))
+    while leftover > 0:
+        progressed = False
+        for i in order:
+            if leftover == 0:
+                break
+            if pieces[i] < sizes[i]:
+                pieces[i] += 1
+                leftover -= 1
+                progressed = True
+        if not progressed:
+            break
+    return pieces
+
+
+def split_ranges(
+    ranges: Sequence[OffsetRange],
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
+    """The read tasks for ``ranges``, in a stable order (topic, partition, start).
+
+    Without splitting options: one task per topic-partition, empty ranges included. With
+    ``min_partitions`` larger than the number of ranges, large ranges are cut into pieces
+    proportionally to their size (so there are exactly ``min_partitions`` tasks when the ranges
+    hold enough offsets). With ``max_records_per_partition`` no piece covers more offsets than
+    that. Splitting changes which task reads which offsets: a task index then no longer maps to
+    one Kafka partition.
+    """
+    ordered = sorted(ranges)
+    pieces = [1] * len(ordered)
+    if min_partitions is not None:
+        pieces = _pieces_per_range([r.size for r in ordered], min_partitions)
+    if max_records_per_partition is not None:
+        pieces = [
+            max(p, -(-r.size // max_records_per_partition)) for p, r in zip(pieces, ordered)
+        ]
+    out: list[OffsetRange] = []
+    for rng, count in zip(ordered, pieces):
+        start = rng.start
+        remaining = rng.size
+        for i in range(count):
+            length = remaining // (count - i)
+            out.append(OffsetRange(rng.tp, start, start + length))
+            start += length
+            remaining -= length
+    return out
+
+
+# --- read limits ----------------------------------------------------------------------------
+
+
+def available_records(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:
+    """Offsets between ``start`` and ``latest`` over the partitions of ``latest``."""
+    return sum(max(0, end - start.get(tp, end)) for tp, end in latest.items())
+
+
+def rate_limit(
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    max_records: int,
+) -> dict[TopicPartition, int]:
+    """End positions covering at most ``max_records`` offsets in total.
+
+    Spark's ``maxOffsetsPerTrigger``: the budget is shared across partitions in proportion to
+    their backlog (largest remainder, ties to the lower topic-partition), so the sum of the
+    ranges never exceeds ``max_records`` and every batch makes progress. ``start`` must hold
+    every partition of ``latest``.
+    """
+    if max_records < 1:
+        raise ValueError(f"max_records must be >= 1, got {max_records}")
+    backlog = {tp: max(0, end - start[tp]) for tp, end in latest.items()}
+    total = sum(backlog.values())
+    if total <= max_records:
+        return dict(latest)
+    shares = {tp: max_records * size / total for tp, size in backlog.items()}
+    grant = {tp: int(math.floor(share)) for tp, share in shares.items()}
+    leftover = max_records - sum(grant.values())
+    for tp in sorted(shares, key=lambda t: (-(shares[t] - grant[t]), t)):
+        if leftover == 0:
+            break
+        if grant[tp] < backlog[tp]:
+            grant[tp] += 1
+            leftover -= 1
+    # A partition without backlog keeps its latest position, even one below its start (a
+    # recreated topic): the planner reports that as data loss.
+    return {tp: start[tp] + grant[tp] if backlog[tp] else end for tp, end in latest.items()}
+
+
+def min_rows_delay_passed(now_ms: int, last_trigger_ms: int, max_trigger_delay_ms: int) -> bool:
+    """Spark's ``maxTriggerDelay``: a batch is due once this long has passed since the last one."""
+    return now_ms - last_trigger_ms >= max_trigger_delay_ms

@@ -1,0 +1,516 @@
+"""The exactly-once sink: a two-phase commit with one durable decision per micro-batch.
+
+``df.writeStream.format("unaligned")`` writes to Kafka transactions (:mod:`unaligned.kafka_sink`)
+or to Parquet files (:mod:`unaligned.file_sink`); both are *participants* (:class:`Participant`)
+in the same protocol. The decision log is :mod:`unaligned.commit_log`.
+
+The protocol (numbered where the code runs):
+
+1. Pre-commit, in every task (:meth:`TwoPhaseCommitWriter.write`). The task writes its rows into
+   its own transaction (a transactional producer with id ``<prefix>-<batch>-<partition>-<attempt>``)
+   or staging file, flushes, and returns a commit message naming what it prepared. An empty task
+   opens nothing. A task whose batch already has a commit record (Spark re-runs a batch the sink
+   decided before a crash) consumes its input and opens nothing: re-initialising the same
+   transactional id would fence the prepared transaction the record names.
+2. Decision and commit, on the driver (:meth:`TwoPhaseCommitWriter.commit`): write the batch's
+   commit record (atomic, under the checkpoint) - this is the decision -, then commit every
+   prepared item, then mark the batch done, then clean up (abort what no record names up to
+   this batch, remove staging leftovers, prune old records). If the batch already has a record (restart after the
+   decision), the record is rolled forward and the new messages are discarded.
+3. Recovery, before tasks run (:func:`recover`): roll forward every decided but unfinished batch;
+   abort every open transaction of the sink's prefix that no record names (fence its id) and
+   remove every staging file. Step 2 repeats the roll-forward and the cleanup, so correctness
+   never depends on recovery having run.
+4. Abort, on the driver when a task failed (:meth:`TwoPhaseCommitWriter.abort`): abort what the
+   messages prepared, never what a commit record names.
+
+Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark calls
+``DataSource.streamWriter`` in two kinds of Python processes, told apart by
+:func:`writer_role`:
+
+- ``pyspark.sql.worker.write_into_data_source`` plans the write of *every micro-batch* (not only
+  the first batch of a run): once before each batch's tasks, in a reused planner worker. The
+  writer it returns is pickled into the batch's tasks. Recovery (step 3) runs here; it is safe
+  at every batch because the previous batch's ``commit`` has returned before the next batch is
+  planned, so no transaction or staging file of this run is in flight.
+- ``pyspark.sql.worker.python_streaming_sink_runner`` runs each ``commit``/``abort`` in a new
+  process with a new writer; recovery there would abort the batch being committed, so it never
+  runs there.
+
+Transaction timeout and late restarts: see :func:`roll_forward`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from unaligned import crash_points
+from unaligned.commit_log import CommitLog, CommitRecord
+from unaligned.crash_points import CrashPoint, FailPoint
+from unaligned.errors import (
+    BarrierError,
+    CommitLogError,
+    SinkConfigurationError,
+    TransactionCommitError,
+)
+from unaligned.sink_options import FileTarget, KafkaTarget, SinkOptions
+
+logger = logging.getLogger(__name__)
+
+PLANNER_MODULE = "pyspark.sql.worker.write_into_data_source"
+COMMIT_RUNNER_MODULE = "pyspark.sql.worker.python_streaming_sink_runner"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+# --- who called streamWriter -----------------------------------------------------------------
+
+
+class WriterRole(enum.Enum):
+    PLANNER = "planner"
+    """Planning a micro-batch's write (before its tasks): recovery runs here."""
+    COMMITTER = "committer"
+    """A driver process running one ``commit`` or ``abort``: never recover here."""
+    OTHER = "other"
+    """Not called by Spark's Python data source workers (tests, direct use): no recovery."""
+
+
+def _frame_module(frame: FrameType) -> str:
+    """The module a frame runs in; a worker run as ``python -m`` is ``__main__`` by name only."""
+    name = str(frame.f_globals.get("__name__", ""))
+    if name == "__main__":
+        spec = frame.f_globals.get("__spec__")
+        name = str(getattr(spec, "name", "") or name)
+    return name
+
+
+def writer_role(frame: Optional[FrameType] = None) -> WriterRole:
+    """Which Spark worker asked for the stream writer: the nearest worker module on the stack.
+
+    Spark 4.3 runs ``streamWriter`` from ``pyspark.sql.worker.write_into_data_source`` (planning,
+    before every micro-batch) and from ``pyspark.sql.worker.python_streaming_sink_runner`` (each
+    commit/abort). Workers started by ``pyspark.daemon`` run them as imported modules; a simple
+    worker runs them with ``python -m``, so ``__main__.__spec__.name`` is checked too (as
+    ``pyspark.sql.worker.utils.worker_run`` does). ``tests/test_two_phase_commit.py`` fails if
+    pyspark renames either module.
+    """
+    current = frame if frame is not None else sys._getframe(1)
+    while current is not None:
+        module = _frame_module(current)
+        if module == PLANNER_MODULE:
+            return WriterRole.PLANNER
+        if module == COMMIT_RUNNER_MODULE:
+            return WriterRole.COMMITTER
+        current = current.f_back
+    return WriterRole.OTHER
+
+
+# --- participants ------------------------------------------------------------------------------
+
+
+class TaskWriter(Protocol):
+    """One task attempt's prepared work (a transaction, a staging file)."""
+
+    def write_chunk(self, chunk: pa.RecordBatch) -> None: ...
+    def between_chunks(self) -> None: ...
+    def prepare(self) -> dict[str, Any]: ...
+    def abort(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class Participant(Protocol):
+    """What the protocol needs from a target. Must be picklable (it travels to tasks)."""
+
+    kind: str
+
+    def check_at_query_start(self) -> None: ...
+    def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> TaskWriter: ...
+    def commit(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
+    ) -> None: ...
+    def finish_batch(self, record: CommitRecord) -> None: ...
+    def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None: ...
+    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int: ...
+    def describe(self, item: Mapping[str, Any]) -> str: ...
+    def item_key(self, item: Mapping[str, Any]) -> str: ...
+
+
+class TaskOutcome(enum.Enum):
+    PREPARED = "prepared"
+    EMPTY = "empty"
+    ALREADY_DECIDED = "already_decided"
+
+
+@dataclass(frozen=True)
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task attempt prepared; ``prepared`` is set only for ``PREPARED``."""
+
+    batch_id: int
+    partition_id: int
+    attempt_number: int
+    rows: int
+    outcome: TaskOutcome
+    prepared: Optional[Mapping[str, Any]]
+
+
+# --- writer ---------------------------------------------------------------------------------------
+
+
+def default_transactional_id_prefix(query_id: str) -> str:
+    return f"unaligned-{query_id}"
+
+
+def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
+    target = options.target
+    if isinstance(target, FileTarget):
+        from unaligned.file_sink import FileParticipant
+
+        return FileParticipant(target, schema)
+    from unaligned.kafka_sink import KafkaParticipant, kafka_columns
+
+    columns = kafka_columns(schema, target)
+    target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
+    return KafkaParticipant(target, columns, _transactional_id_prefix(options, target))
+
+
+def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
+    if target.transactional_id_prefix is not None:
+        return target.transactional_id_prefix
+    from unaligned.barrier import read_query_id
+
+    try:
+        query_id = read_query_id(options.checkpoint_location)
+    except BarrierError as exc:
+        raise SinkConfigurationError(
+            f"cannot derive the default transactionalIdPrefix from the query id: {exc}; "
+            "set option transactionalIdPrefix"
+        ) from exc
+    return default_transactional_id_prefix(query_id)
+
+
+def build_stream_writer(options: Mapping[str, str], schema: StructType) -> "TwoPhaseCommitWriter":
+    """Parse and check everything, recover if Spark is planning a batch, return the writer.
+
+    Raises :class:`SinkConfigurationError` / :class:`SchemaMismatchError` before any data moves.
+    """
+    sink_options = SinkOptions.parse(options)
+    participant = _make_participant(sink_options, schema)
+    role = writer_role()
+    logger.debug("stream writer built for role %s", role.value)
+    if role is WriterRole.PLANNER:
+        participant.check_at_query_start()
+        recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
+    return TwoPhaseCommitWriter(sink_options, participant)
+
+
+def _chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
+    for offset in range(0, batch.num_rows, rows):
+        yield batch.slice(offset, rows)
+
+
+class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
+    """The stream writer Spark pickles into every task and rebuilds for every commit/abort."""
+
+    def __init__(self, options: SinkOptions, participant: Participant) -> None:
+        self._options = options
+        self._participant = participant
+
+    @property
+    def participant(self) -> Participant:
+        return self._participant
+
+    def _log(self) -> CommitLog:
+        return CommitLog.under_checkpoint(self._options.checkpoint_location)
+
+    # Step 1 -----------------------------------------------------------------------------------
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None:
+            raise CommitLogError("the sink's write() must run in a Spark task")
+        batch_property = context.getLocalProperty(BATCH_ID_PROPERTY)
+        if batch_property is None:
+            raise CommitLogError(f"task local property {BATCH_ID_PROPERTY} is not set")
+        batch_id = int(batch_property)
+        partition_id, attempt = context.partitionId(), context.attemptNumber()
+
+        # 1a. A decided batch (replayed after a crash): consume the input, open nothing.
+        if self._log().read(batch_id) is not None:
+            rows = sum(batch.num_rows for batch in iterator)
+            logger.info(
+                "batch %d partition %d: already decided by an earlier run; %d rows not rewritten",
+                batch_id,
+                partition_id,
+                rows,
+            )
+            return SinkCommitMessage(
+                batch_id, partition_id, attempt, rows, TaskOutcome.ALREADY_DECIDED, None
+            )
+
+        # 1b. Write chunk by chunk; the transaction / staging file opens with the first row.
+        task: Optional[TaskWriter] = None
+        rows = 0
+        chunk_rows = self._options.chunk_rows
+        try:
+            for batch in iterator:
+                for chunk in _chunks(batch, chunk_rows):
+                    if task is None:
+                        task = self._participant.open_task(batch_id, partition_id, attempt)
+                    task.write_chunk(chunk)
+                    rows += chunk.num_rows
+                    task.between_chunks()
+                    # --- BETWEEN CHUNKS: a barrier check goes here (unaligned checkpoints). ---
+            # 1c. Pre-commit: flush and describe what is prepared; nothing is visible yet.
+            prepared = task.prepare() if task is not None else None
+        except BaseException:
+            if task is not None:
+                _abort_quietly(task, batch_id, partition_id)
+            raise
+        finally:
+            if task is not None:
+                task.close()
+
+        crash_points.reach(CrashPoint.TASK_AFTER_PRECOMMIT, batch_id)
+        crash_points.fail_first_attempt(FailPoint.TASK_FIRST_ATTEMPT, batch_id, attempt)
+        outcome = TaskOutcome.EMPTY if prepared is None else TaskOutcome.PREPARED
+        return SinkCommitMessage(batch_id, partition_id, attempt, rows, outcome, prepared)
+
+    # Step 2 -----------------------------------------------------------------------------------
+    def commit(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+        started = time.monotonic()
+        log = self._log()
+        participant = self._participant
+        # 2a. Finish earlier batches a crash left decided but unfinished.
+        for earlier in log.unfinished_batch_ids():
+            if earlier < batchId:
+                roll_forward(log, participant, earlier)
+
+        record = log.read(batchId)
+        if record is None:
+            # 2b. Decide: the commit record is the single point of decision.
+            items = _prepared_items(messages, batchId)
+            crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, batchId)
+            record = CommitRecord(batchId, participant.kind, tuple(items), int(time.time() * 1000))
+            log.write(record)
+            crash_points.reach(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, batchId)
+        else:
+            # 2b'. Decided by an earlier run: roll that decision forward, discard new messages.
+            _check_participant(record, participant, log)
+            named = {participant.item_key(item) for item in record.prepared}
+            stray = [
+                m.prepared
+                for m in _messages(messages)
+                if m.prepared is not None and participant.item_key(m.prepared) not in named
+            ]
+            if stray:
+                logger.warning(
+                    "batch %d was decided by an earlier run; aborting %d newly prepared item(s)",
+                    batchId,
+                    len(stray),
+                )
+                participant.abort(stray, batchId)
+
+        decided_ms = (time.monotonic() - started) * 1000
+        if not log.is_done(batchId):
+            # 2c. Commit every prepared item (idempotent); 2d. make the batch visible (files).
+            _commit_record(log, participant, record, CrashPoint.DRIVER_PARTIAL_COMMIT)
+            # 2e. Mark the batch done, with the time commit() took up to here.
+            decided_ms = (time.monotonic() - started) * 1000
+            log.mark_done(batchId, commit_ms=decided_ms)
+        # 2f. Clean up what no record names, up to this batch; prune old records.
+        participant.clean_up(log, batchId)
+        log.prune(self._options.min_batches_to_retain)
+        logger.info(
+            "batch %d committed by the sink: %d item(s), %.1f ms to done, %.1f ms with cleanup",
+            batchId,
+            len(record.prepared),
+            decided_ms,
+            (time.monotonic() - started) * 1000,
+        )
+        crash_points.reach(CrashPoint.DRIVER_AFTER_SINK_COMMIT, batchId)
+
+    # Step 4 -----------------------------------------------------------------------------------
+    def abort(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """4a. Abort what the messages prepared (never what a commit record names).
+        4b. Then abort what tasks killed mid-write left behind (their messages are ``None``):
+            the same cleanup as step 2e, up to this batch. Spark fails the query after an
+            abort, so no task of this batch will ever be committed in this run."""
+        log = self._log()
+        record = log.read(batchId)
+        named = (
+            {self._participant.item_key(i) for i in record.prepared} if record is not None else set()
+        )
+        items = [
+            m.prepared
+            for m in _messages(messages)
+            if m.prepared is not None and self._participant.item_key(m.prepared) not in named
+        ]
+        logger.info("batch %d aborted by Spark: aborting %d prepared item(s)", batchId, len(items))
+        if items:
+            self._participant.abort(items, batchId)
+        self._participant.clean_up(log, batchId)
+
+
+def _messages(messages: Sequence[Optional[WriterCommitMessage]]) -> list[SinkCommitMessage]:
+    return [m for m in messages if isinstance(m, SinkCommitMessage)]
+
+
+def _prepared_items(
+    messages: Sequence[Optional[WriterCommitMessage]], batch_id: int
+) -> list[Mapping[str, Any]]:
+    """The prepared items of a batch's successful tasks; refuses anything inconsistent."""
+    items: list[Mapping[str, Any]] = []
+    partitions: set[int] = set()
+    for message in messages:
+        if not isinstance(message, SinkCommitMessage):
+            raise CommitLogError(
+                f"batch {batch_id}: commit got {type(message).__name__} instead of a task's "
+                "commit message; refusing to decide without knowing what every task prepared"
+            )
+        if message.batch_id != batch_id:
+            raise CommitLogError(
+                f"batch {batch_id}: commit got a message of batch {message.batch_id} "
+                f"(partition {message.partition_id})"
+            )
+        if message.partition_id in partitions:
+            raise CommitLogError(
+                f"batch {batch_id}: two commit messages for partition {message.partition_id}"
+            )
+        partitions.add(message.partition_id)
+        if message.outcome is TaskOutcome.ALREADY_DECIDED:
+            raise CommitLogError(
+                f"batch {batch_id}: partition {message.partition_id} found a commit record for "
+                f"the batch, but the driver found none"
+            )
+        if message.prepared is not None:
+            items.append(message.prepared)
+    return sorted(items, key=lambda item: int(item.get("partition", 0)))
+
+
+def _check_participant(record: CommitRecord, participant: Participant, log: CommitLog) -> None:
+    if record.participant != participant.kind:
+        raise CommitLogError(
+            f"commit record {log.describe(record.batch_id)} was written by the "
+            f"{record.participant!r} sink, but this query writes with the {participant.kind!r} "
+            "sink; a checkpoint cannot change sink targets"
+        )
+
+
+def _commit_record(
+    log: CommitLog, participant: Participant, record: CommitRecord, partial_point: CrashPoint
+) -> None:
+    total = len(record.prepared)
+
+    def progress(committed: int) -> None:
+        if 0 < committed < total:
+            crash_points.reach(partial_point, record.batch_id)
+
+    try:
+        participant.commit(record.prepared, record.batch_id, progress)
+    except TransactionCommitError as exc:
+        raise TransactionCommitError(
+            f"{exc}. Commit record: {log.describe(record.batch_id)}. See "
+            "unaligned.two_phase_commit.roll_forward for what a lost transaction means and "
+            "how to replay the batch"
+        ) from exc
+    participant.finish_batch(record)
+
+
+def roll_forward(log: CommitLog, participant: Participant, batch_id: int) -> None:
+    """Finish a decided batch: commit every item its record names, then mark it done.
+
+    Every commit is idempotent (a committed Kafka transaction commits again with success, a
+    renamed file is found under its final name), so rolling forward twice is harmless.
+
+    Late restart (Kafka): a prepared transaction older than ``kafka.transaction.timeout.ms`` has
+    been aborted by the broker, with its id's epoch bumped. Committing it then fails with
+    :class:`TransactionCommitError` naming the batch, the commit record, and which transactions
+    were committed and which refused. The refused transactions' records were never visible to
+    read_committed consumers and are gone from Kafka; the query stops and stays stopped (every
+    restart fails the same way) rather than skip them. What the user can do:
+
+    - If *no* transaction of the batch was committed (the usual case: the crash came between
+      the commit record and the first commit): delete the batch's commit record (the file the
+      error names) and restart. The batch is undecided again; Spark replays it from its offset
+      log, the tasks write new transactions and the driver decides anew - still exactly once,
+      provided the source still has the batch's input (Kafka retention).
+    - If *some* were committed (crash in the middle of the commits, then a late restart):
+      deleting the record makes the replay write the committed tasks' records a second time
+      (duplicates of those partitions only). Exactly-once cannot be restored automatically; the
+      user chooses between those duplicates and the loss.
+
+    Keep ``kafka.transaction.timeout.ms`` above batch time plus the longest restart time (at most
+    the brokers' ``transaction.max.timeout.ms``, checked at query start).
+    """
+    record = log.read(batch_id)
+    if record is None:
+        raise CommitLogError(f"batch {batch_id} has no commit record to roll forward")
+    _check_participant(record, participant, log)
+    logger.info(
+        "batch %d was decided but not finished: rolling %d item(s) forward",
+        batch_id,
+        len(record.prepared),
+    )
+    _commit_record(log, participant, record, CrashPoint.DRIVER_PARTIAL_COMMIT)
+    log.mark_done(batch_id)
+
+
+# Step 3 ---------------------------------------------------------------------------------------
+def recover(log: CommitLog, participant: Participant) -> None:
+    """Recovery before a batch's tasks run (Spark's planner process, see module docstring).
+
+    3a. Roll forward every batch that has a commit record but is not done.
+    3b. Abort whatever no commit record names: fence every open transactional id of the sink's
+        prefix / remove every staging directory. No task of this query runs now, so nothing
+        open can belong to a batch still in progress.
+    """
+    unfinished = log.unfinished_batch_ids()
+    for position, batch_id in enumerate(unfinished):
+        record = log.read(batch_id)
+        if record is None:
+            continue
+        _check_participant(record, participant, log)
+        logger.info("recovery: rolling batch %d forward (%d item(s))", batch_id, len(record.prepared))
+
+        def progress(committed: int) -> None:
+            if committed > 0:
+                crash_points.reach(CrashPoint.RECOVERY)
+
+        try:
+            participant.commit(record.prepared, batch_id, progress)
+        except TransactionCommitError as exc:
+            raise TransactionCommitError(
+                f"recovery: {exc}. Commit record: {log.describe(batch_id)}. See "
+                "unaligned.two_phase_commit.roll_forward"
+            ) from exc
+        participant.finish_batch(record)
+        log.mark_done(batch_id)
+        logger.info("recovery: batch %d finished (%d of %d)", batch_id, position + 1, len(unfinished))
+    aborted = participant.clean_up(log, None)
+    if aborted:
+        logger.info("recovery: aborted %d leftover(s) no commit record names", aborted)
+    crash_points.reach(CrashPoint.RECOVERY)
+
+
+def _abort_quietly(task: TaskWriter, batch_id: int, partition_id: int) -> None:
+    try:
+        task.abort()
+    except Exception as exc:  # the original failure matters more; cleanup fences it later
+        logger.warning(
+            "batch %d partition %d: abort after a failed write also failed: %r",
+            batch_id,
+            partition_id,
+            exc,
+        )
+
