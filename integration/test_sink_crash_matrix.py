@@ -1,7 +1,7 @@
 """The crash matrix: kill the whole query at each named crash point, restart, prove exactly-once.
 
 Each case runs ``integration/query_runner.py`` (Kafka source, 4 input partitions, 4 x 200
-records, ``maxOffsetsPerTrigger=200`` -> about 4 batches, ``trigger(availableNow=True)``) in a
+records, ``maxOffsetsPerTrigger=300`` -> 3 batches, ``trigger(availableNow=True)``) in a
 new session with a crash point armed for batch 1, checks that the crash happened there and left
 something to recover, restarts from the same checkpoint without the crash point, and proves:
 
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.slow
 RUNNER = Path(__file__).with_name("query_runner.py")
 PARTITIONS = 4
 PER_PARTITION = 200
-MAX_OFFSETS = 200
+MAX_OFFSETS = 300
 CRASH_BATCH = 1
 RUN_TIMEOUT_S = 300
 

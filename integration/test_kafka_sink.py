@@ -1,0 +1,153 @@
+"""The Kafka sink end to end in the shared Spark session: real broker, read_committed readers.
+
+Crash behaviour is in test_sink_crash_matrix.py; here: what the user writes (columns, options,
+headers, a topic column), what a read_committed consumer sees, and that bad input is refused
+before any record is written.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from unaligned import kafka_transactions
+from unaligned.commit_log import CommitLog
+from unaligned.testing import EmbeddedKafka
+from unaligned.two_phase_commit import default_transactional_id_prefix
+
+TopicFactory = Callable[..., str]
+
+
+def _source(spark: SparkSession, kafka: EmbeddedKafka, topic: str, **options: str) -> Any:
+    reader = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _run_to_end(writer: Any, checkpoint: Path, timeout_s: float = 240) -> Any:
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    assert query.awaitTermination(timeout_s), "query did not finish in time"
+    return query
+
+
+def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
+    spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint_dir: Path
+) -> None:
+    source_topic = new_topic(partitions=2)
+    output = new_topic(partitions=3)
+    records = [
+        (i % 2, f"k{i}".encode(), f"value-{i}".encode(), [("h", f"{i}".encode())] if i % 3 else None, None)
+        for i in range(300)
+    ]
+    kafka.produce(source_topic, records)
+    df = _source(spark, kafka, source_topic, includeHeaders="true", maxOffsetsPerTrigger="120")
+    out = df.select(
+        F.col("key"),
+        F.concat(F.lit("out-"), F.col("value").cast("string")).alias("value"),  # a string value
+        F.col("headers"),
+        F.lit(output).alias("topic"),  # per-row topic, no topic option
+        (F.col("offset") % 3).cast("int").alias("partition"),
+    )
+    query = _run_to_end(out.writeStream.format("unaligned").option("kafka.bootstrap.servers", kafka.bootstrap_servers), checkpoint_dir)
+
+    _wait_until(lambda: kafka.last_stable_offsets(output) == kafka.end_offsets(output), "LSO == end")
+    got = kafka.consume_all(output, read_committed=True)
+    assert sorted(r.value for r in got) == sorted(f"out-value-{i}".encode() for i in range(300))
+    by_value = {r.value: r for r in got}
+    for i in (1, 2, 3, 299):
+        record = by_value[f"out-value-{i}".encode()]
+        assert record.key == f"k{i}".encode()
+        expected_headers = [("h", f"{i}".encode())] if i % 3 else []
+        assert list(record.headers) == expected_headers
+    assert {r.partition for r in got} == {0, 1, 2}
+
+    # Transactional ids carry the query id (from the checkpoint's metadata on the driver, the
+    # same id the tasks see as the sql.streaming.queryId local property).
+    prefix = default_transactional_id_prefix(str(query.id))
+    log = CommitLog.under_checkpoint(str(checkpoint_dir))
+    assert log.decided_batch_ids() == [0, 1, 2]
+    for batch_id in log.decided_batch_ids():
+        record = log.read(batch_id)
+        assert record is not None and record.prepared
+        for item in record.prepared:
+            assert item["transactionalId"].startswith(f"{prefix}-{batch_id}-")
+    _wait_until(
+        lambda: kafka_transactions.list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == [],
+        "no open transaction of the sink",
+    )
+
+
+def test_a_second_run_continues_without_duplicates(
+    spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint_dir: Path
+) -> None:
+    source_topic = new_topic(partitions=1)
+    output = new_topic(partitions=1)
+    kafka.produce(source_topic, [(0, None, f"a{i}".encode(), None, None) for i in range(50)])
+    writer = lambda: (  # noqa: E731
+        _source(spark, kafka, source_topic)
+        .select("value")
+        .writeStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("topic", output)
+        .option("transactionalIdPrefix", f"it-{output}")
+    )
+    _run_to_end(writer(), checkpoint_dir)
+    kafka.produce(source_topic, [(0, None, f"b{i}".encode(), None, None) for i in range(50)])
+    _run_to_end(writer(), checkpoint_dir)
+    values = [r.value for r in kafka.consume_all(output, read_committed=True)]
+    assert values == [f"a{i}".encode() for i in range(50)] + [f"b{i}".encode() for i in range(50)]
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["acks", "timeout_above_broker_max", "value_type", "missing_topic"],
+)
+def test_bad_input_is_refused_before_any_data_moves(
+    case: str, spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint_dir: Path
+) -> None:
+    source_topic = new_topic(partitions=1)
+    output = new_topic(partitions=1)
+    kafka.produce(source_topic, [(0, None, b"x", None, None)])
+    df = _source(spark, kafka, source_topic).select("key", "value")
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": output}
+    if case == "acks":
+        options["kafka.acks"] = "1"
+        expected = "SinkConfigurationError: option kafka.acks='1'"
+    elif case == "timeout_above_broker_max":
+        options["kafka.transaction.timeout.ms"] = "86400000"
+        expected = "kafka.transaction.timeout.ms=86400000 is above the brokers' transaction.max.timeout.ms="
+    elif case == "value_type":
+        df = df.select("key", F.length("value").alias("value"))
+        expected = "SchemaMismatchError: Kafka sink input column 'value' has type int"
+    else:
+        options["topic"] = f"{output}-missing"
+        expected = f"TopicNotFoundError: Kafka sink option topic='{output}-missing'"
+    writer = df.writeStream.format("unaligned")
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    with pytest.raises(StreamingQueryException) as raised:
+        _run_to_end(writer, checkpoint_dir, timeout_s=120)
+        raise AssertionError("the query ran to the end")
+    assert expected in str(raised.value)
+    assert kafka.end_offsets(output) == {0: 0}
+    assert CommitLog.under_checkpoint(str(checkpoint_dir)).decided_batch_ids() == []
