@@ -134,12 +134,12 @@ def test_arrow_schema_is_what_spark_checks_batches_against(include_headers: bool
 # --- decoding -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("compression", [0, 1])
-def test_decoded_columns_equal_kafka_pythons_records(compression: int) -> None:
+@pytest.mark.parametrize("codecs", [(0, 0, 0, 0), (1, 1, 1, 1), (1, 0, 1, 0), (0, 1, 0, 1)])
+def test_decoded_columns_equal_kafka_pythons_records(codecs: tuple[int, ...]) -> None:
     rng = random.Random(7)
     buffer = b"".join(
-        build_batch(base, random_records(rng, n), compression=compression)
-        for base, n in [(0, 5), (5, 40), (45, 1), (46, 200)]
+        build_batch(base, random_records(rng, n), compression=codec)
+        for (base, n), codec in zip([(0, 5), (5, 40), (45, 1), (46, 200)], codecs)
     )
     decoded = decode_record_batches(buffer, TP, 0, include_headers=True)
     assert decoded.columns is not None

@@ -19,7 +19,8 @@ Java name -> kafka-python, where the translation is not just dots to underscores
 
 Defaults that differ from kafka-python's: ``max.partition.fetch.bytes`` 8 MiB (one partition per
 reader, so bigger fetches mean fewer round trips), ``allow.auto.create.topics`` false (reading
-never creates a topic), and ``check.crcs`` false unless the ``crc32c`` C extension is installed
+never creates a topic), ``retry.backoff.ms`` 10 (kafka-python idles that long in ``poll()``),
+and ``check.crcs`` false unless the ``crc32c`` C extension is installed
 (kafka-python's pure-Python CRC-32C would cost most of the read throughput; set
 ``kafka.check.crcs=true`` to force it).
 
@@ -227,6 +228,9 @@ class KafkaClientConfig:
             "allow_auto_create_topics": False,
             "check_crcs": FAST_CRC32C,
             "metrics_enabled": False,
+            # kafka-python also sleeps this long in poll() while a partition's leader is being
+            # looked up; the default 100 ms would be paid by every read task.
+            "retry_backoff_ms": 10,
         }
         kwargs.update(self.client_kwargs)
         kwargs.setdefault("bootstrap_timeout_ms", self.request_timeout_ms)

@@ -165,8 +165,8 @@ def _decompress(codec: int, payload: memoryview, tp: TopicPartition, base: int) 
 
 
 def _walk(buf: bytes, pos: int, end: int, count: int, base: int, heads: list[int]) -> None:
-    """Append where each record of one batch begins (at its length varint), as positions in
-    the combined buffer (``base`` + position in ``buf``). The loop body is kept minimal: it
+    """Append where each record of one batch begins (at its length varint), as ``base`` +
+    position in ``buf``. The loop body is kept minimal: it
     is the only per-record Python code on the read path. Lengths are never negative, so a
     zig-zag length is the varint value shifted right by one."""
     append = heads.append
@@ -217,22 +217,27 @@ def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The bytes ``arr[s:s+l]`` of every (start, length > 0), concatenated."""
+    """The bytes ``arr[s:s+l]`` of every (start, length > 0), concatenated; the ranges are
+    disjoint and in increasing order."""
     if not len(starts):
         return np.empty(0, np.uint8)
     total = int(lengths.sum())
-    lo = int(starts.min())
-    hi = int((starts + lengths).max())
+    lo = int(starts[0])
+    ends = starts + lengths
+    hi = int(ends[-1])
     if total * 8 < hi - lo:  # sparse (e.g. short keys in a large fetch): index per byte
         offsets = np.zeros(len(lengths), np.int64)
         np.cumsum(lengths[:-1], out=offsets[1:])
         index = np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
         return arr[index]
-    delta = np.zeros(hi - lo + 1, np.int8)
-    np.add.at(delta, starts - lo, 1)
-    np.add.at(delta, starts + lengths - lo, -1)
-    mask = np.cumsum(delta[:-1], dtype=np.int8).astype(bool)
-    return arr[lo:hi][mask]
+    # dense: a byte mask of alternating (gap, value) runs
+    runs = np.empty(2 * len(starts), np.int64)
+    runs[0] = 0
+    runs[2::2] = starts[1:] - ends[:-1]
+    runs[1::2] = lengths
+    keep = np.zeros(2 * len(starts), bool)
+    keep[1::2] = True
+    return arr[lo:hi][np.repeat(keep, runs)]
 
 
 def _binary_array(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -316,8 +321,10 @@ def decode_record_batches(
     batch_bases: list[int] = []
     batch_times: list[int] = []
     batch_log_append: list[bool] = []
-    extras: list[bytes] = []
-    extra_end = size
+    # (buffer, first byte, end) of every batch's records, in order; decompressed batches have
+    # their own buffer, and then all sections are copied into one to keep positions ordered.
+    sections: list[tuple[bytes, int, int]] = []
+    compressed = False
     pending_aborts = deque(sorted(aborted_transactions, key=lambda txn: txn.first_offset))
     aborted_producers: set[int] = set()
     next_fetch = fetch_offset
@@ -356,10 +363,11 @@ def decode_record_batches(
             codec = attrs & _CODEC_MASK
             if codec:
                 raw = _decompress(codec, view[records_start:end], tp, base)
-                extras.append(raw)
-                _walk(raw, 0, len(raw), count, extra_end, heads)
-                extra_end += len(raw)
+                compressed = True
+                sections.append((raw, 0, len(raw)))
+                _walk(raw, 0, len(raw), count, 0, heads)
             else:
+                sections.append((data, records_start, end))
                 _walk(data, records_start, end, count, 0, heads)
             batch_counts.append(count)
             batch_bases.append(base)
@@ -371,20 +379,27 @@ def decode_record_batches(
         raise RecordDecodeError(f"{tp}: corrupt record batch near byte {pos} of a fetch at offset {fetch_offset}: {exc}") from None
     if not heads:
         return DecodedFetch(None, next_fetch, epoch, pos)
-    combined = data if not extras else b"".join([data, *extras])
+    head_positions = np.array(heads, np.int64)
+    combined = data
+    if compressed:
+        combined = b"".join(memoryview(buf)[lo:hi] for buf, lo, hi in sections)
+        lengths = np.array([hi - lo for _, lo, hi in sections], np.int64)
+        starts_in_combined = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        shift = starts_in_combined - np.array([lo for _, lo, _ in sections], np.int64)
+        head_positions += np.repeat(shift, np.array(batch_counts, np.int64))
     arr = np.frombuffer(combined, np.uint8)
-    columns = _decode_fields(arr, combined, heads, batch_counts, batch_bases, batch_times,
+    columns = _decode_fields(arr, combined, head_positions, batch_counts, batch_bases, batch_times,
                              batch_log_append, fetch_offset, include_headers, tp)
     return DecodedFetch(columns if len(columns) else None, next_fetch, epoch, pos)
 
 
 def _decode_fields(
-    arr: np.ndarray, buf: bytes, heads: list[int], counts: list[int],
+    arr: np.ndarray, buf: bytes, heads: np.ndarray, counts: list[int],
     bases: list[int], times: list[int], log_append: list[bool], fetch_offset: int,
     include_headers: bool, tp: TopicPartition,
 ) -> RecordColumns:
     try:
-        length, s = _varints(arr, np.array(heads, np.int64))
+        length, s = _varints(arr, heads)
         e = s + length
         ts_delta, p = _varints(arr, s + 1)  # after the record's attributes byte
         offset_delta, p = _varints(arr, p)

@@ -1,0 +1,174 @@
+"""Read throughput of ``format("unaligned")`` against kcat, on the embedded broker.
+
+Run: ``python -m benchmarks source`` (or ``python -m benchmarks.bench_source``). Prints the
+figures and writes ``benchmarks/results/source.json``.
+
+Data: 1,000,000 records with 100-byte values (no key, no headers, uncompressed) over 8
+partitions, produced with ``kcat -P``. Measured, each the best of ``REPEATS`` runs:
+
+- Spark: ``spark.readStream.format("unaligned")`` with ``Trigger.AvailableNow`` into the
+  ``noop`` sink on ``local[N]`` (N = CPU count), timed from ``start()`` to termination
+  (includes query planning and Python worker start-up);
+- the same read in one Python process without Spark (the source's executor-side reader over the
+  8 partitions, one after the other): the decoding cost alone;
+- ``kcat -C -e -o beginning`` reading the topic (one offset per line, counted).
+
+Needs ``kcat`` on PATH (Debian package ``kcat``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import RESULTS_DIR
+
+RECORDS = 1_000_000
+PARTITIONS = 8
+VALUE_BYTES = 100
+REPEATS = 2
+RESULTS = RESULTS_DIR / "source.json"
+
+
+def produce(bootstrap: str, topic: str) -> float:
+    """kcat -P, one process per partition; returns seconds."""
+    line = (os.urandom(VALUE_BYTES // 2).hex()).encode()
+    per_partition = RECORDS // PARTITIONS
+    payload = b"\n".join([line] * per_partition) + b"\n"
+    started = time.monotonic()
+    procs = []
+    for partition in range(PARTITIONS):
+        proc = subprocess.Popen(
+            ["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-z", "none",
+             "-X", "linger.ms=20", "-X", "batch.size=1000000"],
+            stdin=subprocess.PIPE,
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(payload)
+        proc.stdin.close()
+        procs.append(proc)
+    for proc in procs:
+        if proc.wait() != 0:
+            raise RuntimeError(f"kcat -P exited with {proc.returncode}")
+    return time.monotonic() - started
+
+
+def kcat_read(bootstrap: str, topic: str) -> float:
+    started = time.monotonic()
+    out = subprocess.run(
+        ["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-o", "beginning", "-f", "%o\n"],
+        check=True, capture_output=True,
+    ).stdout
+    elapsed = time.monotonic() - started
+    lines = out.count(b"\n")
+    if lines != RECORDS:
+        raise RuntimeError(f"kcat read {lines} records, expected {RECORDS}")
+    return elapsed
+
+
+def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> float:
+    from unaligned.kafka_source import KafkaInputPartition, read_partition
+    from unaligned.offsets import OffsetRange, TopicPartition
+    from unaligned.source_options import SourceOptions
+
+    options = SourceOptions.parse({"subscribe": topic, "kafka.bootstrap.servers": bootstrap})
+    started = time.monotonic()
+    rows = 0
+    for partition, end in sorted(end_offsets.items()):
+        part = KafkaInputPartition(0, OffsetRange(TopicPartition(topic, partition), 0, end), options.kafka,
+                                   False, True, options.poll_timeout_ms)
+        rows += sum(batch.num_rows for batch in read_partition(part))
+    elapsed = time.monotonic() - started
+    if rows != RECORDS:
+        raise RuntimeError(f"the Python reader read {rows} records, expected {RECORDS}")
+    return elapsed
+
+
+def spark_read(spark: Any, bootstrap: str, topic: str, checkpoint: Path) -> tuple[float, int, int]:
+    df = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    started = time.monotonic()
+    query = (
+        df.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True).start()
+    )
+    query.awaitTermination()
+    elapsed = time.monotonic() - started
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    if rows != RECORDS:
+        raise RuntimeError(f"the Spark query read {rows} records, expected {RECORDS}")
+    return elapsed, rows, len(query.recentProgress)
+
+
+def main() -> dict[str, Any]:
+    if shutil.which("kcat") is None:
+        raise SystemExit("kcat is not on PATH: apt-get install kcat")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from unaligned.testing import EmbeddedKafka
+
+    cores = os.cpu_count() or 2
+    with tempfile.TemporaryDirectory(prefix="bench-source-") as tmp, EmbeddedKafka(data_dir=Path(tmp) / "kafka") as kafka:
+        topic = "bench-source"
+        kafka.create_topic(topic, partitions=PARTITIONS)
+        produce_s = produce(kafka.bootstrap_servers, topic)
+        end_offsets = kafka.end_offsets(topic)
+        print(f"produced {RECORDS:,} records x {VALUE_BYTES} B over {PARTITIONS} partitions in {produce_s:.1f} s", flush=True)
+
+        kcat_s = min(kcat_read(kafka.bootstrap_servers, topic) for _ in range(REPEATS))
+        python_s = min(python_read(kafka.bootstrap_servers, topic, end_offsets) for _ in range(REPEATS))
+
+        spark = (
+            SparkSession.builder.master(f"local[{cores}]").appName("bench-source")
+            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(cores))
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("WARN")
+        spark_runs = [spark_read(spark, kafka.bootstrap_servers, topic, Path(tmp) / f"cp{i}") for i in range(REPEATS)]
+        spark.stop()
+
+    spark_s = min(run[0] for run in spark_runs)
+    report = {
+        "benchmark": "source",
+        "records": RECORDS,
+        "value_bytes": VALUE_BYTES,
+        "partitions": PARTITIONS,
+        "cpus": cores,
+        "spark_master": f"local[{cores}]",
+        "python": sys.version.split()[0],
+        "unaligned_spark_records_per_s": round(RECORDS / spark_s),
+        "unaligned_spark_seconds": [round(run[0], 2) for run in spark_runs],
+        "unaligned_spark_batches": spark_runs[0][2],
+        "unaligned_python_reader_records_per_s": round(RECORDS / python_s),
+        "kcat_records_per_s": round(RECORDS / kcat_s),
+        "kcat_seconds": round(kcat_s, 2),
+        "spark_vs_kcat": round(kcat_s / spark_s, 3),
+    }
+    print(f"format('unaligned') in Spark (AvailableNow -> noop, local[{cores}]): "
+          f"{report['unaligned_spark_records_per_s']:>10,} records/s  ({spark_s:.2f} s)")
+    print(f"unaligned reader in one Python process (no Spark):        "
+          f"{report['unaligned_python_reader_records_per_s']:>10,} records/s  ({python_s:.2f} s)")
+    print(f"kcat -C:                                                   "
+          f"{report['kcat_records_per_s']:>10,} records/s  ({kcat_s:.2f} s)")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
