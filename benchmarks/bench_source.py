@@ -134,7 +134,8 @@ def main() -> dict[str, Any]:
 
         spark = (
             SparkSession.builder.master(f"local[{cores}]").appName("bench-source")
-            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(cores))
+            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", str(cores))
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("WARN")

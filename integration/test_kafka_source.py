@@ -114,7 +114,7 @@ def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
     topic = new_topic(partitions=4)
     produce_numbered(kafka, topic, 4, 0, 400)
     out, checkpoint = tmp_path / "out", tmp_path / "cp"
-    df = source(spark, kafka, topic, maxOffsetsPerTrigger="40")
+    df = source(spark, kafka, topic, maxOffsetsPerTrigger="100")
 
     # Run 1: processing-time trigger, stopped after a few batches (mid-stream).
     query = (
@@ -122,7 +122,7 @@ def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
         .trigger(processingTime="100 milliseconds").start()
     )
     deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while sum(p["numInputRows"] for p in query.recentProgress) < 120:
+    while sum(p["numInputRows"] for p in query.recentProgress) < 200:
         assert query.isActive and time.monotonic() < deadline, "run 1 made no progress"
         time.sleep(0.2)
     query.stop()
@@ -135,6 +135,64 @@ def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
     rows = read_back(spark, out)
     assert offsets_of(rows) == [(p, o) for p in range(4) for o in range(150)]
     assert sorted(r["value"] for r in rows) == sorted(b"v%d" % i for i in range(600))
+
+
+def test_min_offsets_per_trigger_holds_batches_back_until_enough_records(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    topic = new_topic(partitions=2)
+    produce_numbered(kafka, topic, 2, 0, 10)
+    df = source(spark, kafka, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
+    query = df.writeStream.format("noop").trigger(processingTime="100 milliseconds").start()
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while not any(p["numInputRows"] for p in query.recentProgress):  # Spark's rule: the first batch is due
+            assert query.isActive and time.monotonic() < deadline
+            time.sleep(0.1)
+        produce_numbered(kafka, topic, 2, 10, 30)
+        held = time.monotonic() + 3
+        while time.monotonic() < held:
+            assert query.isActive
+            time.sleep(0.2)
+        assert sum(p["numInputRows"] for p in query.recentProgress) == 10  # 30 < 100 records waiting
+        produce_numbered(kafka, topic, 2, 40, 80)
+        while sum(p["numInputRows"] for p in query.recentProgress) < 120:
+            assert query.isActive and time.monotonic() < deadline, "the batch was never released"
+            time.sleep(0.2)
+        assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [10, 110]
+    finally:
+        query.stop()
+
+
+def test_topics_created_later_that_match_subscribe_pattern_are_read(spark: Any, kafka: EmbeddedKafka) -> None:
+    prefix = f"pattern-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(f"{prefix}-a", partitions=1)
+    produce_numbered(kafka, f"{prefix}-a", 1, 0, 3)
+    seen: list[tuple[str, bytes]] = []
+
+    def collect(batch: Any, _batch_id: int) -> None:
+        seen.extend((r["topic"], r["value"]) for r in batch.select("topic", "value").collect())
+
+    df = (
+        spark.readStream.format("unaligned").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribePattern", f"{prefix}-.*").option("startingOffsets", "earliest").load()
+    )
+    query = df.writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds").start()
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while len(seen) < 3:
+            assert query.isActive and time.monotonic() < deadline
+            time.sleep(0.2)
+        kafka.create_topic(f"{prefix}-b", partitions=2)
+        kafka.create_topic(f"other-{prefix}", partitions=1)  # searched like Spark: this matches too
+        kafka.create_topic(f"{uuid.uuid4().hex[:6]}-unrelated", partitions=1)
+        produce_numbered(kafka, f"{prefix}-b", 2, 3, 4)
+        while len(seen) < 7:
+            assert query.isActive and time.monotonic() < deadline, f"the new topic was not read: {seen}"
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    assert sorted(seen) == [(f"{prefix}-a", b"v%d" % i) for i in range(3)] + [(f"{prefix}-b", b"v%d" % i) for i in range(3, 7)]
 
 
 def test_max_offsets_per_trigger_bounds_every_batch(

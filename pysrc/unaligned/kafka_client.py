@@ -373,10 +373,17 @@ def unavailable(config: KafkaClientConfig, doing: str, exc: BaseException) -> Ka
 def open_consumer(config: KafkaClientConfig) -> KafkaConsumer:
     """A connected ``KafkaConsumer`` (no subscription), or :class:`KafkaUnavailableError` after
     at most ``kafka.request.timeout.ms``."""
+    kwargs = config.consumer_kwargs()
     try:
-        return KafkaConsumer(**config.consumer_kwargs())
+        consumer = KafkaConsumer(**kwargs)
     except _UNAVAILABLE as exc:
         raise unavailable(config, "connecting", exc) from exc
+    # kafka-python 3.0.12 does not pass retry_backoff_ms to its metadata cache, which then
+    # waits its default 100 ms before looking up the leader of a freshly assigned partition.
+    cluster_config = getattr(getattr(getattr(consumer, "_client", None), "cluster", None), "config", None)
+    if isinstance(cluster_config, dict) and "retry_backoff_ms" in cluster_config:
+        cluster_config["retry_backoff_ms"] = kwargs["retry_backoff_ms"]
+    return consumer
 
 
 class OffsetLookup:
@@ -392,6 +399,10 @@ class OffsetLookup:
         self._attempts = max(1, attempts)
         self._retry_interval_s = retry_interval_ms / 1000.0
         self._consumer: KafkaConsumer | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles without the live consumer (a copy connects again on first use)."""
+        return {**self.__dict__, "_consumer": None}
 
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:

@@ -412,9 +412,16 @@ class KafkaParticipant:
         return fenced
 
 
+_TOPICS_FOUND: set[tuple[tuple[tuple[str, str], ...], str]] = set()
+"""Per-process memo of topics already found (the check runs before every micro-batch)."""
+
+
 def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     from kafka.admin import KafkaAdminClient
 
+    key = (tuple(sorted((k, repr(v)) for k, v in kwargs.items())), topic)
+    if key in _TOPICS_FOUND:
+        return
     admin = KafkaAdminClient(**kafka_transactions.admin_client_kwargs(kwargs))
     try:
         topics = set(admin.list_topics())
@@ -422,3 +429,4 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
         admin.close()
     if topic not in topics:
         raise TopicNotFoundError(f"Kafka sink option topic={topic!r}: no such topic on {servers}")
+    _TOPICS_FOUND.add(key)
