@@ -10,14 +10,17 @@ from pathlib import Path
 def available() -> list[str]:
     """Benchmark names (module names without the ``bench_`` prefix), sorted."""
     here = Path(__file__).resolve().parent
-    return sorted(p.stem[len("bench_"):] for p in here.glob("bench_*.py"))
+    return sorted(p.stem[len("bench_") :] for p in here.glob("bench_*.py"))
 
 
 def main(argv: list[str]) -> int:
-    names = [n[len("bench_"):] if n.startswith("bench_") else n for n in argv] or available()
+    names = [n[len("bench_") :] if n.startswith("bench_") else n for n in argv] or available()
     unknown = [n for n in names if n not in available()]
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available())}", file=sys.stderr)
+        print(
+            f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available())}",
+            file=sys.stderr,
+        )
         return 2
     for name in names:
         print(f"== benchmark {name} ==", flush=True)

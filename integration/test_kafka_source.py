@@ -60,9 +60,14 @@ def offsets_of(rows: Iterable[Any]) -> list[tuple[int, int]]:
     return [(r["partition"], r["offset"]) for r in rows]
 
 
-def produce_numbered(kafka: EmbeddedKafka, topic: str, partitions: int, start: int, count: int) -> None:
+def produce_numbered(
+    kafka: EmbeddedKafka, topic: str, partitions: int, start: int, count: int
+) -> None:
     ts = now_ms()
-    kafka.produce(topic, [(i % partitions, b"k%d" % i, b"v%d" % i, None, ts) for i in range(start, start + count)])
+    kafka.produce(
+        topic,
+        [(i % partitions, b"k%d" % i, b"v%d" % i, None, ts) for i in range(start, start + count)],
+    )
 
 
 def test_reads_every_column_exactly_and_keeps_partition_order(
@@ -72,7 +77,11 @@ def test_reads_every_column_exactly_and_keeps_partition_order(
     base = now_ms() - 60_000
     sent = []
     for i in range(200):
-        headers = [("trace", b"t%d" % i), ("empty", b"")] if i % 3 == 0 else ([("n", b"x")] if i % 3 == 1 else None)
+        headers = (
+            [("trace", b"t%d" % i), ("empty", b"")]
+            if i % 3 == 0
+            else ([("n", b"x")] if i % 3 == 1 else None)
+        )
         key = None if i % 10 == 5 else b"key-%d" % i
         value = None if i % 25 == 1 else bytes([i % 256]) * (i % 50)
         sent.append((i % 4, key, value, headers, base + 7 * i))
@@ -80,7 +89,12 @@ def test_reads_every_column_exactly_and_keeps_partition_order(
 
     df = source(spark, kafka, topic, includeHeaders="true")
     assert df.schema == kafka_source_schema(True)
-    query = df.writeStream.format("memory").queryName(f"all_{uuid.uuid4().hex[:8]}").trigger(availableNow=True).start()
+    query = (
+        df.writeStream.format("memory")
+        .queryName(f"all_{uuid.uuid4().hex[:8]}")
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(QUERY_TIMEOUT_S)
     rows = spark.sql(f"select * from {query.name}").collect()
 
@@ -90,7 +104,12 @@ def test_reads_every_column_exactly_and_keeps_partition_order(
         got = sorted((r for r in rows if r["partition"] == partition), key=lambda r: r["offset"])
         assert [r["offset"] for r in got] == list(range(len(expected)))
         for (_, key, value, headers, ts), row in zip(expected, got):
-            assert (row["key"], row["value"], row["topic"], row["timestampType"]) == (key, value, topic, 0)
+            assert (row["key"], row["value"], row["topic"], row["timestampType"]) == (
+                key,
+                value,
+                topic,
+                0,
+            )
             assert round(row["timestamp"].timestamp() * 1000) == ts
             assert row["headers"] == ([(k, v) for k, v in headers] if headers else None)
     # per-partition order: within each Spark task the rows came in offset order
@@ -102,10 +121,14 @@ def test_min_partitions_splits_reads_without_losing_or_repeating_records(
 ) -> None:
     topic = new_topic(partitions=2)
     produce_numbered(kafka, topic, 2, 0, 300)
-    run_available_now(source(spark, kafka, topic, minPartitions="7"), tmp_path / "out", tmp_path / "cp")
+    run_available_now(
+        source(spark, kafka, topic, minPartitions="7"), tmp_path / "out", tmp_path / "cp"
+    )
     rows = read_back(spark, tmp_path / "out")
     assert offsets_of(rows) == [(p, o) for p in range(2) for o in range(150)]
-    assert [r["value"] for r in rows if r["partition"] == 1] == [b"v%d" % i for i in range(1, 300, 2)]
+    assert [r["value"] for r in rows if r["partition"] == 1] == [
+        b"v%d" % i for i in range(1, 300, 2)
+    ]
 
 
 def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
@@ -118,8 +141,11 @@ def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
 
     # Run 1: processing-time trigger, stopped after a few batches (mid-stream).
     query = (
-        df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="100 milliseconds").start()
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="100 milliseconds")
+        .start()
     )
     deadline = time.monotonic() + QUERY_TIMEOUT_S
     while sum(p["numInputRows"] for p in query.recentProgress) < 200:
@@ -146,7 +172,9 @@ def test_min_offsets_per_trigger_holds_batches_back_until_enough_records(
     query = df.writeStream.format("noop").trigger(processingTime="100 milliseconds").start()
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while not any(p["numInputRows"] for p in query.recentProgress):  # Spark's rule: the first batch is due
+        while not any(
+            p["numInputRows"] for p in query.recentProgress
+        ):  # Spark's rule: the first batch is due
             assert query.isActive and time.monotonic() < deadline
             time.sleep(0.1)
         produce_numbered(kafka, topic, 2, 10, 30)
@@ -154,7 +182,9 @@ def test_min_offsets_per_trigger_holds_batches_back_until_enough_records(
         while time.monotonic() < held:
             assert query.isActive
             time.sleep(0.2)
-        assert sum(p["numInputRows"] for p in query.recentProgress) == 10  # 30 < 100 records waiting
+        assert (
+            sum(p["numInputRows"] for p in query.recentProgress) == 10
+        )  # 30 < 100 records waiting
         produce_numbered(kafka, topic, 2, 40, 80)
         while sum(p["numInputRows"] for p in query.recentProgress) < 120:
             assert query.isActive and time.monotonic() < deadline, "the batch was never released"
@@ -164,7 +194,9 @@ def test_min_offsets_per_trigger_holds_batches_back_until_enough_records(
         query.stop()
 
 
-def test_topics_created_later_that_match_subscribe_pattern_are_read(spark: Any, kafka: EmbeddedKafka) -> None:
+def test_topics_created_later_that_match_subscribe_pattern_are_read(
+    spark: Any, kafka: EmbeddedKafka
+) -> None:
     prefix = f"pattern-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(f"{prefix}-a", partitions=1)
     produce_numbered(kafka, f"{prefix}-a", 1, 0, 3)
@@ -174,8 +206,11 @@ def test_topics_created_later_that_match_subscribe_pattern_are_read(spark: Any, 
         seen.extend((r["topic"], r["value"]) for r in batch.select("topic", "value").collect())
 
     df = (
-        spark.readStream.format("unaligned").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribePattern", f"{prefix}-.*").option("startingOffsets", "earliest").load()
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribePattern", f"{prefix}-.*")
+        .option("startingOffsets", "earliest")
+        .load()
     )
     query = df.writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds").start()
     try:
@@ -188,11 +223,15 @@ def test_topics_created_later_that_match_subscribe_pattern_are_read(spark: Any, 
         kafka.create_topic(f"{uuid.uuid4().hex[:6]}-unrelated", partitions=1)
         produce_numbered(kafka, f"{prefix}-b", 2, 3, 4)
         while len(seen) < 7:
-            assert query.isActive and time.monotonic() < deadline, f"the new topic was not read: {seen}"
+            assert (
+                query.isActive and time.monotonic() < deadline
+            ), f"the new topic was not read: {seen}"
             time.sleep(0.2)
     finally:
         query.stop()
-    assert sorted(seen) == [(f"{prefix}-a", b"v%d" % i) for i in range(3)] + [(f"{prefix}-b", b"v%d" % i) for i in range(3, 7)]
+    assert sorted(seen) == [(f"{prefix}-a", b"v%d" % i) for i in range(3)] + [
+        (f"{prefix}-b", b"v%d" % i) for i in range(3, 7)
+    ]
 
 
 def test_max_offsets_per_trigger_bounds_every_batch(
@@ -200,7 +239,9 @@ def test_max_offsets_per_trigger_bounds_every_batch(
 ) -> None:
     topic = new_topic(partitions=4)
     produce_numbered(kafka, topic, 4, 0, 130)
-    query = run_available_now(source(spark, kafka, topic, maxOffsetsPerTrigger="25"), tmp_path / "out", tmp_path / "cp")
+    query = run_available_now(
+        source(spark, kafka, topic, maxOffsetsPerTrigger="25"), tmp_path / "out", tmp_path / "cp"
+    )
     sizes = [p["numInputRows"] for p in query.recentProgress]
     assert sum(sizes) == 130
     assert max(sizes) <= 25 and len([s for s in sizes if s]) >= 6
@@ -220,21 +261,30 @@ def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
         with lock:
             seen.extend((r["partition"], r["offset"], r["value"]) for r in rows)
 
-    query = source(spark, kafka, topic).writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds").start()
+    query = (
+        source(spark, kafka, topic)
+        .writeStream.foreachBatch(collect)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
         while len(seen) < 20:
             assert query.isActive and time.monotonic() < deadline, "the first records never arrived"
             time.sleep(0.2)
         kafka.add_partitions(topic, 3)
-        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers)  # fresh metadata: 3 partitions
+        producer = KafkaProducer(
+            bootstrap_servers=kafka.bootstrap_servers
+        )  # fresh metadata: 3 partitions
         for i in range(5):
             producer.send(topic, value=b"new-%d" % i, partition=2)
         producer.send(topic, value=b"more", partition=0)
         producer.flush()
         producer.close()
         while len(seen) < 26:
-            assert query.isActive and time.monotonic() < deadline, f"the new partition was not read: {seen[20:]}"
+            assert (
+                query.isActive and time.monotonic() < deadline
+            ), f"the new partition was not read: {seen[20:]}"
             time.sleep(0.2)
     finally:
         query.stop()
@@ -244,7 +294,11 @@ def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
 def test_fail_on_data_loss_after_records_are_deleted_below_the_next_offset(
-    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path, fail_on_data_loss: bool
+    spark: Any,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Path,
+    fail_on_data_loss: bool,
 ) -> None:
     topic = new_topic(partitions=1)
     produce_numbered(kafka, topic, 1, 0, 20)
@@ -269,35 +323,50 @@ def test_read_committed_yields_exactly_the_committed_records_and_moves_past_mark
     spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
     topic = new_topic(partitions=2)
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, transactional_id=f"src-{uuid.uuid4().hex}")
+    producer = KafkaProducer(
+        bootstrap_servers=kafka.bootstrap_servers, transactional_id=f"src-{uuid.uuid4().hex}"
+    )
     producer.init_transactions()
 
-    def transaction(tag: str, commit: bool) -> None:
+    def transaction(tag: str, commit: bool | None) -> None:
+        """commit None: leave the transaction open."""
         producer.begin_transaction()
         for i in range(6):
             producer.send(topic, value=f"{tag}-{i}".encode(), partition=i % 2)
         producer.flush()
-        producer.commit_transaction() if commit else producer.abort_transaction()
+        if commit is not None:
+            producer.commit_transaction() if commit else producer.abort_transaction()
+
+    def committed_values(*tags: str) -> list[str]:
+        return sorted(f"{tag}-{i}" for tag in tags for i in range(6))
 
     transaction("c1", True)
     transaction("a1", False)
     transaction("c2", True)
+    transaction("open", None)
     out, checkpoint = tmp_path / "out", tmp_path / "cp"
     df = source(spark, kafka, topic, **{"kafka.isolation.level": "read_committed"})
     query = run_available_now(df, out, checkpoint)
-    values = sorted(r["value"].decode() for r in read_back(spark, out))
-    assert values == sorted(f"c{t}-{i}" for t in (1, 2) for i in range(6))
-    # the batch ends at the last stable offset, which lies past the final commit markers
+    assert sorted(r["value"].decode() for r in read_back(spark, out)) == committed_values(
+        "c1", "c2"
+    )
+    # the batch ended at the last stable offset: past the markers, before the open transaction
     end_offset = query.lastProgress["sources"][0]["endOffset"]
     end = (json.loads(end_offset) if isinstance(end_offset, str) else end_offset)["offsets"][topic]
-    assert {int(p): o for p, o in end.items()} == kafka.last_stable_offsets(topic) == kafka.end_offsets(topic)
+    stable = kafka.last_stable_offsets(topic)
+    assert {int(p): o for p, o in end.items()} == stable
+    assert all(stable[p] < o for p, o in kafka.end_offsets(topic).items())
 
+    producer.commit_transaction()
     transaction("a2", False)
     transaction("c3", True)
     producer.close()
-    run_available_now(df, out, checkpoint)
+    query = run_available_now(df, out, checkpoint)
     values = sorted(r["value"].decode() for r in read_back(spark, out))
-    assert values == sorted(f"c{t}-{i}" for t in (1, 2, 3) for i in range(6))
+    assert values == committed_values("c1", "c2", "open", "c3")
+    end_offset = query.lastProgress["sources"][0]["endOffset"]
+    end = (json.loads(end_offset) if isinstance(end_offset, str) else end_offset)["offsets"][topic]
+    assert {int(p): o for p, o in end.items()} == kafka.end_offsets(topic)
 
 
 def _closed_port() -> int:
@@ -306,11 +375,16 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_unreachable_broker_fails_with_an_error_naming_the_servers(spark: Any, tmp_path: Path) -> None:
+def test_unreachable_broker_fails_with_an_error_naming_the_servers(
+    spark: Any, tmp_path: Path
+) -> None:
     servers = f"127.0.0.1:{_closed_port()}"
     df = (
-        spark.readStream.format("unaligned").option("kafka.bootstrap.servers", servers)
-        .option("subscribe", "anything").option("kafka.request.timeout.ms", "2000").load()
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", "anything")
+        .option("kafka.request.timeout.ms", "2000")
+        .load()
     )
     started = time.monotonic()
     query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
@@ -320,13 +394,24 @@ def test_unreachable_broker_fails_with_an_error_naming_the_servers(spark: Any, t
     assert time.monotonic() - started < 60
 
 
-def test_a_missing_subscribed_topic_fails_with_topic_not_found(spark: Any, kafka: EmbeddedKafka, tmp_path: Path) -> None:
+@pytest.mark.parametrize("subscription", ["subscribe", "assign"])
+def test_a_missing_topic_fails_with_topic_not_found(
+    spark: Any, kafka: EmbeddedKafka, tmp_path: Path, subscription: str
+) -> None:
     missing = f"missing-{uuid.uuid4().hex[:8]}"
-    df = source(spark, kafka, missing, **{"fetchOffset.numRetries": "2", "fetchOffset.retryIntervalMs": "100"})
+    df = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option(subscription, missing if subscription == "subscribe" else f'{{"{missing}": [0]}}')
+        .option("fetchOffset.numRetries", "2")
+        .option("fetchOffset.retryIntervalMs", "100")
+        .load()
+    )
     query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
     with pytest.raises(Exception) as excinfo:
         query.awaitTermination(QUERY_TIMEOUT_S)
-    assert "TopicNotFoundError" in str(excinfo.value) and missing in str(excinfo.value)
+    message = str(excinfo.value)
+    assert "TopicNotFoundError" in message and missing in message and subscription in message
 
 
 def test_an_unknown_option_is_rejected_by_name(spark: Any, kafka: EmbeddedKafka) -> None:

@@ -21,7 +21,12 @@ from unaligned.offsets import (
     split_ranges,
 )
 
-A0, A1, A2, B0 = (TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("a", 2), TopicPartition("b", 0))
+A0, A1, A2, B0 = (
+    TopicPartition("a", 0),
+    TopicPartition("a", 1),
+    TopicPartition("a", 2),
+    TopicPartition("b", 0),
+)
 
 
 # --- SourceOffset ---------------------------------------------------------------------------
@@ -80,7 +85,9 @@ def test_parse_assign_sorts_and_dedupes() -> None:
     assert parse_assign('{"b": [0], "a": [2, 0, 2]}') == (A0, A2, B0)
 
 
-@pytest.mark.parametrize("bad", ['{"a": 1}', '{"a": ["0"]}', '{"a": [-1]}', "{}", '{"a": []}', "[1]", "{"])
+@pytest.mark.parametrize(
+    "bad", ['{"a": 1}', '{"a": ["0"]}', '{"a": [-1]}', "{}", '{"a": []}', "[1]", "{"]
+)
 def test_parse_assign_rejects_malformed_json(bad: str) -> None:
     with pytest.raises(OffsetFormatError, match="assign"):
         parse_assign(bad)
@@ -92,7 +99,15 @@ def test_parse_starting_offsets_maps_minus_two_and_minus_one() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ['{"a": {"0": -3}}', '{"a": {"0": "5"}}', '{"a": {"p": 5}}', '{"a": 5}', '{"a": {"01": 5}}', "latest-ish"]
+    "bad",
+    [
+        '{"a": {"0": -3}}',
+        '{"a": {"0": "5"}}',
+        '{"a": {"p": 5}}',
+        '{"a": 5}',
+        '{"a": {"01": 5}}',
+        "latest-ish",
+    ],
 )
 def test_parse_starting_offsets_rejects_malformed_values(bad: str) -> None:
     with pytest.raises(OffsetFormatError, match="startingOffsets"):
@@ -115,7 +130,11 @@ def test_offset_range_rejects_a_negative_size() -> None:
 
 def test_split_without_options_is_one_range_per_partition_in_stable_order_including_empty() -> None:
     ranges = [OffsetRange(B0, 0, 10), OffsetRange(A1, 3, 3), OffsetRange(A0, 0, 5)]
-    assert split_ranges(ranges) == [OffsetRange(A0, 0, 5), OffsetRange(A1, 3, 3), OffsetRange(B0, 0, 10)]
+    assert split_ranges(ranges) == [
+        OffsetRange(A0, 0, 5),
+        OffsetRange(A1, 3, 3),
+        OffsetRange(B0, 0, 10),
+    ]
 
 
 def test_min_partitions_at_or_below_the_partition_count_does_not_split() -> None:
@@ -148,11 +167,15 @@ def test_min_partitions_never_makes_more_pieces_than_offsets() -> None:
 
 def test_split_is_deterministic() -> None:
     ranges = [OffsetRange(TopicPartition("t", i), 0, 17 * (i + 1)) for i in range(5)]
-    assert split_ranges(ranges, min_partitions=23) == split_ranges(list(reversed(ranges)), min_partitions=23)
+    assert split_ranges(ranges, min_partitions=23) == split_ranges(
+        list(reversed(ranges)), min_partitions=23
+    )
 
 
 def test_max_records_per_partition_bounds_every_piece() -> None:
-    pieces = split_ranges([OffsetRange(A0, 10, 1010), OffsetRange(A1, 0, 5)], max_records_per_partition=300)
+    pieces = split_ranges(
+        [OffsetRange(A0, 10, 1010), OffsetRange(A1, 0, 5)], max_records_per_partition=300
+    )
     assert all(p.size <= 300 for p in pieces)
     assert sum(p.size for p in pieces if p.tp == A0) == 1000
     assert len([p for p in pieces if p.tp == A0]) == 4

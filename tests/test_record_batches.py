@@ -49,9 +49,13 @@ def build_batch(
 ) -> bytes:
     """A v2 record batch as the broker stores it (base offset and broker-set attributes patched)."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=compression, is_transactional=transactional,
-        producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-        base_sequence=0 if producer_id >= 0 else -1, batch_size=1 << 30,
+        magic=2,
+        compression_type=compression,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
+        batch_size=1 << 30,
     )
     for delta, (key, value, headers, ts) in enumerate(records):
         builder.append(delta, timestamp=ts, key=key, value=value, headers=headers)
@@ -189,20 +193,26 @@ def transactional_log() -> bytes:
             build_batch(4, rec * 2, producer_id=8, transactional=True),  # 4-5 committed
             control_batch(6, producer_id=8, commit=True),
             build_batch(7, rec),  # 7 plain
-            build_batch(8, rec, producer_id=7, transactional=True),  # 8 open (same producer, new txn)
+            build_batch(
+                8, rec, producer_id=7, transactional=True
+            ),  # 8 open (same producer, new txn)
         ]
     )
 
 
 def test_read_committed_skips_aborted_batches_and_markers() -> None:
-    decoded = decode_record_batches(transactional_log(), TP, 0, read_committed=True, aborted_transactions=[Aborted(7, 0)])
+    decoded = decode_record_batches(
+        transactional_log(), TP, 0, read_committed=True, aborted_transactions=[Aborted(7, 0)]
+    )
     assert decoded.columns is not None
     assert decoded.columns.offsets.tolist() == [4, 5, 7, 8]
     assert decoded.next_fetch_offset == 9
 
 
 def test_read_uncommitted_keeps_aborted_records_but_not_markers() -> None:
-    decoded = decode_record_batches(transactional_log(), TP, 0, aborted_transactions=[Aborted(7, 0)])
+    decoded = decode_record_batches(
+        transactional_log(), TP, 0, aborted_transactions=[Aborted(7, 0)]
+    )
     assert decoded.columns is not None
     assert decoded.columns.offsets.tolist() == [0, 1, 2, 4, 5, 7, 8]
 
@@ -227,8 +237,21 @@ def test_corrupt_batches_raise_record_decode_error_naming_the_partition() -> Non
 def test_consumer_records_convert_to_the_same_columns() -> None:
     buffer = build_batch(10, random_records(random.Random(8), 30))
     consumer_records = [
-        ConsumerRecord(TP.topic, TP.partition, 0, r.offset, r.timestamp, r.timestamp_type, r.key, r.value,
-                       r.headers, None, 0, 0, 0)
+        ConsumerRecord(
+            TP.topic,
+            TP.partition,
+            0,
+            r.offset,
+            r.timestamp,
+            r.timestamp_type,
+            r.key,
+            r.value,
+            r.headers,
+            None,
+            0,
+            0,
+            0,
+        )
         for r in reference(buffer)
     ]
     converted = columns_from_consumer_records(consumer_records, include_headers=True)
@@ -247,7 +270,9 @@ def test_record_batches_have_sparks_schema_and_bounded_size() -> None:
     buffer = build_batch(0, [(b"k%d" % i, os.urandom(1000), [], 5_000 + i) for i in range(500)])
     columns = decode_record_batches(buffer, TP, 0).columns
     assert columns is not None
-    batches = list(to_record_batches(columns, TP, include_headers=False, max_rows=128, max_bytes=50_000))
+    batches = list(
+        to_record_batches(columns, TP, include_headers=False, max_rows=128, max_bytes=50_000)
+    )
     assert all(b.schema.equals(kafka_arrow_schema(False)) for b in batches)
     assert all(b.num_rows <= 128 and b.nbytes <= 60_000 for b in batches)
     table = pa.Table.from_batches(batches)
@@ -255,12 +280,16 @@ def test_record_batches_have_sparks_schema_and_bounded_size() -> None:
     assert table.column("offset").to_pylist() == list(range(500))
     assert set(table.column("topic").to_pylist()) == {"events"}
     assert set(table.column("partition").to_pylist()) == {3}
-    assert table.column("timestamp").cast(pa.int64()).to_pylist() == [(5_000 + i) * 1000 for i in range(500)]
+    assert table.column("timestamp").cast(pa.int64()).to_pylist() == [
+        (5_000 + i) * 1000 for i in range(500)
+    ]
     assert table.column("value").to_pylist() == columns.values.to_pylist()
 
 
 def test_before_cuts_at_the_exclusive_end() -> None:
-    columns = decode_record_batches(build_batch(20, random_records(random.Random(9), 10)), TP, 20).columns
+    columns = decode_record_batches(
+        build_batch(20, random_records(random.Random(9), 10)), TP, 20
+    ).columns
     assert columns is not None
     assert columns.before(25).offsets.tolist() == [20, 21, 22, 23, 24]
     assert len(columns.before(20)) == 0 and columns.before(99) is columns
@@ -273,7 +302,9 @@ def test_kafka_python_fetcher_still_fits_the_columnar_hook() -> None:
     assert kafka.__version__ == PINNED_KAFKA_PYTHON
     original = inspect.signature(Fetcher.PartitionRecords.__init__).parameters
     ours = inspect.signature(ColumnarPartitionRecords.__init__).parameters
-    assert [p for p in original if p != "self"] == [p for p in ours if p not in ("self", "include_headers", "fallback")]
+    assert [p for p in original if p != "self"] == [
+        p for p in ours if p not in ("self", "include_headers", "fallback")
+    ]
     assert "_buffer" in MemoryRecords.__slots__
     assert "self.PartitionRecords(" in inspect.getsource(Fetcher._parse_fetched_data)
     append = inspect.getsource(Fetcher._append)
@@ -282,12 +313,21 @@ def test_kafka_python_fetcher_still_fits_the_columnar_hook() -> None:
 
 
 def test_columnar_partition_records_hand_out_one_chunk_then_move_the_position() -> None:
-    buffer = build_batch(0, random_records(random.Random(10), 12)) + control_batch(12, 3, commit=True)
+    buffer = build_batch(0, random_records(random.Random(10), 12)) + control_batch(
+        12, 3, commit=True
+    )
     drained: list[Any] = []
     part = ColumnarPartitionRecords(
-        0, TP, MemoryRecords(buffer), on_drain=drained.append, include_headers=False, fallback=Fetcher.PartitionRecords
+        0,
+        TP,
+        MemoryRecords(buffer),
+        on_drain=drained.append,
+        include_headers=False,
+        fallback=Fetcher.PartitionRecords,
     )
-    assert part and part.next_fetch_offset == 0  # the fetcher checks this against its position first
+    assert (
+        part and part.next_fetch_offset == 0
+    )  # the fetcher checks this against its position first
     chunks = part.take(500)
     assert len(chunks) == 1 and chunks[0].offsets.tolist() == list(range(12))
     assert part.next_fetch_offset == 13 and not part and drained == [part]

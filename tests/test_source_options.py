@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from unaligned.errors import OffsetFormatError, OptionError
+from unaligned.kafka_source import KafkaStreamReader
 from unaligned.offsets import Boundary, TopicPartition
 from unaligned.source_options import (
     RESERVED_OPTIONS,
@@ -71,27 +73,50 @@ def test_the_same_key_twice_in_different_case_with_different_values_is_rejected(
 
 
 def test_subscribe_pattern_and_assign() -> None:
-    pattern = SourceOptions.parse({"subscribePattern": "ev.*", "kafka.bootstrap.servers": "x:1"}).subscription
+    pattern = SourceOptions.parse(
+        {"subscribePattern": "ev.*", "kafka.bootstrap.servers": "x:1"}
+    ).subscription
     assert isinstance(pattern, SubscribePattern)
-    assert pattern.matches("events") and pattern.matches("my-events") and not pattern.matches("other")
-    assign = SourceOptions.parse({"assign": '{"t": [1, 0]}', "kafka.bootstrap.servers": "x:1"}).subscription
+    assert (
+        pattern.matches("events") and pattern.matches("my-events") and not pattern.matches("other")
+    )
+    assign = SourceOptions.parse(
+        {"assign": '{"t": [1, 0]}', "kafka.bootstrap.servers": "x:1"}
+    ).subscription
     assert assign == Assign((TopicPartition("t", 0), TopicPartition("t", 1)))
 
 
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"kafka.bootstrap.servers": "x:1"}, "One of the options subscribe, subscribePattern, assign"),
-        ({"subscribe": "a", "assign": '{"a": [0]}', "kafka.bootstrap.servers": "x:1"}, "Only one of the options"),
-        ({"subscribe": "a", "subscribePattern": "a", "kafka.bootstrap.servers": "x:1"}, "Only one of the options"),
+        (
+            {"kafka.bootstrap.servers": "x:1"},
+            "One of the options subscribe, subscribePattern, assign",
+        ),
+        (
+            {"subscribe": "a", "assign": '{"a": [0]}', "kafka.bootstrap.servers": "x:1"},
+            "Only one of the options",
+        ),
+        (
+            {"subscribe": "a", "subscribePattern": "a", "kafka.bootstrap.servers": "x:1"},
+            "Only one of the options",
+        ),
         ({"subscribe": " , ", "kafka.bootstrap.servers": "x:1"}, "'subscribe' names no topics"),
-        ({"subscribePattern": "  ", "kafka.bootstrap.servers": "x:1"}, "'subscribePattern' is empty"),
-        ({"subscribePattern": "a(", "kafka.bootstrap.servers": "x:1"}, "'subscribePattern' is not a valid regex"),
+        (
+            {"subscribePattern": "  ", "kafka.bootstrap.servers": "x:1"},
+            "'subscribePattern' is empty",
+        ),
+        (
+            {"subscribePattern": "a(", "kafka.bootstrap.servers": "x:1"},
+            "'subscribePattern' is not a valid regex",
+        ),
         ({"assign": "a:0", "kafka.bootstrap.servers": "x:1"}, "'assign' must be JSON"),
         ({"subscribe": "a"}, "'kafka.bootstrap.servers' must be specified"),
     ],
 )
-def test_subscription_and_bootstrap_rejections_name_the_option(options: dict[str, str], message: str) -> None:
+def test_subscription_and_bootstrap_rejections_name_the_option(
+    options: dict[str, str], message: str
+) -> None:
     with pytest.raises(OptionError, match=message):
         SourceOptions.parse(options)
 
@@ -111,18 +136,25 @@ def test_starting_offsets_forms() -> None:
         {TopicPartition("events", 0): 5, TopicPartition("events", 1): Boundary.EARLIEST}
     )
     assert parse(startingTimestamp="1700000000000").starting == TimestampStart(1700000000000)
-    assert parse(startingOffsetsByTimestamp='{"events": {"0": 1000}}').starting == PartitionTimestampsStart(
-        {TopicPartition("events", 0): 1000}
+    assert parse(
+        startingOffsetsByTimestamp='{"events": {"0": 1000}}'
+    ).starting == PartitionTimestampsStart({TopicPartition("events", 0): 1000})
+    assert (
+        parse(startingOffsetsByTimestampStrategy="LATEST").no_match_strategy
+        is NoMatchStrategy.LATEST
     )
-    assert parse(startingOffsetsByTimestampStrategy="LATEST").no_match_strategy is NoMatchStrategy.LATEST
 
 
 def test_starting_precedence_is_sparks() -> None:
-    both = parse(startingTimestamp="5", startingOffsetsByTimestamp='{"e": {"0": 1}}', startingOffsets="earliest")
-    assert both.starting == TimestampStart(5)
-    assert parse(startingOffsetsByTimestamp='{"e": {"0": 1}}', startingOffsets="earliest").starting == (
-        PartitionTimestampsStart({TopicPartition("e", 0): 1})
+    both = parse(
+        startingTimestamp="5",
+        startingOffsetsByTimestamp='{"e": {"0": 1}}',
+        startingOffsets="earliest",
     )
+    assert both.starting == TimestampStart(5)
+    assert parse(
+        startingOffsetsByTimestamp='{"e": {"0": 1}}', startingOffsets="earliest"
+    ).starting == (PartitionTimestampsStart({TopicPartition("e", 0): 1}))
 
 
 @pytest.mark.parametrize(
@@ -135,7 +167,9 @@ def test_starting_precedence_is_sparks() -> None:
         ("startingOffsetsByTimestamp", '{"events": {"0": "soon"}}'),
     ],
 )
-def test_malformed_starting_offsets_raise_offset_format_error_naming_the_option(key: str, value: str) -> None:
+def test_malformed_starting_offsets_raise_offset_format_error_naming_the_option(
+    key: str, value: str
+) -> None:
     with pytest.raises(OffsetFormatError, match=key):
         parse(**{key: value})
 
@@ -176,13 +210,30 @@ def test_limits_and_accepted_spark_options() -> None:
         fetchOffset__retryIntervalMs="0",
         groupIdPrefix="spark-kafka-source",
     )
-    assert (o.max_offsets_per_trigger, o.min_offsets_per_trigger, o.max_trigger_delay_ms) == (100, 10, 30_000)
+    assert (o.max_offsets_per_trigger, o.min_offsets_per_trigger, o.max_trigger_delay_ms) == (
+        100,
+        10,
+        30_000,
+    )
     assert (o.min_partitions, o.max_records_per_partition, o.fail_on_data_loss) == (8, 1000, False)
-    assert (o.poll_timeout_ms, o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms) == (5000, 5, 0)
+    assert (o.poll_timeout_ms, o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms) == (
+        5000,
+        5,
+        0,
+    )
 
 
 @pytest.mark.parametrize(
-    "text, ms", [("15m", 900_000), ("500", 500), ("500ms", 500), ("2 s", 2000), ("1h", 3_600_000), ("1d", 86_400_000), ("3min", 180_000)]
+    "text, ms",
+    [
+        ("15m", 900_000),
+        ("500", 500),
+        ("500ms", 500),
+        ("2 s", 2000),
+        ("1h", 3_600_000),
+        ("1d", 86_400_000),
+        ("3min", 180_000),
+    ],
 )
 def test_max_trigger_delay_takes_spark_time_strings(text: str, ms: int) -> None:
     assert parse(maxTriggerDelay=text).max_trigger_delay_ms == ms
@@ -212,7 +263,10 @@ def test_bad_values_name_the_option(key: str, value: str) -> None:
 
 
 def test_min_offsets_above_max_offsets_is_contradictory() -> None:
-    with pytest.raises(OptionError, match="'minOffsetsPerTrigger' \\(20\\) is higher than option 'maxOffsetsPerTrigger' \\(10\\)"):
+    with pytest.raises(
+        OptionError,
+        match="'minOffsetsPerTrigger' \\(20\\) is higher than option 'maxOffsetsPerTrigger' \\(10\\)",
+    ):
         parse(minOffsetsPerTrigger="20", maxOffsetsPerTrigger="10")
 
 
@@ -232,7 +286,14 @@ def test_reserved_future_options_are_rejected_by_name(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["auto.offset.reset", "key.deserializer", "value.deserializer", "enable.auto.commit", "interceptor.classes"]
+    "key",
+    [
+        "auto.offset.reset",
+        "key.deserializer",
+        "value.deserializer",
+        "enable.auto.commit",
+        "interceptor.classes",
+    ],
 )
 def test_kafka_options_spark_rejects_are_rejected_by_name(key: str) -> None:
     with pytest.raises(OptionError, match=f"'kafka.{key}' is not supported"):
@@ -244,7 +305,9 @@ def test_kafka_group_id_is_allowed_as_in_spark() -> None:
 
 
 def test_unknown_kafka_option_is_rejected_by_name() -> None:
-    with pytest.raises(OptionError, match="'kafka.sasl.login.callback.handler.class' is not supported"):
+    with pytest.raises(
+        OptionError, match="'kafka.sasl.login.callback.handler.class' is not supported"
+    ):
         SourceOptions.parse({**BASE, "kafka.sasl.login.callback.handler.class": "x.Y"})
 
 
@@ -261,6 +324,27 @@ def test_secret_values_never_show_in_repr_or_errors() -> None:
     assert "hunter2" not in repr(o) and "hunter2" not in str(o)
     assert o.kafka.consumer_kwargs()["sasl_plain_password"] == "hunter2"
     with pytest.raises(OptionError) as excinfo:
-        SourceOptions.parse({**BASE, "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": jaas})
+        SourceOptions.parse(
+            {**BASE, "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": jaas}
+        )
     assert "hunter2" not in str(excinfo.value)
     assert "kafka.sasl.jaas.config" in str(excinfo.value)
+
+
+# --- read limits the reader reports to Spark --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ({}, ReadAllAvailable()),
+        ({"maxOffsetsPerTrigger": "500"}, ReadMaxRows(500)),
+        ({"minOffsetsPerTrigger": "50"}, ReadMinRows(50)),
+        # pyspark has no composite limit: max is reported, min is applied from the options
+        ({"maxOffsetsPerTrigger": "500", "minOffsetsPerTrigger": "50"}, ReadMaxRows(500)),
+    ],
+)
+def test_default_read_limit(extra: dict[str, str], expected: object) -> None:
+    reader = KafkaStreamReader(SourceOptions.parse({**BASE, **extra}))  # no connection is made
+    assert reader.getDefaultReadLimit() == expected
+    assert reader._idle_barrier_due() is False

@@ -439,3 +439,21 @@ def test_writer_is_picklable(tmp_path: Path) -> None:
     writer = _file_writer(tmp_path)
     clone = pickle.loads(pickle.dumps(writer))
     assert isinstance(clone, TwoPhaseCommitWriter)
+
+
+def test_only_the_sinks_own_transactional_ids_are_recognised(tmp_path: Path) -> None:
+    writer = build_stream_writer(
+        {
+            "checkpointlocation": str(tmp_path),
+            "kafka.bootstrap.servers": "127.0.0.1:1",
+            "topic": "t",
+            "transactionalidprefix": "app",
+        },
+        StructType([StructField("value", StringType())]),
+    )
+    participant = writer.participant
+    assert participant.transactional_id(12, 3, 0) == "app-12-3-0"  # type: ignore[attr-defined]
+    assert participant.batch_of("app-12-3-0") == 12  # type: ignore[attr-defined]
+    # Another sink whose prefix merely starts with "app" is left alone by cleanup.
+    for foreign in ("app-2-12-3-0", "apple-1-2-3", "app-1-2", "app-x-2-3"):
+        assert participant.batch_of(foreign) is None, foreign  # type: ignore[attr-defined]

@@ -30,6 +30,7 @@ from unaligned.barrier import Location, resolve_location
 from unaligned.commit_log import read_bytes
 from unaligned.errors import CommitLogError, OptionError
 from unaligned.file_sink import MANIFEST_DIR, MANIFEST_VERSION, manifest_batch_ids, manifest_name
+from unaligned.sink_options import absolute_path
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class CommittedFilesReader(DataSourceReader):
     """Batch reader of the files the sink committed (one partition per file)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self._path = _path_option(options)
+        self._path = absolute_path(_path_option(options))
         self._schema_json = schema.json()
 
     def partitions(self) -> Sequence[InputPartition]:

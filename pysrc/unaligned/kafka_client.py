@@ -70,7 +70,8 @@ _REJECTED: dict[str, str] = {
         "is not supported: values are read as bytes; use DataFrame operations to deserialize them"
     ),
     "enable.auto.commit": (
-        "is not supported: the source never commits offsets to Kafka (they live in Spark's checkpoint)"
+        "is not supported: the source never commits offsets to Kafka (they live in Spark's "
+        "checkpoint)"
     ),
     "interceptor.classes": "is not supported: interceptors can modify records, which is not safe",
 }
@@ -103,7 +104,9 @@ def _choice(*allowed: str, upper: bool = False) -> Callable[[str, str], str]:
     def parse(key: str, raw: str) -> str:
         value = raw.strip().upper() if upper else raw.strip().lower()
         if value not in allowed:
-            raise OptionError(f"option 'kafka.{key}' must be one of {', '.join(allowed)}, got {raw!r}")
+            raise OptionError(
+                f"option 'kafka.{key}' must be one of {', '.join(allowed)}, got {raw!r}"
+            )
         return value
 
     return parse
@@ -177,7 +180,8 @@ _SPECIAL = frozenset(
 )
 
 _JAAS = re.compile(
-    r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b(?P<opts>.*?);?\s*$",
+    r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b"
+    r"(?P<opts>.*?);?\s*$",
     re.S,
 )
 _JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
@@ -220,7 +224,7 @@ class KafkaClientConfig:
         return f"KafkaClientConfig({shown})"
 
     def consumer_kwargs(self) -> dict[str, Any]:
-        """Everything a ``KafkaConsumer`` of this source gets: user settings, then the fixed ones."""
+        """Every ``KafkaConsumer`` argument: defaults, the user's settings, then fixed ones."""
         kwargs: dict[str, Any] = {
             "client_id": "unaligned-source",
             "max_partition_fetch_bytes": 8 * 1024 * 1024,
@@ -248,7 +252,7 @@ def _parse_jaas(text: str) -> tuple[str, dict[str, str]]:
     if match is None:
         raise OptionError(
             "option 'kafka.sasl.jaas.config' is not a JAAS entry like "
-            "'<LoginModule> required username=\"...\" password=\"...\";' (value not shown)"
+            '\'<LoginModule> required username="..." password="...";\' (value not shown)'
         )
     options = {
         m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).replace('\\"', '"')
@@ -276,7 +280,8 @@ def _map_special(params: Mapping[str, str], kwargs: dict[str, Any]) -> None:
             )
         if "username" not in jaas_options or "password" not in jaas_options:
             raise OptionError(
-                "option 'kafka.sasl.jaas.config' must give both username and password (value not shown)"
+                "option 'kafka.sasl.jaas.config' must give both username and password "
+                "(value not shown)"
             )
         kwargs["sasl_plain_username"] = jaas_options["username"]
         kwargs["sasl_plain_password"] = jaas_options["password"]
@@ -303,7 +308,8 @@ def _map_special(params: Mapping[str, str], kwargs: dict[str, Any]) -> None:
             kwargs[target] = _as_str(f"ssl.{store}.location", location)
     if "ssl.truststore.password" in params:
         raise OptionError(
-            "option 'kafka.ssl.truststore.password' cannot be used: PEM trust stores have no password"
+            "option 'kafka.ssl.truststore.password' cannot be used: PEM trust stores have no "
+            "password"
         )
     password = params.get("ssl.key.password", params.get("ssl.keystore.password"))
     if password is not None:
@@ -380,7 +386,9 @@ def open_consumer(config: KafkaClientConfig) -> KafkaConsumer:
         raise unavailable(config, "connecting", exc) from exc
     # kafka-python 3.0.12 does not pass retry_backoff_ms to its metadata cache, which then
     # waits its default 100 ms before looking up the leader of a freshly assigned partition.
-    cluster_config = getattr(getattr(getattr(consumer, "_client", None), "cluster", None), "config", None)
+    cluster_config = getattr(
+        getattr(getattr(consumer, "_client", None), "cluster", None), "config", None
+    )
     if isinstance(cluster_config, dict) and "retry_backoff_ms" in cluster_config:
         cluster_config["retry_backoff_ms"] = kwargs["retry_backoff_ms"]
     return consumer
@@ -394,7 +402,9 @@ class OffsetLookup:
     With ``kafka.isolation.level=read_committed``, :meth:`latest` gives last stable offsets.
     """
 
-    def __init__(self, config: KafkaClientConfig, attempts: int = 3, retry_interval_ms: int = 1000) -> None:
+    def __init__(
+        self, config: KafkaClientConfig, attempts: int = 3, retry_interval_ms: int = 1000
+    ) -> None:
         self._config = config
         self._attempts = max(1, attempts)
         self._retry_interval_s = retry_interval_ms / 1000.0
@@ -435,7 +445,11 @@ class OffsetLookup:
                     raise
                 logger.warning(
                     "attempt %d of %d %s on %s failed: %r; retrying",
-                    attempt, self._attempts, doing, self._config.bootstrap_servers, exc,
+                    attempt,
+                    self._attempts,
+                    doing,
+                    self._config.bootstrap_servers,
+                    exc,
                 )
                 time.sleep(self._retry_interval_s)
         raise AssertionError("unreachable")
@@ -471,7 +485,9 @@ class OffsetLookup:
         )
         return {TopicPartition(k.topic, k.partition): int(v) for k, v in found.items()}
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
         """First offset whose timestamp is >= the given one, or ``None`` when there is none."""
         wanted = {KafkaTopicPartition(tp.topic, tp.partition): ts for tp, ts in timestamps.items()}
         if not wanted:

@@ -16,9 +16,9 @@ Transactional ids are ``<prefix>-<batchId>-<partitionId>-<attemptNumber>``: uniq
 batch and task attempt, so no id ever carries two transactions of one run (see the hazard in
 :mod:`unaligned.kafka_transactions`). After a restart the replayed batch reuses the ids of the
 crashed run; recovery (and the new producer's own ``init_transactions``) fences them first. The
-default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must not be a
-prefix of another sink's prefix on the same cluster, because recovery aborts every open
-transaction whose id is ``<prefix>-<n>-<n>-<n>``.
+default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique
+to the query on the cluster, because recovery aborts every open transaction whose id is exactly
+``<prefix>-<n>-<n>-<n>`` (ids of other prefixes that merely start with it never match).
 
 Transaction timeout: a prepared transaction must be committed by the driver within
 ``kafka.transaction.timeout.ms`` of its first record, or the broker aborts it (and bumps the

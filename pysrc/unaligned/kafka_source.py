@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Collection, Iterator, Mapping
 
 import pyarrow as pa
+from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -58,6 +59,7 @@ from unaligned.offsets import (
 )
 from unaligned.record_batches import (
     MAX_BATCH_ROWS,
+    RecordColumns,
     columns_from_consumer_records,
     install_columnar_fetch,
     to_record_batches,
@@ -100,8 +102,12 @@ class KafkaInputPartition(InputPartition):
 
 def _loss(fail: bool, message: str) -> None:
     if fail:
-        raise DataLossError(f"{message}. Set the option failOnDataLoss=false to continue with the records left.")
-    logger.warning("%s (failOnDataLoss=false: continuing with the records still available)", message)
+        raise DataLossError(
+            f"{message}. Set the option failOnDataLoss=false to continue with the records left."
+        )
+    logger.warning(
+        "%s (failOnDataLoss=false: continuing with the records still available)", message
+    )
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -118,34 +124,47 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- partition discovery --------------------------------------------------------------
 
-    def _discover(self, known: Collection[TopicPartition]) -> list[TopicPartition]:
-        """The partitions the subscription covers now. A topic (or assigned partition) that
-        does not exist and was never read raises TopicNotFoundError after the lookup retries;
-        one that was read before (in ``known``) is left out: planning reports it as lost."""
-        known_topics = {tp.topic for tp in known}
+    def _covered(
+        self, topics: Mapping[str, list[int]], known: Collection[TopicPartition]
+    ) -> tuple[list[TopicPartition], str | None]:
+        """(partitions the subscription covers in ``topics``, what is missing or None). Only
+        topics and partitions never read (not in ``known``) count as missing."""
         sub = self._options.subscription
-        for attempt in range(1, self._options.fetch_offset_num_retries + 1):
-            topics = self._lookup.topics()
-            if isinstance(sub, SubscribePattern):
-                return [TopicPartition(t, p) for t in sorted(topics) if sub.matches(t) for p in topics[t]]
-            if isinstance(sub, Subscribe):
-                wanted = [TopicPartition(t, p) for t in sub.topics if t in topics for p in topics[t]]
-                missing = [t for t in sub.topics if t not in topics and t not in known_topics]
-                what = "topic(s) " + ", ".join(missing) + " named by option 'subscribe'"
-            else:
-                assert isinstance(sub, Assign)
-                wanted = [tp for tp in sub.partitions if tp.partition in topics.get(tp.topic, ())]
-                absent = [tp for tp in sub.partitions if tp not in wanted and tp not in known]
-                missing = sorted({tp.topic for tp in absent if tp.topic not in topics})
-                what = "topic(s) " + ", ".join(missing) + " named by option 'assign'"
-                if not missing and absent:
-                    what = f"partition(s) {format_partitions(absent)} named by option 'assign'"
-                    missing = [str(tp) for tp in absent]
-            if not missing:
-                return sorted(wanted)
-            if attempt < self._options.fetch_offset_num_retries:
+        if isinstance(sub, SubscribePattern):
+            matching = [t for t in sorted(topics) if sub.matches(t)]
+            return [TopicPartition(t, p) for t in matching for p in topics[t]], None
+        if isinstance(sub, Subscribe):
+            covered = [TopicPartition(t, p) for t in sub.topics if t in topics for p in topics[t]]
+            seen = {tp.topic for tp in known}
+            missing = [t for t in sub.topics if t not in topics and t not in seen]
+            return covered, (
+                f"topic(s) {', '.join(missing)} named by option 'subscribe'" if missing else None
+            )
+        assert isinstance(sub, Assign)
+        covered = [tp for tp in sub.partitions if tp.partition in topics.get(tp.topic, ())]
+        absent = [tp for tp in sub.partitions if tp not in covered and tp not in known]
+        if not absent:
+            return covered, None
+        no_topic = sorted({tp.topic for tp in absent if tp.topic not in topics})
+        if no_topic:
+            return covered, f"topic(s) {', '.join(no_topic)} named by option 'assign'"
+        return covered, f"partition(s) {format_partitions(absent)} named by option 'assign'"
+
+    def _discover(self, known: Collection[TopicPartition]) -> list[TopicPartition]:
+        """The partitions the subscription covers now, sorted. A topic (or assigned partition)
+        that does not exist and was never read raises TopicNotFoundError once
+        ``fetchOffset.numRetries`` lookups ``fetchOffset.retryIntervalMs`` apart did not find it
+        (as Spark does); one read before (in ``known``) is left out: planning reports it lost."""
+        attempts = self._options.fetch_offset_num_retries
+        for attempt in range(1, attempts + 1):
+            covered, missing = self._covered(self._lookup.topics(), known)
+            if missing is None:
+                return sorted(covered)
+            if attempt < attempts:
                 time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
-        raise TopicNotFoundError(f"{what} do(es) not exist on Kafka at {self._options.kafka.bootstrap_servers}")
+        raise TopicNotFoundError(
+            f"{missing} do(es) not exist on Kafka at {self._options.kafka.bootstrap_servers}"
+        )
 
     def _latest_positions(self, known: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Latest offsets (last stable offsets with read_committed) of the current partitions,
@@ -157,30 +176,39 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             behind = [tp for tp, off in latest.items() if off < known.get(tp, off)]
             if not behind:
                 break
-            logger.warning("latest offsets of %s are below the query's positions; fetching again", format_partitions(behind))
+            logger.warning(
+                "latest offsets of %s are below the query's positions; fetching again",
+                format_partitions(behind),
+            )
             time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
             latest = self._lookup.latest(tps)
         return latest
 
     # --- the starting position --------------------------------------------------------------
 
-    def _resolve_timestamps(self, timestamps: Mapping[TopicPartition, int], option: str) -> dict[TopicPartition, int]:
+    def _resolve_timestamps(
+        self, timestamps: Mapping[TopicPartition, int], option: str
+    ) -> dict[TopicPartition, int]:
         found = self._lookup.offsets_for_times(timestamps)
         unmatched = [tp for tp, off in found.items() if off is None]
         if unmatched and self._options.no_match_strategy is NoMatchStrategy.ERROR:
             tp = sorted(unmatched)[0]
             raise OptionError(
                 f"option '{option}': no record at or after timestamp {timestamps[tp]} in {tp} "
-                "(set startingOffsetsByTimestampStrategy=latest to start those partitions at their latest offset)"
+                "(set startingOffsetsByTimestampStrategy=latest to start such partitions at their "
+                "latest offset)"
             )
         latest = self._lookup.latest(unmatched)
         return {tp: latest[tp] if off is None else off for tp, off in found.items()}
 
-    def _check_named(self, named: Collection[TopicPartition], tps: Collection[TopicPartition], option: str) -> None:
+    def _check_named(
+        self, named: Collection[TopicPartition], tps: Collection[TopicPartition], option: str
+    ) -> None:
         if set(named) != set(tps):
             raise OptionError(
-                f"option '{option}' must name every partition the query reads (use -2 for earliest, "
-                f"-1 for latest); named: {format_partitions(named)}; partitions: {format_partitions(tps)}"
+                f"option '{option}' must name every partition the query reads (-2: earliest, "
+                f"-1: latest); named: {format_partitions(named)}; "
+                f"partitions: {format_partitions(tps)}"
             )
 
     def initialOffset(self) -> dict:
@@ -194,14 +222,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             positions = self._lookup.latest(tps)
         elif isinstance(start, OffsetsStart):
             self._check_named(start.positions, tps, "startingOffsets")
-            earliest = self._lookup.earliest([tp for tp, p in start.positions.items() if p is Boundary.EARLIEST])
-            latest = self._lookup.latest([tp for tp, p in start.positions.items() if p is Boundary.LATEST])
-            positions = {
-                tp: earliest[tp] if p is Boundary.EARLIEST else latest[tp] if p is Boundary.LATEST else p
-                for tp, p in start.positions.items()
-            }
+            wanted = start.positions
+            positions = {tp: p for tp, p in wanted.items() if isinstance(p, int)}
+            positions.update(
+                self._lookup.earliest([tp for tp in wanted if wanted[tp] is Boundary.EARLIEST])
+            )
+            positions.update(
+                self._lookup.latest([tp for tp in wanted if wanted[tp] is Boundary.LATEST])
+            )
         elif isinstance(start, TimestampStart):
-            positions = self._resolve_timestamps({tp: start.timestamp_ms for tp in tps}, "startingTimestamp")
+            positions = self._resolve_timestamps(
+                {tp: start.timestamp_ms for tp in tps}, "startingTimestamp"
+            )
         else:
             assert isinstance(start, PartitionTimestampsStart)
             self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
@@ -257,8 +289,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             froms.update({tp: latest[tp] for tp in new if tp not in froms})
         end = latest
         if not isinstance(limit, ReadAllAvailable):
-            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self._options.max_offsets_per_trigger
-            min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self._options.min_offsets_per_trigger
+            # The engine passes ReadAllAvailable or our default limit; a ReadMaxRows /
+            # ReadMinRows it passes wins over the option, the other option still applies.
+            max_rows = self._options.max_offsets_per_trigger
+            min_rows = self._options.min_offsets_per_trigger
+            if isinstance(limit, ReadMaxRows):
+                max_rows = limit.max_rows
+            if isinstance(limit, ReadMinRows):
+                min_rows = limit.min_rows
             if self._min_rows_hold_back(min_rows, available_records(froms, latest)):
                 end = dict(begin.positions)
             elif max_rows is not None:
@@ -286,16 +324,42 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         finish = SourceOffset.from_json(end, "the end offset from Spark's offset log")
         if begin == finish:
             return []
+        pieces = split_ranges(
+            self._plan_ranges(begin, finish),
+            self._options.min_partitions,
+            self._options.max_records_per_partition,
+        )
+        return [
+            KafkaInputPartition(
+                index=i,
+                range=piece,
+                kafka=self._options.kafka,
+                include_headers=self._options.include_headers,
+                fail_on_data_loss=self._options.fail_on_data_loss,
+                poll_timeout_ms=self._options.poll_timeout_ms,
+            )
+            for i, piece in enumerate(pieces)
+        ]
+
+    def _plan_ranges(self, begin: SourceOffset, finish: SourceOffset) -> list[OffsetRange]:
+        """The range of every partition of ``finish``, after the data-loss checks:
+
+        1. partitions of ``begin`` missing from ``finish`` (topic deleted): lost;
+        2. partitions of ``finish`` that no longer exist: lost, planned as empty ranges;
+        3. a new partition starts at its earliest offset, which should be 0;
+        4. an end below the start (topic recreated): lost, planned empty;
+        5. a start below the log start offset (retention, delete-records): the gap is lost.
+        """
         fail = self._options.fail_on_data_loss
         gone = sorted(set(begin.positions) - set(finish.positions))
         if gone:
-            _loss(fail, f"partitions {format_partitions(gone)} are gone (topic deleted?); records from offsets "
-                  + ", ".join(f"{tp}@{begin.positions[tp]}" for tp in gone) + " on were not read")
+            unread = ", ".join(f"{tp} from offset {begin.positions[tp]}" for tp in gone)
+            _loss(fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}")
         topics = self._lookup.topics() if finish.positions else {}
         existing = [tp for tp in finish.positions if tp.partition in topics.get(tp.topic, ())]
-        vanished = sorted(set(finish.positions) - set(existing))
+        vanished = set(finish.positions) - set(existing)
         if vanished:
-            _loss(fail, f"partitions {format_partitions(vanished)} disappeared while the batch was planned (topic deleted?)")
+            _loss(fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)")
         earliest = self._lookup.earliest(existing)
         ranges: list[OffsetRange] = []
         for tp in sorted(finish.positions):
@@ -303,33 +367,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if tp in vanished:
                 ranges.append(OffsetRange(tp, until, until))
                 continue
-            if tp in begin.positions:
-                frm = begin.positions[tp]
-            else:
-                frm = earliest[tp]
-                if frm != 0:
-                    _loss(fail, f"partition {tp} was added and starts at offset {frm}, not 0: records [0, {frm}) were never read")
+            frm = begin.positions.get(tp, earliest[tp])
+            if tp not in begin.positions and frm != 0:
+                _loss(fail, f"partition {tp} was added and starts at offset {frm}, not 0")
             if until < frm:
-                _loss(fail, f"the offset of {tp} went back from {frm} to {until} (topic recreated?); records may be lost")
+                _loss(
+                    fail, f"the offset of {tp} went back from {frm} to {until} (topic recreated?)"
+                )
                 frm = until
             elif frm < earliest[tp]:
                 lost_to = min(earliest[tp], until)
-                _loss(fail, f"records of {tp} at offsets [{frm}, {lost_to}) are gone (retention or deleted "
-                      "records) before the query read them")
+                _loss(
+                    fail,
+                    f"records of {tp} at offsets [{frm}, {lost_to}) are gone before the "
+                    "query read them (retention or deleted records)",
+                )
                 frm = lost_to
             ranges.append(OffsetRange(tp, frm, until))
-        pieces = split_ranges(ranges, self._options.min_partitions, self._options.max_records_per_partition)
-        return [
-            KafkaInputPartition(
-                index=i,
-                range=piece,
-                kafka=self._options.kafka,
-                include_headers=self._options.include_headers,
-                fail_on_data_loss=fail,
-                poll_timeout_ms=self._options.poll_timeout_ms,
-            )
-            for i, piece in enumerate(pieces)
-        ]
+        return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
@@ -345,24 +400,59 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 # --- executor side --------------------------------------------------------------------------
 
 
-def _skip_lost(consumer: object, ktp: KafkaTopicPartition, part: KafkaInputPartition, next_offset: int) -> int:
-    """Handle an out-of-range position: DataLossError, or (failOnDataLoss=false) seek past the
-    gap. Returns the new next offset to read."""
-    tp, rng = part.range.tp, part.range
-    timeout = part.kafka.request_timeout_ms
-    earliest = consumer.beginning_offsets([ktp], timeout_ms=timeout)[ktp]  # type: ignore[attr-defined]
-    if earliest > next_offset:
-        skip_to = min(earliest, rng.end)
-        message = f"records of {tp} at offsets [{next_offset}, {skip_to}) are gone (retention or deleted records) before the query read them"
-    else:
-        latest = consumer.end_offsets([ktp], timeout_ms=timeout)[ktp]  # type: ignore[attr-defined]
-        skip_to = rng.end
-        message = (f"offset {next_offset} of {tp} is outside the partition's offsets [{earliest}, {latest}) "
-                   f"(topic recreated or truncated?); records [{next_offset}, {rng.end}) cannot be read")
-    _loss(part.fail_on_data_loss, message)
-    if skip_to < rng.end:
-        consumer.seek(ktp, skip_to)  # type: ignore[attr-defined]
-    return skip_to
+class _RangeReader:
+    """Reads offsets ``[start, end)`` of one partition with one consumer (see read_partition)."""
+
+    def __init__(self, part: KafkaInputPartition, consumer: KafkaConsumer) -> None:
+        self.part = part
+        self.tp = part.range.tp
+        self.consumer = consumer
+        self.ktp = KafkaTopicPartition(self.tp.topic, self.tp.partition)
+        self.timeout_ms = part.kafka.request_timeout_ms
+        self.columnar = install_columnar_fetch(consumer, part.include_headers)
+        consumer.assign([self.ktp])
+        consumer.seek(self.ktp, part.range.start)
+
+    def poll(self) -> list[RecordColumns]:
+        """The records of one poll (possibly none), as columns."""
+        polled = self.consumer.poll(
+            timeout_ms=POLL_SLICE_MS, max_records=1 if self.columnar else MAX_BATCH_ROWS
+        )
+        items = polled.get(self.ktp, [])
+        if self.columnar or not items:
+            return list(items)
+        return [columns_from_consumer_records(items, self.part.include_headers)]
+
+    def position(self) -> int:
+        return int(self.consumer.position(self.ktp, timeout_ms=self.timeout_ms))
+
+    def skip_lost(self, next_offset: int) -> int:
+        """An out-of-range position: DataLossError, or (failOnDataLoss=false) seek past the gap.
+        Returns the new next offset to read."""
+        end = self.part.range.end
+        earliest = self.consumer.beginning_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
+        if earliest > next_offset:
+            skip_to = min(earliest, end)
+            message = (
+                f"records of {self.tp} at offsets [{next_offset}, {skip_to}) are gone before the "
+                "query read them (retention or deleted records)"
+            )
+        else:
+            latest = self.consumer.end_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
+            skip_to = end
+            message = (
+                f"offset {next_offset} of {self.tp} is outside the partition's offsets "
+                f"[{earliest}, {latest}) (topic recreated?): records [{next_offset}, {end}) "
+                "are lost"
+            )
+        _loss(self.part.fail_on_data_loss, message)
+        if skip_to < end:
+            self.consumer.seek(self.ktp, skip_to)
+        return skip_to
+
+    def lost_below(self, next_offset: int) -> bool:
+        earliest = self.consumer.beginning_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
+        return bool(earliest > next_offset)
 
 
 def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
@@ -372,52 +462,42 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     offsets (transaction markers and aborted records occupy offsets: SPARK-25005). Fails with
     KafkaUnavailableError after ``kafkaConsumer.pollTimeoutMs`` without progress.
     """
-    rng = part.range
+    rng, tp = part.range, part.range.tp
     if rng.size == 0:
         return
-    tp = rng.tp
     consumer = open_consumer(part.kafka)
     try:
-        columnar = install_columnar_fetch(consumer, part.include_headers)
-        ktp = KafkaTopicPartition(tp.topic, tp.partition)
-        consumer.assign([ktp])
-        consumer.seek(ktp, rng.start)
+        reader = _RangeReader(part, consumer)
         next_offset = rng.start
         last_progress = time.monotonic()
         while next_offset < rng.end:
-            try:
-                polled = consumer.poll(timeout_ms=POLL_SLICE_MS, max_records=1 if columnar else MAX_BATCH_ROWS)
-            except kafka_errors.OffsetOutOfRangeError:
-                next_offset = _skip_lost(consumer, ktp, part, next_offset)
-                last_progress = time.monotonic()
-                continue
-            items = polled.get(ktp, [])
-            chunks = items if columnar else ([columns_from_consumer_records(items, part.include_headers)] if items else [])
             before = next_offset
-            for columns in chunks:
-                columns = columns.before(rng.end)
-                if len(columns):
-                    yield from to_record_batches(columns, tp, part.include_headers)
-                    next_offset = int(columns.offsets[-1]) + 1
-            position = consumer.position(ktp, timeout_ms=part.kafka.request_timeout_ms)
-            if position is not None and position > next_offset:
-                next_offset = position
+            try:
+                for columns in reader.poll():
+                    columns = columns.before(rng.end)
+                    if len(columns):
+                        yield from to_record_batches(columns, tp, part.include_headers)
+                        next_offset = int(columns.offsets[-1]) + 1
+            except kafka_errors.OffsetOutOfRangeError:
+                next_offset = reader.skip_lost(next_offset)
+            # The position moves past transaction markers and aborted records as well.
+            next_offset = max(next_offset, reader.position())
             now = time.monotonic()
             if next_offset > before:
                 last_progress = now
             elif (now - last_progress) * 1000 > part.poll_timeout_ms:
-                earliest = consumer.beginning_offsets([ktp], timeout_ms=part.kafka.request_timeout_ms)[ktp]
-                if earliest > next_offset:
-                    next_offset = _skip_lost(consumer, ktp, part, next_offset)
-                    last_progress = now
-                    continue
-                raise KafkaUnavailableError(
-                    f"no records of {tp} at offsets [{next_offset}, {rng.end}) arrived from Kafka at "
-                    f"{part.kafka.bootstrap_servers} within kafkaConsumer.pollTimeoutMs={part.poll_timeout_ms}"
-                )
+                if not reader.lost_below(next_offset):
+                    raise KafkaUnavailableError(
+                        f"no records of {tp} at offsets [{next_offset}, {rng.end}) arrived from "
+                        f"Kafka at {part.kafka.bootstrap_servers} within "
+                        f"kafkaConsumer.pollTimeoutMs={part.poll_timeout_ms}"
+                    )
+                next_offset = reader.skip_lost(next_offset)
+                last_progress = now
     except kafka_errors.KafkaTimeoutError as exc:
         raise KafkaUnavailableError(
-            f"Kafka at {part.kafka.bootstrap_servers} did not answer while reading {tp} [{rng.start}, {rng.end}): {exc!r}"
+            f"Kafka at {part.kafka.bootstrap_servers} did not answer while reading {tp} "
+            f"[{rng.start}, {rng.end}): {exc!r}"
         ) from exc
     finally:
         consumer.close(autocommit=False, timeout_ms=1000)

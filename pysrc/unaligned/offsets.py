@@ -97,11 +97,14 @@ def parse_assign(text: str, what: str = "option 'assign'") -> tuple[TopicPartiti
             raise OffsetFormatError(f"{what}: empty topic name")
         if not isinstance(partitions, list):
             raise OffsetFormatError(
-                f"{what}: topic {topic!r} must map to a list of partition numbers, got {partitions!r}"
+                f"{what}: topic {topic!r} must map to a list of partition numbers, "
+                f"got {partitions!r}"
             )
         for raw in partitions:
             if not isinstance(raw, int) or isinstance(raw, bool):
-                raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not a number")
+                raise OffsetFormatError(
+                    f"{what}: partition {raw!r} of topic {topic!r} is not a number"
+                )
             tps.add(TopicPartition(topic, _partition_number(raw, what, topic)))
     if not tps:
         raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
@@ -128,7 +131,9 @@ def parse_partition_values(text: str, what: str) -> dict[TopicPartition, int]:
     return values
 
 
-def parse_starting_offsets(text: str, what: str = "option 'startingOffsets'") -> dict[TopicPartition, PartitionPosition]:
+def parse_starting_offsets(
+    text: str, what: str = "option 'startingOffsets'"
+) -> dict[TopicPartition, PartitionPosition]:
     """Spark's per-partition ``startingOffsets``: an offset >= 0, -2 (earliest) or -1 (latest)."""
     positions: dict[TopicPartition, PartitionPosition] = {}
     for tp, value in parse_partition_values(text, what).items():
@@ -146,7 +151,9 @@ def parse_starting_offsets(text: str, what: str = "option 'startingOffsets'") ->
     return positions
 
 
-def parse_partition_timestamps(text: str, what: str = "option 'startingOffsetsByTimestamp'") -> dict[TopicPartition, int]:
+def parse_partition_timestamps(
+    text: str, what: str = "option 'startingOffsetsByTimestamp'"
+) -> dict[TopicPartition, int]:
     """Milliseconds since the epoch per partition (``>= 0``)."""
     timestamps = parse_partition_values(text, what)
     for tp, ts in timestamps.items():
@@ -178,7 +185,7 @@ class SourceOffset:
 
     @classmethod
     def from_json(cls, value: object, what: str) -> "SourceOffset":
-        """Parse a dict (or its JSON text) written by :meth:`to_json`; ``what`` names it in errors."""
+        """Parse a dict (or JSON text) written by :meth:`to_json`; ``what`` names it in errors."""
         if isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -191,10 +198,14 @@ class SourceOffset:
             )
         barrier = value["idleBarrier"]
         if isinstance(barrier, bool) or not isinstance(barrier, int) or barrier < 0:
-            raise OffsetFormatError(f"{what}: idleBarrier must be a whole number >= 0, got {barrier!r}")
+            raise OffsetFormatError(
+                f"{what}: idleBarrier must be a whole number >= 0, got {barrier!r}"
+            )
         offsets = value["offsets"]
         if not isinstance(offsets, dict):
-            raise OffsetFormatError(f"{what}: offsets must be an object keyed by topic, got {offsets!r}")
+            raise OffsetFormatError(
+                f"{what}: offsets must be an object keyed by topic, got {offsets!r}"
+            )
         positions: dict[TopicPartition, int] = {}
         for topic, per_partition in offsets.items():
             if not isinstance(per_partition, dict) or not topic:
@@ -276,9 +287,7 @@ def split_ranges(
     if min_partitions is not None:
         pieces = _pieces_per_range([r.size for r in ordered], min_partitions)
     if max_records_per_partition is not None:
-        pieces = [
-            max(p, -(-r.size // max_records_per_partition)) for p, r in zip(pieces, ordered)
-        ]
+        pieces = [max(p, -(-r.size // max_records_per_partition)) for p, r in zip(pieces, ordered)]
     out: list[OffsetRange] = []
     for rng, count in zip(ordered, pieces):
         start = rng.start
@@ -294,7 +303,9 @@ def split_ranges(
 # --- read limits ----------------------------------------------------------------------------
 
 
-def available_records(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:
+def available_records(
+    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+) -> int:
     """Offsets between ``start`` and ``latest`` over the partitions of ``latest``."""
     return sum(max(0, end - start.get(tp, end)) for tp, end in latest.items())
 

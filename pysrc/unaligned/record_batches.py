@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 import struct
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -72,7 +72,9 @@ def kafka_source_schema(include_headers: bool) -> StructType:
         StructField("timestampType", IntegerType(), True),
     ]
     if include_headers:
-        header = StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)])
+        header = StructType(
+            [StructField("key", StringType(), True), StructField("value", BinaryType(), True)]
+        )
         fields.append(StructField("headers", ArrayType(header, True), True))
     return StructType(fields)
 
@@ -154,7 +156,9 @@ _DECOMPRESS = {
 
 def _decompress(codec: int, payload: memoryview, tp: TopicPartition, base: int) -> bytes:
     if codec not in _DECOMPRESS:
-        raise RecordDecodeError(f"{tp}: batch at offset {base} uses unknown compression codec {codec}")
+        raise RecordDecodeError(
+            f"{tp}: batch at offset {base} uses unknown compression codec {codec}"
+        )
     name, available, decode = _DECOMPRESS[codec]
     if not available():
         raise RecordDecodeError(
@@ -252,7 +256,9 @@ def _binary_array(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> p
     null_count = int(len(valid) - np.count_nonzero(valid))
     validity = None if null_count == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(
-        pa.binary(), len(sizes), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+        pa.binary(),
+        len(sizes),
+        [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
         null_count=null_count,
     )
 
@@ -293,6 +299,81 @@ def _is_abort_marker(buf: bytes, records_start: int, batch_end: int) -> bool:
     return struct.unpack_from(">h", buf, pos + 2)[0] == 0
 
 
+class _BatchHeader(NamedTuple):
+    base_offset: int
+    length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+
+class _AbortedTransactions:
+    """read_committed filtering as the Java consumer does it: a transactional batch is skipped
+    while its producer has an aborted transaction (from the fetch response) that started at or
+    before the batch and whose abort marker has not been passed yet."""
+
+    def __init__(self, aborted_transactions: Iterable[Any]) -> None:
+        self._pending = deque(sorted(aborted_transactions, key=lambda txn: txn.first_offset))
+        self._producers: set[int] = set()
+
+    def skips(self, header: _BatchHeader, data: bytes, records_start: int, end: int) -> bool:
+        if header.producer_id < 0:
+            return False
+        while self._pending and self._pending[0].first_offset <= header.next_offset - 1:
+            self._producers.add(self._pending.popleft().producer_id)
+        if header.attributes & _CONTROL:
+            if _is_abort_marker(data, records_start, end):
+                self._producers.discard(header.producer_id)
+            return False
+        return bool(header.attributes & _TRANSACTIONAL) and header.producer_id in self._producers
+
+
+@dataclass
+class _Scan:
+    """Per batch with records to decode: where its records begin and its header values."""
+
+    heads: list[int] = field(default_factory=list)  # record starts (at the length varint)
+    counts: list[int] = field(default_factory=list)
+    bases: list[int] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)  # first timestamp, or the log-append time
+    log_append: list[bool] = field(default_factory=list)
+    # (buffer, first byte, end) of each batch's records; decompressed batches have their own
+    # buffer, and then all sections are copied into one so that positions stay in order.
+    sections: list[tuple[bytes, int, int]] = field(default_factory=list)
+    compressed: bool = False
+
+    def add(self, header: _BatchHeader, buf: bytes, start: int, end: int) -> None:
+        _walk(buf, start, end, header.records, 0, self.heads)
+        self.sections.append((buf, start, end))
+        self.counts.append(header.records)
+        self.bases.append(header.base_offset)
+        appended = bool(header.attributes & _LOG_APPEND_TIME)
+        self.times.append(header.max_timestamp if appended else header.first_timestamp)
+        self.log_append.append(appended)
+
+    def buffer_and_heads(self, data: bytes) -> tuple[bytes, np.ndarray]:
+        heads = np.array(self.heads, np.int64)
+        if not self.compressed:
+            return data, heads
+        combined = b"".join(memoryview(buf)[lo:hi] for buf, lo, hi in self.sections)
+        lengths = np.array([hi - lo for _, lo, hi in self.sections], np.int64)
+        placed = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        shift = placed - np.array([lo for _, lo, _ in self.sections], np.int64)
+        return combined, heads + np.repeat(shift, np.array(self.counts, np.int64))
+
+
 def decode_record_batches(
     buffer: bytes | memoryview,
     tp: TopicPartition,
@@ -314,90 +395,63 @@ def decode_record_batches(
     :class:`RecordDecodeError` for corrupt batches or missing codecs.
     """
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
-    size = len(data)
     view = memoryview(data)
-    heads: list[int] = []
-    batch_counts: list[int] = []
-    batch_bases: list[int] = []
-    batch_times: list[int] = []
-    batch_log_append: list[bool] = []
-    # (buffer, first byte, end) of every batch's records, in order; decompressed batches have
-    # their own buffer, and then all sections are copied into one to keep positions ordered.
-    sections: list[tuple[bytes, int, int]] = []
-    compressed = False
-    pending_aborts = deque(sorted(aborted_transactions, key=lambda txn: txn.first_offset))
-    aborted_producers: set[int] = set()
+    aborted = _AbortedTransactions(aborted_transactions) if read_committed else None
+    scan = _Scan()
     next_fetch = fetch_offset
     epoch = -1
     pos = 0
     try:
-        while size - pos >= _LOG_OVERHEAD:
-            length = struct.unpack_from(">i", data, pos + 8)[0]
-            end = pos + _LOG_OVERHEAD + length
-            if end > size:
-                break
+        while len(data) - pos >= _LOG_OVERHEAD:
+            end = pos + _LOG_OVERHEAD + struct.unpack_from(">i", data, pos + 8)[0]
+            if end > len(data):
+                break  # partial batch: the next fetch starts with it
             if data[pos + 16] != 2:
                 raise LegacyRecordFormat(f"message format v{data[pos + 16]}")
-            if length < _HEADER.size - _LOG_OVERHEAD:
+            if end - pos < _HEADER.size:
                 raise IndexError("batch shorter than its header")
-            (base, _, epoch, _, crc, attrs, last_delta, first_ts, max_ts, producer_id, _, _, count) = (
-                _HEADER.unpack_from(data, pos)
-            )
-            if check_crcs and calc_crc32c(view[pos + _CRC_START : end]) != crc:
-                raise RecordDecodeError(f"{tp}: record batch at offset {base} failed its CRC check")
-            batch_next = base + last_delta + 1
-            records_start = pos + _HEADER.size
-            pos = end
-            if read_committed and producer_id >= 0:
-                while pending_aborts and pending_aborts[0].first_offset <= batch_next - 1:
-                    aborted_producers.add(pending_aborts.popleft().producer_id)
-                if attrs & _CONTROL:
-                    if _is_abort_marker(data, records_start, end):
-                        aborted_producers.discard(producer_id)
-                elif attrs & _TRANSACTIONAL and producer_id in aborted_producers:
-                    next_fetch = batch_next
-                    continue
-            if attrs & _CONTROL or batch_next <= fetch_offset or count == 0:
-                next_fetch = max(next_fetch, batch_next)
+            header = _BatchHeader._make(_HEADER.unpack_from(data, pos))
+            if check_crcs and calc_crc32c(view[pos + _CRC_START : end]) != header.crc:
+                raise RecordDecodeError(
+                    f"{tp}: record batch at offset {header.base_offset} failed its CRC check"
+                )
+            epoch = header.leader_epoch
+            records_start, pos = pos + _HEADER.size, end
+            next_fetch = max(next_fetch, header.next_offset)
+            if aborted is not None and aborted.skips(header, data, records_start, end):
                 continue
-            codec = attrs & _CODEC_MASK
+            if header.attributes & _CONTROL or header.next_offset <= fetch_offset:
+                continue
+            if header.records == 0:
+                continue
+            codec = header.attributes & _CODEC_MASK
             if codec:
-                raw = _decompress(codec, view[records_start:end], tp, base)
-                compressed = True
-                sections.append((raw, 0, len(raw)))
-                _walk(raw, 0, len(raw), count, 0, heads)
+                raw = _decompress(codec, view[records_start:end], tp, header.base_offset)
+                scan.compressed = True
+                scan.add(header, raw, 0, len(raw))
             else:
-                sections.append((data, records_start, end))
-                _walk(data, records_start, end, count, 0, heads)
-            batch_counts.append(count)
-            batch_bases.append(base)
-            log_append = bool(attrs & _LOG_APPEND_TIME)
-            batch_times.append(max_ts if log_append else first_ts)
-            batch_log_append.append(log_append)
-            next_fetch = batch_next
+                scan.add(header, data, records_start, end)
     except IndexError as exc:
-        raise RecordDecodeError(f"{tp}: corrupt record batch near byte {pos} of a fetch at offset {fetch_offset}: {exc}") from None
-    if not heads:
+        raise RecordDecodeError(
+            f"{tp}: corrupt record batch near byte {pos} of a fetch at offset {fetch_offset}: {exc}"
+        ) from None
+    if not scan.heads:
         return DecodedFetch(None, next_fetch, epoch, pos)
-    head_positions = np.array(heads, np.int64)
-    combined = data
-    if compressed:
-        combined = b"".join(memoryview(buf)[lo:hi] for buf, lo, hi in sections)
-        lengths = np.array([hi - lo for _, lo, hi in sections], np.int64)
-        starts_in_combined = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        shift = starts_in_combined - np.array([lo for _, lo, _ in sections], np.int64)
-        head_positions += np.repeat(shift, np.array(batch_counts, np.int64))
-    arr = np.frombuffer(combined, np.uint8)
-    columns = _decode_fields(arr, combined, head_positions, batch_counts, batch_bases, batch_times,
-                             batch_log_append, fetch_offset, include_headers, tp)
+    combined, heads = scan.buffer_and_heads(data)
+    columns = _decode_fields(combined, heads, scan, fetch_offset, include_headers, tp)
     return DecodedFetch(columns if len(columns) else None, next_fetch, epoch, pos)
 
 
 def _decode_fields(
-    arr: np.ndarray, buf: bytes, heads: np.ndarray, counts: list[int],
-    bases: list[int], times: list[int], log_append: list[bool], fetch_offset: int,
-    include_headers: bool, tp: TopicPartition,
+    buf: bytes,
+    heads: np.ndarray,
+    scan: _Scan,
+    fetch_offset: int,
+    include_headers: bool,
+    tp: TopicPartition,
 ) -> RecordColumns:
+    """Decode every record's fields at once; drop records before ``fetch_offset``."""
+    arr = np.frombuffer(buf, np.uint8)
     try:
         length, s = _varints(arr, heads)
         e = s + length
@@ -409,17 +463,27 @@ def _decode_fields(
         value_start = p
         header_count, p = _varints(arr, p + np.maximum(value_len, 0))
     except IndexError:
-        raise RecordDecodeError(f"{tp}: corrupt record in a fetch at offset {fetch_offset}") from None
+        raise RecordDecodeError(
+            f"{tp}: corrupt record in a fetch at offset {fetch_offset}"
+        ) from None
     if np.any(p > e) or np.any(header_count < 0) or np.any((header_count == 0) & (p != e)):
-        raise RecordDecodeError(f"{tp}: record fields do not match record lengths in a fetch at offset {fetch_offset}")
-    count_arr = np.array(counts, np.int64)
-    offsets = np.repeat(np.array(bases, np.int64), count_arr) + offset_delta
-    appended = np.repeat(np.array(log_append, bool), count_arr)
-    timestamps = np.repeat(np.array(times, np.int64), count_arr) + np.where(appended, 0, ts_delta)
+        raise RecordDecodeError(
+            f"{tp}: record fields do not match record lengths in a fetch at offset {fetch_offset}"
+        )
+    counts = np.array(scan.counts, np.int64)
+    offsets = np.repeat(np.array(scan.bases, np.int64), counts) + offset_delta
+    appended = np.repeat(np.array(scan.log_append, bool), counts)
+    timestamps = np.repeat(np.array(scan.times, np.int64), counts)
+    timestamps += np.where(appended, 0, ts_delta)
     keep = offsets >= fetch_offset
     if not keep.all():
         offsets, timestamps, appended = offsets[keep], timestamps[keep], appended[keep]
-        key_start, key_len, value_start, value_len = key_start[keep], key_len[keep], value_start[keep], value_len[keep]
+        key_start, key_len, value_start, value_len = (
+            key_start[keep],
+            key_len[keep],
+            value_start[keep],
+            value_len[keep],
+        )
         header_count, p = header_count[keep], p[keep]
     headers = None
     if include_headers:
@@ -445,7 +509,9 @@ def columns_from_consumer_records(records: Sequence[Any], include_headers: bool)
     """kafka-python ``ConsumerRecord``s -> columns (the path without the fetcher hook)."""
     headers = None
     if include_headers:
-        headers = pa.array([list(r.headers) if r.headers else None for r in records], type=_HEADERS_TYPE)
+        headers = pa.array(
+            [list(r.headers) if r.headers else None for r in records], type=_HEADERS_TYPE
+        )
     return RecordColumns(
         offsets=np.fromiter((r.offset for r in records), np.int64, len(records)),
         timestamps_ms=np.fromiter((r.timestamp for r in records), np.int64, len(records)),
@@ -464,7 +530,9 @@ def _constant_string(text: str, n: int) -> pa.Array:
     offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
     if offsets[-1] >= 2**31:
         return pa.array([text] * n, type=pa.string())
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n)])
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n)]
+    )
 
 
 def to_record_batches(
@@ -545,13 +613,24 @@ class ColumnarPartitionRecords:
             )
         except LegacyRecordFormat:
             legacy = fallback(
-                fetch_offset, tp, records, key_deserializer=key_deserializer,
-                value_deserializer=value_deserializer, check_crcs=check_crcs,
-                isolation_level=isolation_level, aborted_transactions=aborted_transactions,
+                fetch_offset,
+                tp,
+                records,
+                key_deserializer=key_deserializer,
+                value_deserializer=value_deserializer,
+                check_crcs=check_crcs,
+                isolation_level=isolation_level,
+                aborted_transactions=aborted_transactions,
             )
             consumer_records = legacy.take()
-            columns = columns_from_consumer_records(consumer_records, include_headers) if consumer_records else None
-            decoded = DecodedFetch(columns, legacy.next_fetch_offset, legacy.leader_epoch, legacy.bytes_read)
+            columns = (
+                columns_from_consumer_records(consumer_records, include_headers)
+                if consumer_records
+                else None
+            )
+            decoded = DecodedFetch(
+                columns, legacy.next_fetch_offset, legacy.leader_epoch, legacy.bytes_read
+            )
         self._columns = decoded.columns
         # The fetcher only hands out records whose next_fetch_offset equals its position, so
         # this stays at fetch_offset until take() (as kafka-python's lazy iterator does).
@@ -575,7 +654,9 @@ class ColumnarPartitionRecords:
             self._open = False
             self._columns = None
             if self.metric_aggregator:
-                self.metric_aggregator.record(self.topic_partition, self.bytes_read, self.records_read)
+                self.metric_aggregator.record(
+                    self.topic_partition, self.bytes_read, self.records_read
+                )
             self.on_drain(self)
 
 
@@ -587,12 +668,15 @@ def install_columnar_fetch(consumer: Any, include_headers: bool) -> bool:
     if kafka.__version__ != PINNED_KAFKA_PYTHON or original is None:
         logger.warning(
             "kafka-python %s is not the pinned %s: reading through its per-record decoder (slow)",
-            kafka.__version__, PINNED_KAFKA_PYTHON,
+            kafka.__version__,
+            PINNED_KAFKA_PYTHON,
         )
         return False
 
     def factory(*args: Any, **kwargs: Any) -> ColumnarPartitionRecords:
-        return ColumnarPartitionRecords(*args, include_headers=include_headers, fallback=original, **kwargs)
+        return ColumnarPartitionRecords(
+            *args, include_headers=include_headers, fallback=original, **kwargs
+        )
 
     fetcher.PartitionRecords = factory
     return True

@@ -30,6 +30,7 @@ Sink options (case-insensitive, like every Spark option):
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
@@ -137,13 +138,20 @@ def _parse_target(opts: Mapping[str, str]) -> Union[KafkaTarget, FileTarget]:
             raise SinkConfigurationError(
                 f"option compression={compression!r} is not one of {', '.join(PARQUET_COMPRESSIONS)}"
             )
-        return FileTarget(path=path, compression=compression)
+        return FileTarget(path=absolute_path(path), compression=compression)
     if not kafka_params.get("bootstrap.servers", "").strip():
         raise SinkConfigurationError(
             "format('unaligned') sink needs a target: option path (Parquet files) or "
             "kafka.bootstrap.servers with option topic or a topic column (Kafka)"
         )
     return _parse_kafka(opts, kafka_params)
+
+
+def absolute_path(path: str) -> str:
+    """A local path made absolute on the driver (tasks may run elsewhere); URIs unchanged."""
+    if "://" in path or path.startswith("file:"):
+        return path
+    return os.path.abspath(path)
 
 
 def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> KafkaTarget:

@@ -112,7 +112,9 @@ class PartitionTimestampsStart:
     timestamps: Mapping[TopicPartition, int]
 
 
-StartingPosition = Union[EarliestStart, LatestStart, OffsetsStart, TimestampStart, PartitionTimestampsStart]
+StartingPosition = Union[
+    EarliestStart, LatestStart, OffsetsStart, TimestampStart, PartitionTimestampsStart
+]
 
 
 class NoMatchStrategy(Enum):
@@ -150,7 +152,15 @@ def _non_negative(name: str, raw: str) -> int:
     return _int(name, raw, 0)
 
 
-_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_TIME_UNITS_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
 
 
 def _duration_ms(name: str, raw: str) -> int:
@@ -199,7 +209,11 @@ _OPTIONS: dict[str, _Option] = {
     )
 }
 
-_SUBSCRIPTIONS = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
+_SUBSCRIPTIONS = {
+    "subscribe": "subscribe",
+    "subscribepattern": "subscribePattern",
+    "assign": "assign",
+}
 _STARTING = {
     "startingtimestamp": "startingTimestamp",
     "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
@@ -216,7 +230,14 @@ _NOT_FOR_STREAMING = {
 RESERVED_OPTIONS: dict[str, str] = {"targetbatchduration": "targetBatchDuration"}
 
 KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
-    sorted([*_SUBSCRIPTIONS.values(), *_STARTING.values(), *(o.name for o in _OPTIONS.values()), "kafka.*"])
+    sorted(
+        [
+            *_SUBSCRIPTIONS.values(),
+            *_STARTING.values(),
+            *(o.name for o in _OPTIONS.values()),
+            "kafka.*",
+        ]
+    )
 )
 
 
@@ -234,7 +255,9 @@ def _parse_subscription(key: str, raw: str) -> Subscription:
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise OptionError(f"option 'subscribePattern' is not a valid regex ({exc}): {raw!r}") from None
+            raise OptionError(
+                f"option 'subscribePattern' is not a valid regex ({exc}): {raw!r}"
+            ) from None
         return SubscribePattern(pattern)
     if not raw.strip().startswith("{"):
         raise OptionError(f"option '{name}' must be JSON like {{\"topic\": [0, 1]}}, got {raw!r}")
@@ -245,13 +268,17 @@ def _parse_starting(given: Mapping[str, str]) -> StartingPosition:
     present = [_STARTING[k] for k in _STARTING if k in given]
     if len(present) > 1:
         logger.warning(
-            "options %s are all set; %s takes precedence (as in Spark)", ", ".join(present), present[0]
+            "options %s are all set; %s takes precedence (as in Spark)",
+            ", ".join(present),
+            present[0],
         )
     if "startingtimestamp" in given:
         raw = given["startingtimestamp"]
         return TimestampStart(_non_negative("startingTimestamp", raw))
     if "startingoffsetsbytimestamp" in given:
-        return PartitionTimestampsStart(parse_partition_timestamps(given["startingoffsetsbytimestamp"]))
+        return PartitionTimestampsStart(
+            parse_partition_timestamps(given["startingoffsetsbytimestamp"])
+        )
     raw = given.get("startingoffsets")
     if raw is None or raw.strip().lower() == "latest":
         return LatestStart()
@@ -276,7 +303,8 @@ def _lower_keys(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, s
         if low in lowered and lowered[low] != str(value):
             shown = " (values not shown)" if is_secret(low) else ""
             raise OptionError(
-                f"option '{spelled[low]}' is given twice with different values, also as '{key}'{shown}"
+                f"option '{spelled[low]}' is given twice with different values, "
+                f"also as '{key}'{shown}"
             )
         lowered[low] = str(value)
         spelled.setdefault(low, key)
@@ -313,7 +341,8 @@ class SourceOptions:
         for key, name in RESERVED_OPTIONS.items():
             if key in given:
                 raise OptionError(
-                    f"option '{name}' is reserved for a later version of this source and not supported yet"
+                    f"option '{name}' is reserved for a later version of this source and not "
+                    "supported yet"
                 )
 
         chosen = [k for k in _SUBSCRIPTIONS if k in given]
@@ -321,10 +350,12 @@ class SourceOptions:
             names = ", ".join(_SUBSCRIPTIONS.values())
             verb = "One" if not chosen else "Only one"
             got = f" (got {', '.join(_SUBSCRIPTIONS[k] for k in chosen)})" if chosen else ""
-            raise OptionError(f"{verb} of the options {names} must be specified for the Kafka source{got}")
+            raise OptionError(
+                f"{verb} of the options {names} must be specified for the Kafka source{got}"
+            )
         subscription = _parse_subscription(chosen[0], given[chosen[0]])
 
-        kafka_params = {k[len(PREFIX):]: v for k, v in given.items() if k.startswith(PREFIX)}
+        kafka_params = {k[len(PREFIX) :]: v for k, v in given.items() if k.startswith(PREFIX)}
         kafka = client_config_from_options(kafka_params)
 
         values: dict[str, Any] = {}
@@ -334,14 +365,16 @@ class SourceOptions:
             option = _OPTIONS.get(key)
             if option is None:
                 raise OptionError(
-                    f"unknown option '{spelled[key]}' for the unaligned Kafka source; known options: "
-                    + ", ".join(KNOWN_OPTION_NAMES)
+                    f"unknown option '{spelled[key]}' for the unaligned Kafka source; "
+                    "known options: " + ", ".join(KNOWN_OPTION_NAMES)
                 )
             value = option.parse(option.name, raw)
             if option.field is not None:
                 values[option.field] = value
 
-        parsed = cls(subscription=subscription, kafka=kafka, starting=_parse_starting(given), **values)
+        parsed = cls(
+            subscription=subscription, kafka=kafka, starting=_parse_starting(given), **values
+        )
         parsed._check_consistency()
         return parsed
 

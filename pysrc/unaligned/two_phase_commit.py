@@ -427,7 +427,12 @@ def _commit_record(
     participant.finish_batch(record)
 
 
-def roll_forward(log: CommitLog, participant: Participant, batch_id: int) -> None:
+def roll_forward(
+    log: CommitLog,
+    participant: Participant,
+    batch_id: int,
+    partial_point: CrashPoint = CrashPoint.DRIVER_PARTIAL_COMMIT,
+) -> None:
     """Finish a decided batch: commit every item its record names, then mark it done.
 
     Every commit is idempotent (a committed Kafka transaction commits again with success, a
@@ -462,7 +467,7 @@ def roll_forward(log: CommitLog, participant: Participant, batch_id: int) -> Non
         batch_id,
         len(record.prepared),
     )
-    _commit_record(log, participant, record, CrashPoint.DRIVER_PARTIAL_COMMIT)
+    _commit_record(log, participant, record, partial_point)
     log.mark_done(batch_id)
 
 
@@ -475,28 +480,8 @@ def recover(log: CommitLog, participant: Participant) -> None:
         prefix / remove every staging directory. No task of this query runs now, so nothing
         open can belong to a batch still in progress.
     """
-    unfinished = log.unfinished_batch_ids()
-    for position, batch_id in enumerate(unfinished):
-        record = log.read(batch_id)
-        if record is None:
-            continue
-        _check_participant(record, participant, log)
-        logger.info("recovery: rolling batch %d forward (%d item(s))", batch_id, len(record.prepared))
-
-        def progress(committed: int) -> None:
-            if committed > 0:
-                crash_points.reach(CrashPoint.RECOVERY)
-
-        try:
-            participant.commit(record.prepared, batch_id, progress)
-        except TransactionCommitError as exc:
-            raise TransactionCommitError(
-                f"recovery: {exc}. Commit record: {log.describe(batch_id)}. See "
-                "unaligned.two_phase_commit.roll_forward"
-            ) from exc
-        participant.finish_batch(record)
-        log.mark_done(batch_id)
-        logger.info("recovery: batch %d finished (%d of %d)", batch_id, position + 1, len(unfinished))
+    for batch_id in log.unfinished_batch_ids():
+        roll_forward(log, participant, batch_id, CrashPoint.RECOVERY)
     aborted = participant.clean_up(log, None)
     if aborted:
         logger.info("recovery: aborted %d leftover(s) no commit record names", aborted)
