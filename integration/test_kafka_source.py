@@ -7,6 +7,7 @@ runs write to a parquet sink (the memory sink cannot restart from a checkpoint).
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 import threading
 import time
@@ -16,8 +17,12 @@ from typing import Any, Callable, Iterable
 
 import pytest
 from kafka import KafkaProducer
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from unaligned.errors import OffsetFormatError
+from unaligned.kafka_source import KafkaStreamReader
 from unaligned.record_batches import kafka_source_schema
+from unaligned.source_options import SourceOptions
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]
@@ -418,3 +423,51 @@ def test_an_unknown_option_is_rejected_by_name(spark: Any, kafka: EmbeddedKafka)
     # Spark lower-cases option keys before the Python source sees them.
     with pytest.raises(Exception, match="OptionError: unknown option 'maxoffsetpertriger'"):
         source(spark, kafka, "anything", maxOffsetPerTriger="10")
+
+
+def test_the_reader_plans_one_task_per_partition_in_stable_order(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    """Driver-side planning against the real broker, without Spark."""
+    first, second = new_topic(partitions=3), new_topic(partitions=2)  # names sort in this order
+    ts = now_ms()
+    kafka.produce(first, [(1, None, b"x%d" % i, None, ts) for i in range(5)])
+    kafka.produce(second, [(0, None, b"y%d" % i, None, ts) for i in range(3)])
+    options = {
+        "subscribe": f"{second},{first}",
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "startingOffsets": "earliest",
+    }
+    reader = KafkaStreamReader(SourceOptions.parse(options))
+    start = reader.initialOffset()
+    assert start == {
+        "offsets": {first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}},
+        "idleBarrier": 0,
+    }
+    end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
+    assert end["offsets"] == {first: {"0": 0, "1": 5, "2": 0}, second: {"0": 3, "1": 0}}
+    planned = reader.partitions(start, end)
+    assert [(p.index, str(p.range.tp), p.range.start, p.range.end) for p in planned] == [
+        (0, f"{first}-0", 0, 0),
+        (1, f"{first}-1", 0, 5),
+        (2, f"{first}-2", 0, 0),
+        (3, f"{second}-0", 0, 3),
+        (4, f"{second}-1", 0, 0),
+    ]
+    assert pickle.loads(pickle.dumps(planned[1])) == planned[1]
+    assert pickle.loads(pickle.dumps(reader))._options == reader._options  # no live consumer inside
+    assert reader.latestOffset(end, ReadAllAvailable()) is end  # nothing new: no batch
+    assert reader.partitions(end, end) == []
+
+    limited = reader.latestOffset(start, ReadMaxRows(4))
+    assert sum(sum(p.values()) for p in limited["offsets"].values()) == 4
+
+    available_now = KafkaStreamReader(SourceOptions.parse(options))
+    available_now.prepareForTriggerAvailableNow()
+    kafka.produce(first, [(1, None, b"late", None, ts)])
+    assert available_now.latestOffset(start, ReadAllAvailable()) == end  # never past the target
+    assert reader.latestOffset(end, ReadAllAvailable())["offsets"][first]["1"] == 6
+
+    with pytest.raises(OffsetFormatError, match="start offset"):
+        reader.partitions({"offsets": {first: {"0": -5}}, "idleBarrier": 0}, end)
+    reader.stop()

@@ -234,7 +234,7 @@ def test_kafka_sink_crash_during_recovery(
     checkpoint = tmp_path / "checkpoint"
     config, output = _kafka_config(kafka, new_topic, checkpoint)
     _crash(config, tmp_path, f"driver_after_commit_record@{CRASH_BATCH}")
-    _crash(config, tmp_path, "recovery")
+    _crash(config, tmp_path, f"recovery@{CRASH_BATCH}")  # while rolling batch 1 forward
     assert _after_crash_state(checkpoint) == (True, False)
     _finish(config, tmp_path)
     _assert_kafka_exactly_once(kafka, output, checkpoint)

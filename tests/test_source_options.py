@@ -9,9 +9,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka_source import KafkaStreamReader
-from unaligned.offsets import Boundary, TopicPartition
+from unaligned.batch_sizing import UNCAPPED_ROWS
+from unaligned.offsets import Boundary, SourceOffset, TopicPartition
 from unaligned.source_options import (
-    RESERVED_OPTIONS,
     Assign,
     EarliestStart,
     LatestStart,
@@ -275,11 +275,11 @@ def test_unknown_option_is_rejected_by_name() -> None:
         parse(maxOffsetPerTrigger="10")
 
 
-@pytest.mark.parametrize("name", sorted(RESERVED_OPTIONS.values()))
-def test_reserved_future_options_are_rejected_by_name(name: str) -> None:
-    assert name == "targetBatchDuration"
-    with pytest.raises(OptionError, match=f"'{name}' is reserved"):
-        parse(**{name: "10s"})
+def test_target_batch_duration_takes_a_duration() -> None:
+    assert parse(targetBatchDuration="5s").target_batch_duration_ms == 5000
+    assert parse().target_batch_duration_ms is None
+    with pytest.raises(OptionError, match="'targetBatchDuration' must be a duration"):
+        parse(targetBatchDuration="fast")
 
 
 # --- kafka.* ------------------------------------------------------------------------------
@@ -342,9 +342,12 @@ def test_secret_values_never_show_in_repr_or_errors() -> None:
         ({"minOffsetsPerTrigger": "50"}, ReadMinRows(50)),
         # pyspark has no composite limit: max is reported, min is applied from the options
         ({"maxOffsetsPerTrigger": "500", "minOffsetsPerTrigger": "50"}, ReadMaxRows(500)),
+        # targetBatchDuration sizes batches in latestOffset; it needs a limit other than ReadAll
+        ({"targetBatchDuration": "5s"}, ReadMaxRows(UNCAPPED_ROWS)),
     ],
 )
 def test_default_read_limit(extra: dict[str, str], expected: object) -> None:
     reader = KafkaStreamReader(SourceOptions.parse({**BASE, **extra}))  # no connection is made
     assert reader.getDefaultReadLimit() == expected
-    assert reader._idle_barrier_due() is False
+    no_token = SourceOffset({}, 0, None)
+    assert reader._idle_barrier_due(no_token) is False

@@ -64,7 +64,8 @@ class CrashPoint(str, enum.Enum):
     DRIVER_AFTER_SINK_COMMIT = "driver_after_sink_commit"
     """End of the sink's ``commit()``: done and cleaned up, but Spark has not recorded the batch."""
     RECOVERY = "recovery"
-    """Step 3, after recovery's first action (or at its end when it had nothing to do)."""
+    """Step 3: after the first of several items of a batch that recovery rolls forward (armed
+    as ``recovery@<that batch>``), or at the end of recovery (only when armed without a batch)."""
 
 
 class FailPoint(str, enum.Enum):

@@ -44,7 +44,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from unaligned.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.errors import DataLossError, KafkaUnavailableError, OptionError, TopicNotFoundError
+from unaligned.idle_barriers import IdleBarrierTrigger, new_token
 from unaligned.kafka_client import KafkaClientConfig, OffsetLookup, open_consumer
 from unaligned.offsets import (
     Boundary,
@@ -117,6 +119,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._options = options
         self._lookup = OffsetLookup(
             options.kafka, options.fetch_offset_num_retries, options.fetch_offset_retry_interval_ms
+        )
+        self._idle_barriers = IdleBarrierTrigger()
+        self._sizer = (
+            BatchSizer(options.target_batch_duration_ms, time.monotonic)
+            if options.target_batch_duration_ms is not None
+            else None
         )
         self._available_now_target: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
@@ -239,7 +247,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
             positions = self._resolve_timestamps(start.timestamps, "startingOffsetsByTimestamp")
         logger.info("initial offsets: %s", positions)
-        return SourceOffset(positions).to_json()
+        return SourceOffset(positions, 0, new_token()).to_json()
 
     # --- admission control -----------------------------------------------------------------
 
@@ -252,6 +260,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self._options.max_offsets_per_trigger)
         if self._options.min_offsets_per_trigger is not None:
             return ReadMinRows(self._options.min_offsets_per_trigger)
+        if self._options.target_batch_duration_ms is not None:
+            # Not ReadAllAvailable, so that latestOffset may size the batch; no row cap itself.
+            return ReadMaxRows(UNCAPPED_ROWS)
         return ReadAllAvailable()
 
     def _min_rows_hold_back(self, min_rows: int | None, available: int) -> bool:
@@ -269,9 +280,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = now_ms
         return False
 
-    def _idle_barrier_due(self) -> bool:
-        """Whether to force an empty idle-barrier batch when no records arrived (later work)."""
-        return False
+    def _idle_barrier_due(self, begin: SourceOffset) -> bool:
+        """Whether to force an empty idle-barrier batch now that no records arrived: the sink
+        left channel state pending (see :mod:`unaligned.idle_barriers`)."""
+        return begin.barrier_token is not None and self._idle_barriers.due(begin.barrier_token)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next batch: the latest offsets, under the read limit. Returns
@@ -299,13 +311,28 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 min_rows = limit.min_rows
             if self._min_rows_hold_back(min_rows, available_records(froms, latest)):
                 end = dict(begin.positions)
-            elif max_rows is not None:
-                end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
+            else:
+                if max_rows is not None:
+                    end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
+                if self._sizer is not None:
+                    end = self._size_batch({tp: froms[tp] for tp in end}, end)
+        token = begin.barrier_token
         if end == dict(begin.positions):
-            if self._idle_barrier_due():
-                return SourceOffset(begin.positions, begin.idle_barrier + 1).to_json()
+            if self._idle_barrier_due(begin):
+                return SourceOffset(begin.positions, begin.idle_barrier + 1, token).to_json()
             return start
-        return SourceOffset(end, begin.idle_barrier).to_json()
+        return SourceOffset(end, begin.idle_barrier, token).to_json()
+
+    def _size_batch(
+        self, froms: dict[TopicPartition, int], end: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Apply ``targetBatchDuration`` on top of the other limits."""
+        assert self._sizer is not None
+        backlog = sum(1 for tp in end if end[tp] > froms[tp])
+        cap = self._sizer.cap(backlog)
+        sized = rate_limit(froms, end, cap)
+        self._sizer.planned(available_records(froms, sized), cap)
+        return sized
 
     def reportLatestOffset(self) -> dict | None:
         return None if not self._latest else SourceOffset(self._latest).to_json()

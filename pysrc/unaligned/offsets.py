@@ -6,10 +6,12 @@ partition whose range is ``[7, 7)`` has nothing to read.
 
 The source's checkpointed offset (what Spark writes to its offset log for this source)::
 
-    {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0}
+    {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0, "barrierToken": "9f0c..."}
 
-``idleBarrier`` is a counter a later issue bumps to force an empty "idle barrier" batch; a
-change in it alone makes a new offset even when no partition moved.
+``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
+when channel state is pending and no record arrived (:mod:`unaligned.idle_barriers`); a change
+in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
+when the query first starts, and names the query's idle-barrier hint.
 
 The JSON options Spark's Kafka source takes are parsed here too: ``assign``
 (``{"topic": [0, 1]}``), ``startingOffsets`` (``{"topic": {"0": 23, "1": -2}}`` with ``-2`` for
@@ -23,7 +25,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence, Union
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from unaligned.errors import OffsetFormatError
 
@@ -175,13 +177,18 @@ class SourceOffset:
 
     positions: Mapping[TopicPartition, int] = field(default_factory=dict)
     idle_barrier: int = 0
+    barrier_token: Optional[str] = None
+    """Names this query's idle-barrier hint; ``None`` only in offsets written without one."""
 
     def to_json(self) -> dict[str, Any]:
         """Deterministic JSON-able dict: topics sorted, partitions in numeric order."""
         offsets: dict[str, dict[str, int]] = {}
         for tp in sorted(self.positions):
             offsets.setdefault(tp.topic, {})[str(tp.partition)] = int(self.positions[tp])
-        return {"offsets": offsets, "idleBarrier": self.idle_barrier}
+        result: dict[str, Any] = {"offsets": offsets, "idleBarrier": self.idle_barrier}
+        if self.barrier_token is not None:
+            result["barrierToken"] = self.barrier_token
+        return result
 
     @classmethod
     def from_json(cls, value: object, what: str) -> "SourceOffset":
@@ -191,7 +198,7 @@ class SourceOffset:
                 value = json.loads(value)
             except ValueError as exc:
                 raise OffsetFormatError(f"{what} is not valid JSON ({exc}): {value!r}") from exc
-        if not isinstance(value, dict) or set(value) != {"offsets", "idleBarrier"}:
+        if not isinstance(value, dict) or set(value) - {"barrierToken"} != {"offsets", "idleBarrier"}:
             raise OffsetFormatError(
                 f'{what} must look like {{"offsets": {{"topic": {{"0": 23}}}}, "idleBarrier": 0}}, '
                 f"got {value!r}"
@@ -218,7 +225,10 @@ class SourceOffset:
                 if offset < 0:
                     raise OffsetFormatError(f"{what}: offset {offset} for {tp} is negative")
                 positions[tp] = offset
-        return cls(positions, barrier)
+        token = value.get("barrierToken")
+        if token is not None and (not isinstance(token, str) or not token.isalnum()):
+            raise OffsetFormatError(f"{what}: barrierToken must be an alphanumeric string, got {token!r}")
+        return cls(positions, barrier, token)
 
 
 # --- ranges ---------------------------------------------------------------------------------

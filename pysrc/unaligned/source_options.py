@@ -201,6 +201,7 @@ _OPTIONS: dict[str, _Option] = {
         _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", _positive),
         _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", _positive),
         _Option("maxTriggerDelay", "max_trigger_delay_ms", _duration_ms),
+        _Option("targetBatchDuration", "target_batch_duration_ms", _duration_ms),
         _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", _positive),
         _Option("fetchOffset.numRetries", "fetch_offset_num_retries", _positive),
         _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", _non_negative),
@@ -225,9 +226,8 @@ _NOT_FOR_STREAMING = {
     "endingtimestamp": "endingTimestamp",
 }
 
-#: Source options later work adds (by the sink-side unaligned-checkpoint issue). Until then they
-#: are rejected with a message saying so, never silently ignored.
-RESERVED_OPTIONS: dict[str, str] = {"targetbatchduration": "targetBatchDuration"}
+#: Source options reserved for later work: rejected with a message saying so, never ignored.
+RESERVED_OPTIONS: dict[str, str] = {}
 
 KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
     sorted(
@@ -326,6 +326,8 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
+    target_batch_duration_ms: int | None = None
+    """Size batches so they take about this long (:mod:`unaligned.batch_sizing`)."""
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
