@@ -37,6 +37,7 @@ def main(config: dict[str, Any]) -> int:
         SparkSession.builder.master(config.get("master", "local[2,3]"))
         .appName("unaligned-crash-runner")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.driver.memory", "1g")

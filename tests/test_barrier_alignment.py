@@ -85,7 +85,6 @@ def run_barrier(
         task_index=0,
         attempt_id=f"a{batch_id}",
         inherited=inherited,
-        schema=SCHEMA,
     )
     return alignment.run(new_rows, write_chunk, clock), written
 

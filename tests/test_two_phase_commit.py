@@ -3,6 +3,8 @@ participant on a local directory, and a recording participant for the call seque
 
 from __future__ import annotations
 
+import time
+
 import importlib.util
 import inspect
 import sys
@@ -87,10 +89,27 @@ class FakeTaskContext:
     def attemptNumber(self) -> int:
         return self._attempt
 
+    def taskAttemptId(self) -> int:
+        return 1000 * self._partition + self._attempt
+
+
+def write_spark_checkpoint(checkpoint: Path, batches: int = 10) -> None:
+    """What Spark writes before a batch runs: the query metadata and an offset log entry
+    (a batch start time the sink's barrier reads)."""
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "metadata").write_text('{"id":"q-1"}')
+    for batch_id in range(batches):
+        (checkpoint / "offsets" / str(batch_id)).write_text(
+            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":%d,"conf":{}}\n{"offsets":{},"idleBarrier":0}'
+            % (int(time.time() * 1000))
+        )
+
 
 @pytest.fixture
-def task_context(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+def task_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., None]:
     import pyspark
+
+    write_spark_checkpoint(tmp_path / "ck")
 
     def set_context(batch_id: int, partition_id: int, attempt: int = 0) -> None:
         context = FakeTaskContext(batch_id, partition_id, attempt)

@@ -39,8 +39,16 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
-from unaligned.barrier import Barrier, Deadline
-from unaligned.channel_state import ChannelStateRef, ChannelStateWriter, InlineChannelState
+from unaligned.barrier import Barrier, Deadline, resolve_location
+from unaligned.channel_state import (
+    ChannelStateRef,
+    ChannelStateWriter,
+    FileChannelState,
+    InlineChannelState,
+    delete_barrier_state,
+    list_barrier_ids,
+    list_state_files,
+)
 from unaligned.channel_state_reader import read_channel_state
 from unaligned.sink_metrics import TaskBarrierStats
 
@@ -102,7 +110,8 @@ class BarrierAlignment:
     ``task_index`` is the Spark partition id of the sink task; ``attempt_id`` is unique among
     attempts (Spark's ``taskAttemptId``) and names the temporary channel-state file.
     ``inherited`` is this task index's pending state from the previous barrier's commit
-    record, oldest first.
+    record, oldest first. Replayed rows keep the Arrow schema stored with them; new state takes
+    the schema of the input batches.
     """
 
     def __init__(
@@ -113,7 +122,6 @@ class BarrierAlignment:
         task_index: int,
         attempt_id: str,
         inherited: Sequence[ChannelStateRef],
-        schema: pa.Schema,
     ) -> None:
         self._settings = settings
         self._barrier = barrier
@@ -121,7 +129,6 @@ class BarrierAlignment:
         self._task_index = task_index
         self._attempt_id = attempt_id
         self._inherited = tuple(inherited)
-        self._schema = schema
 
     def _may_cut(self) -> bool:
         if self._settings.mode is not CheckpointMode.UNALIGNED:
@@ -139,14 +146,14 @@ class BarrierAlignment:
             return False
         return True
 
-    def _new_state_writer(self) -> ChannelStateWriter:
+    def _new_state_writer(self, schema: pa.Schema) -> ChannelStateWriter:
         return ChannelStateWriter(
             state_dir=self._settings.state_dir,
             barrier_id=self._barrier.batch_id,
             query_id=self._barrier.query_id,
             task_index=self._task_index,
             attempt=self._attempt_id,
-            schema=self._schema,
+            schema=schema,
             codec=self._settings.codec,
             inline_threshold_bytes=self._settings.inline_threshold_bytes,
             chunk_rows=self._settings.chunk_rows,
@@ -170,7 +177,7 @@ class BarrierAlignment:
                 carried_rows += ref.remaining_rows
                 continue
             consumed = 0
-            for chunk in read_channel_state(ref, batch_rows=chunk_rows, expected_schema=self._schema):
+            for chunk in read_channel_state(ref, batch_rows=chunk_rows):
                 write_chunk(chunk)
                 consumed += chunk.num_rows
                 if may_cut and self._deadline.expired():
@@ -191,7 +198,7 @@ class BarrierAlignment:
                 for chunk in chunks(batch, chunk_rows):
                     if cut:
                         if state is None:
-                            state = self._new_state_writer()
+                            state = self._new_state_writer(chunk.schema)
                         state.append(chunk)
                         spilled += chunk.num_rows
                         continue
@@ -262,3 +269,31 @@ def reassign_pending(
     for index, refs in new.items():
         result.setdefault(index, []).extend(refs)
     return {index: tuple(refs) for index, refs in sorted(result.items()) if refs}
+
+
+def collect_garbage(state_dir: str, keep: Sequence[ChannelStateRef]) -> int:
+    """Delete every channel-state file under ``state_dir`` that no ref in ``keep`` points to.
+
+    ``keep`` is the pending state of the newest commit record; everything else was replayed
+    already, or was written by an attempt Spark failed or denied. Call only while no sink task
+    of the query runs (the driver's commit, or recovery before a batch). Returns files removed.
+    """
+    locations = [ref.location() for ref in keep if isinstance(ref, FileChannelState)]
+    kept_paths = {location.path for location in locations}
+    removed = 0
+    for barrier_id in list_barrier_ids(state_dir):
+        files = list_state_files(state_dir, barrier_id)
+        if not any(f.path in kept_paths for f in files):
+            delete_barrier_state(state_dir, barrier_id)
+            removed += len(files)
+            continue
+        filesystem = resolve_location(state_dir).filesystem
+        for stale in (f for f in files if f.path not in kept_paths):
+            try:
+                filesystem.delete_file(stale.path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    if removed:
+        logger.info("deleted %d channel-state file(s) no commit record needs", removed)
+    return removed

@@ -26,8 +26,8 @@ import os
 import re
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Optional, Any, Mapping, Sequence
 
 import pyarrow.fs as pafs
 
@@ -115,6 +115,10 @@ class CommitRecord:
     participant: str
     prepared: tuple[Mapping[str, Any], ...]
     decided_at_ms: int
+    channel_state: Mapping[int, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    """Channel state pending after this barrier, per sink task index, oldest first (JSON of
+    :class:`unaligned.channel_state.ChannelStateRef`): part of the checkpoint; the next barrier's
+    task with that index replays it before any new row."""
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -124,6 +128,10 @@ class CommitRecord:
                 "participant": self.participant,
                 "decidedAtMs": self.decided_at_ms,
                 "prepared": [dict(item) for item in self.prepared],
+                "channelState": {
+                    str(index): [dict(ref) for ref in refs]
+                    for index, refs in sorted(self.channel_state.items())
+                },
             },
             sort_keys=True,
         ).encode("utf-8")
@@ -143,6 +151,10 @@ class CommitRecord:
                 participant=str(doc["participant"]),
                 prepared=tuple(dict(item) for item in doc["prepared"]),
                 decided_at_ms=int(doc["decidedAtMs"]),
+                channel_state={
+                    int(index): tuple(dict(ref) for ref in refs)
+                    for index, refs in doc.get("channelState", {}).items()
+                },
             )
         except CommitLogError:
             raise
@@ -231,6 +243,15 @@ class CommitLog:
     def is_done(self, batch_id: int) -> bool:
         location = self._done_location(batch_id)
         return location.filesystem.get_file_info(location.path).type == pafs.FileType.File
+
+    def latest_before(self, batch_id: int) -> Optional[CommitRecord]:
+        """The newest commit record of a batch before ``batch_id`` (exclusive), or ``None``.
+
+        Its channel state is what barrier ``batch_id`` must replay: Spark runs a batch only
+        after the previous batch's ``commit`` returned, so that record exists when it matters.
+        """
+        earlier = [b for b in self.decided_batch_ids() if b < batch_id]
+        return self.read(earlier[-1]) if earlier else None
 
     def decided_batch_ids(self) -> list[int]:
         """Every batch with a commit record, ascending."""

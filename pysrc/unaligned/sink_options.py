@@ -24,6 +24,14 @@ Sink options (case-insensitive, like every Spark option):
 ``maxUnacknowledgedBytes``  8 MiB      a task flushes its producer between chunks beyond this
 ``minBatchesToRetain``      100        commit records kept after their batch finished
 ``compression``             snappy     Parquet codec of the file sink
+``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
+                                       commits (Spark's behaviour); ``unaligned``: cut at
+                                       the timeout (:mod:`unaligned.barrier_alignment`)
+``alignedCheckpointTimeout``  30s      from the batch start; past it a task spills the rest
+``maxInflightBytes``        256MB      a task with more pending state does not cut again
+``channelStateCodec``       deflate    ``null``, ``deflate``, ``snappy``, ``zstandard``
+``channelStateInlineThreshold``  20KB  smaller state goes into the commit record
+``channelStatePath``        under the checkpoint  ``<checkpoint>/unaligned/channel-state``
 ==========================  =========  ==================================================
 """
 
@@ -34,7 +42,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
-from unaligned.errors import SinkConfigurationError
+from unaligned.avro_rows import check_codec
+from unaligned.barrier_alignment import AlignmentSettings, CheckpointMode
+from unaligned.errors import OptionError, SinkConfigurationError
+from unaligned.source_options import parse_duration_ms
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +56,11 @@ DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 8 * 1024 * 1024
 DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 DEFAULT_COMPRESSION = "snappy"
 PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
+DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT = "30s"
+DEFAULT_MAX_INFLIGHT_BYTES = 256 * 1024 * 1024
+DEFAULT_CHANNEL_STATE_CODEC = "deflate"
+DEFAULT_INLINE_THRESHOLD_BYTES = 20 * 1024
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
 # kafka.* options that make exactly-once impossible, or that the sink must own.
 _FORBIDDEN_KAFKA = {
@@ -93,6 +109,7 @@ class SinkOptions:
     target: Union[KafkaTarget, FileTarget]
     chunk_rows: int
     min_batches_to_retain: int
+    alignment: AlignmentSettings
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -105,15 +122,62 @@ class SinkOptions:
                 "live under it (set .option('checkpointLocation', ...) or "
                 "spark.sql.streaming.checkpointLocation)"
             )
+        chunk_rows = _positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS)
         return cls(
             checkpoint_location=checkpoint,
             query_name=opts.get("queryname") or None,
             target=_parse_target(opts),
-            chunk_rows=_positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS),
+            chunk_rows=chunk_rows,
             min_batches_to_retain=_positive_int(
                 opts, "minbatchestoretain", "minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN
             ),
+            alignment=_parse_alignment(opts, checkpoint, chunk_rows),
         )
+
+
+def _parse_alignment(opts: Mapping[str, str], checkpoint: str, chunk_rows: int) -> AlignmentSettings:
+    mode_text = opts.get("checkpointmode", CheckpointMode.UNALIGNED.value).strip().lower()
+    try:
+        mode = CheckpointMode(mode_text)
+    except ValueError:
+        raise SinkConfigurationError(
+            f"option checkpointMode={mode_text!r} must be 'aligned' or 'unaligned'"
+        ) from None
+    codec = opts.get("channelstatecodec", DEFAULT_CHANNEL_STATE_CODEC).strip().lower()
+    try:
+        check_codec(codec)
+    except OptionError as exc:
+        raise SinkConfigurationError(f"option channelStateCodec={codec!r}: {exc}") from None
+    state_dir = opts.get("channelstatepath", "").strip()
+    if not state_dir:
+        state_dir = checkpoint.rstrip("/") + "/unaligned/channel-state"
+    return AlignmentSettings(
+        mode=mode,
+        timeout_ms=parse_duration_ms(
+            "alignedCheckpointTimeout",
+            opts.get("alignedcheckpointtimeout", DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT),
+        ),
+        max_inflight_bytes=_bytes(opts, "maxinflightbytes", "maxInflightBytes", DEFAULT_MAX_INFLIGHT_BYTES),
+        chunk_rows=chunk_rows,
+        state_dir=absolute_path(state_dir),
+        codec=codec,
+        inline_threshold_bytes=_bytes(
+            opts, "channelstateinlinethreshold", "channelStateInlineThreshold", DEFAULT_INLINE_THRESHOLD_BYTES
+        ),
+    )
+
+
+def _bytes(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
+    """A size like Spark's byte strings: ``1048576``, ``512k``, ``64MB``, ``1g``."""
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    number = text.rstrip("kmgb")
+    unit = text[len(number):]
+    if not number.isdigit() or unit not in _BYTE_UNITS:
+        raise SinkConfigurationError(f"option {name}={raw!r} must be a size like 1048576, 512k or 64MB")
+    return int(number) * _BYTE_UNITS[unit]
 
 
 def _parse_target(opts: Mapping[str, str]) -> Union[KafkaTarget, FileTarget]:

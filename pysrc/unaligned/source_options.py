@@ -163,7 +163,7 @@ _TIME_UNITS_MS = {
 }
 
 
-def _duration_ms(name: str, raw: str) -> int:
+def parse_duration_ms(name: str, raw: str) -> int:
     """Spark's time strings (``Utils.timeStringAsMs``): ``500``, ``500ms``, ``10s``, ``15m``, ..."""
     match = re.fullmatch(r"\s*(\d+)\s*([a-z]+)?\s*", raw.lower())
     if match is None or (match.group(2) is not None and match.group(2) not in _TIME_UNITS_MS):
@@ -200,8 +200,8 @@ _OPTIONS: dict[str, _Option] = {
         _Option("maxRecordsPerPartition", "max_records_per_partition", _positive),
         _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", _positive),
         _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", _positive),
-        _Option("maxTriggerDelay", "max_trigger_delay_ms", _duration_ms),
-        _Option("targetBatchDuration", "target_batch_duration_ms", _duration_ms),
+        _Option("maxTriggerDelay", "max_trigger_delay_ms", parse_duration_ms),
+        _Option("targetBatchDuration", "target_batch_duration_ms", parse_duration_ms),
         _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", _positive),
         _Option("fetchOffset.numRetries", "fetch_offset_num_retries", _positive),
         _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", _non_negative),

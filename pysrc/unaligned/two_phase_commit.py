@@ -54,7 +54,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from unaligned import crash_points
+from unaligned import crash_points, idle_barriers
+from unaligned.barrier import read_barrier, read_offset_log, wall_clock_ms
+from unaligned.barrier_alignment import BarrierAlignment, collect_garbage, reassign_pending
+from unaligned.channel_state import ChannelStateRef
+from unaligned.sink_metrics import TaskBarrierStats, aggregate, write_metrics
 from unaligned.commit_log import CommitLog, CommitRecord
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import (
@@ -161,6 +165,10 @@ class SinkCommitMessage(WriterCommitMessage):
     rows: int
     outcome: TaskOutcome
     prepared: Optional[Mapping[str, Any]]
+    pending: tuple[Mapping[str, Any], ...] = ()
+    """Channel state this task index leaves for the next barrier (ref JSON, oldest first)."""
+    stats: Optional[Mapping[str, Any]] = None
+    """:class:`unaligned.sink_metrics.TaskBarrierStats` as a dict."""
 
 
 # --- writer ---------------------------------------------------------------------------------------
@@ -207,23 +215,27 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> "TwoP
     participant = _make_participant(sink_options, schema)
     role = writer_role()
     logger.debug("stream writer built for role %s", role.value)
+    planned_at_ms: Optional[int] = None
     if role is WriterRole.PLANNER:
         participant.check_at_query_start()
         recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
-    return TwoPhaseCommitWriter(sink_options, participant)
-
-
-def _chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
-    for offset in range(0, batch.num_rows, rows):
-        yield batch.slice(offset, rows)
+        collect_channel_state_garbage(sink_options)
+        planned_at_ms = int(wall_clock_ms())
+    return TwoPhaseCommitWriter(sink_options, participant, planned_at_ms)
 
 
 class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
     """The stream writer Spark pickles into every task and rebuilds for every commit/abort."""
 
-    def __init__(self, options: SinkOptions, participant: Participant) -> None:
+    def __init__(
+        self, options: SinkOptions, participant: Participant, planned_at_ms: Optional[int] = None
+    ) -> None:
+        """``planned_at_ms``: when Spark planned this batch's write (``None`` outside Spark's
+        planner). A batch re-run after a restart keeps the start time of the run that first
+        planned it; its deadline then counts from the planning time instead."""
         self._options = options
         self._participant = participant
+        self._planned_at_ms = planned_at_ms
 
     @property
     def participant(self) -> Participant:
@@ -258,19 +270,21 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
                 batch_id, partition_id, attempt, rows, TaskOutcome.ALREADY_DECIDED, None
             )
 
-        # 1b. Write chunk by chunk; the transaction / staging file opens with the first row.
+        # 1b. The barrier: replay inherited channel state, write new rows chunk by chunk, cut
+        #     at the deadline in unaligned mode (unaligned.barrier_alignment). The transaction /
+        #     staging file opens with the first row written.
+        alignment = self._barrier_alignment(batch_id, partition_id, context.taskAttemptId())
         task: Optional[TaskWriter] = None
-        rows = 0
-        chunk_rows = self._options.chunk_rows
+
+        def write_chunk(chunk: pa.RecordBatch) -> None:
+            nonlocal task
+            if task is None:
+                task = self._participant.open_task(batch_id, partition_id, attempt)
+            task.write_chunk(chunk)
+            task.between_chunks()
+
         try:
-            for batch in iterator:
-                for chunk in _chunks(batch, chunk_rows):
-                    if task is None:
-                        task = self._participant.open_task(batch_id, partition_id, attempt)
-                    task.write_chunk(chunk)
-                    rows += chunk.num_rows
-                    task.between_chunks()
-                    # --- BETWEEN CHUNKS: a barrier check goes here (unaligned checkpoints). ---
+            outcome = alignment.run(iterator, write_chunk, wall_clock_ms)
             # 1c. Pre-commit: flush and describe what is prepared; nothing is visible yet.
             prepared = task.prepare() if task is not None else None
         except BaseException:
@@ -280,11 +294,46 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         finally:
             if task is not None:
                 task.close()
+        rows = outcome.stats.rows_written
 
         crash_points.reach(CrashPoint.TASK_AFTER_PRECOMMIT, batch_id)
         crash_points.fail_first_attempt(FailPoint.TASK_FIRST_ATTEMPT, batch_id, attempt)
-        outcome = TaskOutcome.EMPTY if prepared is None else TaskOutcome.PREPARED
-        return SinkCommitMessage(batch_id, partition_id, attempt, rows, outcome, prepared)
+        return SinkCommitMessage(
+            batch_id,
+            partition_id,
+            attempt,
+            rows,
+            TaskOutcome.EMPTY if prepared is None else TaskOutcome.PREPARED,
+            prepared,
+            tuple(ref.to_dict() for ref in outcome.pending),
+            outcome.stats.to_dict(),
+        )
+
+    def _barrier_alignment(
+        self, batch_id: int, partition_id: int, attempt_id: int
+    ) -> BarrierAlignment:
+        settings = self._options.alignment
+        barrier = read_barrier(self._options.checkpoint_location, batch_id)
+        not_before: Optional[int] = None
+        if (
+            self._planned_at_ms is not None
+            and self._planned_at_ms - barrier.start_ms > settings.timeout_ms
+        ):
+            not_before = self._planned_at_ms  # a re-run of a batch planned by an earlier run
+        previous = self._log().latest_before(batch_id)
+        inherited = (
+            tuple(ChannelStateRef.from_dict(dict(r)) for r in previous.channel_state.get(partition_id, ()))
+            if previous is not None
+            else ()
+        )
+        return BarrierAlignment(
+            settings,
+            barrier,
+            barrier.deadline(settings.timeout_ms, not_before_ms=not_before),
+            partition_id,
+            str(attempt_id),
+            inherited,
+        )
 
     # Step 2 -----------------------------------------------------------------------------------
     def commit(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
@@ -301,7 +350,13 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             # 2b. Decide: the commit record is the single point of decision.
             items = _prepared_items(messages, batchId)
             crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, batchId)
-            record = CommitRecord(batchId, participant.kind, tuple(items), int(time.time() * 1000))
+            record = CommitRecord(
+                batchId,
+                participant.kind,
+                tuple(items),
+                int(time.time() * 1000),
+                _pending_after(log, messages, batchId),
+            )
             log.write(record)
             crash_points.reach(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, batchId)
         else:
@@ -328,9 +383,13 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             # 2e. Mark the batch done, with the time commit() took up to here.
             decided_ms = (time.monotonic() - started) * 1000
             log.mark_done(batchId, commit_ms=decided_ms)
-        # 2f. Clean up what no record names, up to this batch; prune old records.
+        # 2f. Clean up what no record names, up to this batch; prune old records; delete
+        #     channel state no longer pending; record the barrier's metrics; tell the source
+        #     whether an idle barrier is needed.
         participant.clean_up(log, batchId)
         log.prune(self._options.min_batches_to_retain)
+        collect_channel_state_garbage(self._options)
+        _after_barrier(self._options, record, messages)
         logger.info(
             "batch %d committed by the sink: %d item(s), %.1f ms to done, %.1f ms with cleanup",
             batchId,
@@ -499,3 +558,52 @@ def _abort_quietly(task: TaskWriter, batch_id: int, partition_id: int) -> None:
             exc,
         )
 
+
+
+# --- channel state and barriers on the driver ----------------------------------------------------
+
+
+def _pending_after(
+    log: CommitLog, messages: Sequence[Optional[WriterCommitMessage]], batch_id: int
+) -> dict[int, tuple[Mapping[str, Any], ...]]:
+    """The channel state pending after barrier ``batch_id``, per task index, for its record."""
+    previous = log.latest_before(batch_id)
+    previous_state = {
+        index: tuple(refs) for index, refs in (previous.channel_state.items() if previous else ())
+    }
+    sent = _messages(messages)
+    new = {m.partition_id: tuple(m.pending) for m in sent}
+    return reassign_pending(previous_state, new, len(sent))  # type: ignore[arg-type]
+
+
+def collect_channel_state_garbage(options: SinkOptions) -> None:
+    """Delete channel-state files the newest commit record no longer references (replayed,
+    or written by failed and denied attempts). Runs only when no task of the query runs."""
+    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    decided = log.decided_batch_ids()
+    latest = log.read(decided[-1]) if decided else None
+    keep = [
+        ChannelStateRef.from_dict(dict(ref))
+        for refs in (latest.channel_state.values() if latest else ())
+        for ref in refs
+    ]
+    collect_garbage(options.alignment.state_dir, keep)
+
+
+def _after_barrier(
+    options: SinkOptions, record: CommitRecord, messages: Sequence[Optional[WriterCommitMessage]]
+) -> None:
+    """Metrics of the barrier, and the idle-barrier hint for the source (liveness only)."""
+    entry = read_offset_log(options.checkpoint_location, record.batch_id)
+    stats = [TaskBarrierStats.from_dict(dict(m.stats)) for m in _messages(messages) if m.stats]
+    if stats:
+        metrics = aggregate(record.batch_id, entry.batch_timestamp_ms, int(wall_clock_ms()), stats)
+        write_metrics(options.checkpoint_location, metrics)
+    pending_rows = sum(
+        ChannelStateRef.from_dict(dict(ref)).remaining_rows
+        for refs in record.channel_state.values()
+        for ref in refs
+    )
+    hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
+    for token in idle_barriers.tokens_in(source.offset for source in entry.sources):
+        idle_barriers.publish(token, hint)
