@@ -83,6 +83,7 @@ def run_barrier(
         barrier,
         Deadline(barrier.start_ms, kw.get("timeout_ms", 100), clock),
         task_index=0,
+        attempt_number=0,
         attempt_id=f"a{batch_id}",
         inherited=inherited,
     )

@@ -39,6 +39,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
+from unaligned import crash_points
 from unaligned.barrier import Barrier, Deadline, resolve_location
 from unaligned.channel_state import (
     ChannelStateRef,
@@ -50,6 +51,7 @@ from unaligned.channel_state import (
     list_state_files,
 )
 from unaligned.channel_state_reader import read_channel_state
+from unaligned.crash_points import FailPoint
 from unaligned.sink_metrics import TaskBarrierStats
 
 logger = logging.getLogger(__name__)
@@ -107,8 +109,9 @@ def chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
 class BarrierAlignment:
     """One sink task attempt at one barrier. Use once: :meth:`run`.
 
-    ``task_index`` is the Spark partition id of the sink task; ``attempt_id`` is unique among
-    attempts (Spark's ``taskAttemptId``) and names the temporary channel-state file.
+    ``task_index`` is the Spark partition id of the sink task, ``attempt_number`` its attempt
+    (0 first); ``attempt_id`` is unique among attempts (Spark's ``taskAttemptId``) and names
+    the temporary channel-state file.
     ``inherited`` is this task index's pending state from the previous barrier's commit
     record, oldest first. Replayed rows keep the Arrow schema stored with them; new state takes
     the schema of the input batches.
@@ -120,6 +123,7 @@ class BarrierAlignment:
         barrier: Barrier,
         deadline: Deadline,
         task_index: int,
+        attempt_number: int,
         attempt_id: str,
         inherited: Sequence[ChannelStateRef],
     ) -> None:
@@ -127,6 +131,7 @@ class BarrierAlignment:
         self._barrier = barrier
         self._deadline = deadline
         self._task_index = task_index
+        self._attempt_number = attempt_number
         self._attempt_id = attempt_id
         self._inherited = tuple(inherited)
 
@@ -180,6 +185,9 @@ class BarrierAlignment:
             for chunk in read_channel_state(ref, batch_rows=chunk_rows):
                 write_chunk(chunk)
                 consumed += chunk.num_rows
+                crash_points.fail_first_attempt(
+                    FailPoint.TASK_DURING_REPLAY, self._barrier.batch_id, self._attempt_number
+                )
                 if may_cut and self._deadline.expired():
                     cut = True
                     break

@@ -73,6 +73,8 @@ class FailPoint(str, enum.Enum):
 
     TASK_FIRST_ATTEMPT = "task_fail_first_attempt"
     """After pre-commit, on attempt 0 only: the prepared transaction is left behind, open."""
+    TASK_DURING_REPLAY = "task_fail_during_replay"
+    """After the first replayed chunk of inherited channel state, on attempt 0 only."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ Sink options (case-insensitive, like every Spark option):
                                        (default ``unaligned-<query id>``)
 ``kafka.transaction.timeout.ms``  900000  must cover batch time plus restart time, and be
                                        <= the brokers' ``transaction.max.timeout.ms``
-``chunkRows``               4096       rows written between two checks in a task
-``maxUnacknowledgedBytes``  8 MiB      a task flushes its producer between chunks beyond this
+``chunkRows``               1000       rows written between two checks in a task
+``maxUnacknowledgedBytes``  1 MiB      a task flushes its producer between chunks beyond this
 ``minBatchesToRetain``      100        commit records kept after their batch finished
 ``compression``             snappy     Parquet codec of the file sink
 ``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
@@ -51,8 +51,8 @@ logger = logging.getLogger(__name__)
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
-DEFAULT_CHUNK_ROWS = 4096
-DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 8 * 1024 * 1024
+DEFAULT_CHUNK_ROWS = 1000
+DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 1024 * 1024
 DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 DEFAULT_COMPRESSION = "snappy"
 PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")

@@ -273,7 +273,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         # 1b. The barrier: replay inherited channel state, write new rows chunk by chunk, cut
         #     at the deadline in unaligned mode (unaligned.barrier_alignment). The transaction /
         #     staging file opens with the first row written.
-        alignment = self._barrier_alignment(batch_id, partition_id, context.taskAttemptId())
+        alignment = self._barrier_alignment(batch_id, partition_id, attempt, context.taskAttemptId())
         task: Optional[TaskWriter] = None
 
         def write_chunk(chunk: pa.RecordBatch) -> None:
@@ -310,7 +310,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         )
 
     def _barrier_alignment(
-        self, batch_id: int, partition_id: int, attempt_id: int
+        self, batch_id: int, partition_id: int, attempt: int, attempt_id: int
     ) -> BarrierAlignment:
         settings = self._options.alignment
         barrier = read_barrier(self._options.checkpoint_location, batch_id)
@@ -331,6 +331,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             barrier,
             barrier.deadline(settings.timeout_ms, not_before_ms=not_before),
             partition_id,
+            attempt,
             str(attempt_id),
             inherited,
         )

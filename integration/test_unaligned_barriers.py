@@ -1,0 +1,223 @@
+"""Unaligned barriers end to end: a slow (throttled) Kafka sink with one hot partition.
+
+Each query runs in a subprocess (``query_runner.py``) so that a crash point can kill it hard.
+Output is checked by reading every record back with read_committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from unaligned.commit_log import CommitLog
+from unaligned.kafka_transactions import list_transactional_ids
+from unaligned.sink_metrics import BarrierMetrics, read_metrics
+from unaligned.testing import EmbeddedKafka
+
+RUNNER = Path(__file__).with_name("query_runner.py")
+PARTITIONS = 4
+HOT_RECORDS = 1200  # partition 0: two thirds of the data
+COLD_RECORDS = 200
+VALUE_BYTES = 1000
+THROTTLE_BYTES_PER_S = 200_000  # per producer (client id): the hot task needs about 6 s
+
+
+def _input(kafka: EmbeddedKafka, new_topic: Any) -> tuple[str, dict[int, list[bytes]]]:
+    topic = new_topic(partitions=PARTITIONS)
+    expected: dict[int, list[bytes]] = {}
+    records = []
+    for partition in range(PARTITIONS):
+        count = HOT_RECORDS if partition == 0 else COLD_RECORDS
+        values = [f"p{partition}-{i:05d}-".encode().ljust(VALUE_BYTES, b"x") for i in range(count)]
+        expected[partition] = values
+        records += [(partition, f"k{i % 7}".encode(), v, None, None) for i, v in enumerate(values)]
+    kafka.produce(topic, records)
+    return topic, expected
+
+
+def _run(config: dict[str, Any], tmp_path: Path, crash_at: Optional[str] = None) -> int:
+    env = dict(os.environ)
+    env.pop("UNALIGNED_CRASH_AT", None)
+    if crash_at:
+        env["UNALIGNED_CRASH_AT"] = crash_at
+    log = tmp_path / f"runner-{time.monotonic_ns()}.log"
+    with log.open("w") as out:
+        proc = subprocess.run(
+            [sys.executable, str(RUNNER), json.dumps(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            timeout=420,
+        )
+    if crash_at is None and proc.returncode != 0:
+        pytest.fail(f"query failed ({proc.returncode}):\n{log.read_text()[-4000:]}")
+    return proc.returncode
+
+
+@pytest.fixture
+def throttled(kafka: EmbeddedKafka) -> Iterator[None]:
+    kafka.throttle_producers(THROTTLE_BYTES_PER_S)
+    try:
+        yield
+    finally:
+        kafka.throttle_producers(None)
+
+
+def _config(kafka: EmbeddedKafka, topic: str, output: str, checkpoint: Path, **sink: str) -> dict[str, Any]:
+    return {
+        "bootstrap": kafka.bootstrap_servers,
+        "input_topic": topic,
+        "output_topic": output,
+        "checkpoint": str(checkpoint),
+        "max_offsets": 100_000,
+        "extra_sink_options": {
+            "chunkRows": "100",
+            "maxUnacknowledgedBytes": "65536",
+            "transactionalIdPrefix": f"ua-{checkpoint.parent.name}-{checkpoint.name}",
+            **sink,
+        },
+    }
+
+
+def _assert_exactly_once_in_order(
+    kafka: EmbeddedKafka, output: str, expected: dict[int, list[bytes]], checkpoint: Path, prefix: str
+) -> None:
+    got: dict[int, list[bytes]] = defaultdict(list)
+    for record in kafka.consume_all(output, read_committed=True):
+        got[record.partition].append(record.value)
+    for partition, values in expected.items():
+        assert len(got[partition]) == len(values), f"partition {partition}: count differs"
+        assert got[partition] == values, f"partition {partition}: order or content differs"
+    assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)
+    assert list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == []
+    log = CommitLog.under_checkpoint(str(checkpoint))
+    latest = log.read(log.decided_batch_ids()[-1])
+    assert latest is not None and latest.channel_state == {}, "channel state left pending"
+    state_dir = checkpoint / "unaligned" / "channel-state"
+    leftovers = [p for p in state_dir.rglob("*") if p.is_file()] if state_dir.exists() else []
+    assert leftovers == [], f"channel-state files left: {leftovers}"
+
+
+def _metrics(checkpoint: Path) -> list[BarrierMetrics]:
+    return read_metrics(str(checkpoint))
+
+
+@pytest.mark.slow
+def test_unaligned_batches_commit_on_time_while_aligned_wait_for_the_slow_partition(
+    kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path, throttled: None
+) -> None:
+    topic, expected = _input(kafka, new_topic)
+    durations: dict[str, list[int]] = {}
+    for mode in ("aligned", "unaligned"):
+        output = new_topic(partitions=PARTITIONS)
+        checkpoint = tmp_path / mode
+        config = _config(
+            kafka, topic, output, checkpoint, checkpointMode=mode, alignedCheckpointTimeout="1s"
+        )
+        _run(config, tmp_path)
+        prefix = config["extra_sink_options"]["transactionalIdPrefix"]
+        _assert_exactly_once_in_order(kafka, output, expected, checkpoint, prefix)
+        metrics = _metrics(checkpoint)
+        durations[mode] = [m.duration_ms for m in metrics if m.rows_written]
+        if mode == "aligned":
+            assert all(m.mode == "aligned" and m.rows_spilled == 0 for m in metrics)
+        else:
+            cut = [m for m in metrics if m.mode == "unaligned"]
+            assert cut and sum(m.rows_spilled for m in cut) > 0
+            assert sum(m.rows_replayed for m in metrics) >= sum(m.rows_spilled for m in metrics)
+            assert len(metrics) > 1, "the spilled rows were written by later (idle) barriers"
+    # The same input through the same throttle: the aligned batch waits for the hot partition,
+    # every unaligned batch is cut near its timeout instead.
+    assert max(durations["unaligned"]) < max(durations["aligned"]), durations
+
+
+@pytest.mark.slow
+def test_crash_while_channel_state_is_pending_then_restart_is_exactly_once(
+    kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
+) -> None:
+    topic, expected = _input(kafka, new_topic)
+    output = new_topic(partitions=PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+    config = _config(kafka, topic, output, checkpoint, alignedCheckpointTimeout="1s")
+    kafka.throttle_producers(THROTTLE_BYTES_PER_S)
+    try:
+        returncode = _run(config, tmp_path, crash_at="driver_after_sink_commit@0")
+    finally:
+        kafka.throttle_producers(None)
+    assert returncode == -9
+    record = CommitLog.under_checkpoint(str(checkpoint)).read(0)
+    assert record is not None and record.channel_state, "batch 0 should have left channel state"
+    _run(config, tmp_path)
+    prefix = config["extra_sink_options"]["transactionalIdPrefix"]
+    _assert_exactly_once_in_order(kafka, output, expected, checkpoint, prefix)
+
+
+@pytest.mark.slow
+def test_task_failure_during_replay_is_retried_exactly_once(
+    kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path, throttled: None
+) -> None:
+    topic, expected = _input(kafka, new_topic)
+    output = new_topic(partitions=PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+    config = _config(kafka, topic, output, checkpoint, alignedCheckpointTimeout="1s")
+    marker = tmp_path / "marker"
+    os.environ["UNALIGNED_CRASH_MARKER"] = str(marker)
+    try:
+        _run(config, tmp_path, crash_at="task_fail_during_replay@1")
+    finally:
+        os.environ.pop("UNALIGNED_CRASH_MARKER", None)
+    assert marker.exists() and "task_fail_during_replay@1" in marker.read_text()
+    prefix = config["extra_sink_options"]["transactionalIdPrefix"]
+    _assert_exactly_once_in_order(kafka, output, expected, checkpoint, prefix)
+
+
+@pytest.mark.slow
+def test_target_batch_duration_keeps_batches_near_the_target_behind_a_slow_udf(
+    kafka: EmbeddedKafka, new_topic: Any, spark: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql.functions import udf
+    from pyspark.sql.types import BinaryType
+
+    topic = new_topic(partitions=2)
+    kafka.produce(topic, [(i % 2, None, b"v%05d" % i, None, None) for i in range(5000)])
+
+    @udf(BinaryType())
+    def slow(value: bytes) -> bytes:
+        time.sleep(0.002)  # 2 ms per row: 500 rows/s per task
+        return value
+
+    stream = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("targetBatchDuration", "3s")
+        .load()
+    )
+    query = (
+        stream.select(slow("value").alias("value"))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = [p["numInputRows"] for p in progress]
+    durations = [p["durationMs"]["triggerExecution"] for p in progress]
+    assert sum(rows) == 5000
+    assert rows[0] == 2000, rows  # first batch: 1,000 rows per partition before any measurement
+    # Measured batches are re-sized from the observed throughput: smaller than the first
+    # (which took longer than the target), and the steady ones land near the target.
+    steady = durations[1:-1]
+    assert len(steady) >= 2 and all(r < rows[0] for r in rows[1:-1]), (rows, durations)
+    assert all(1500 <= d <= 6000 for d in steady), (rows, durations)
