@@ -32,6 +32,7 @@ def _spark_session(app_name: str):  # type: ignore[no-untyped-def]
         SparkSession.builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
@@ -112,6 +113,14 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
         print(f"\n{'partition':>9} {'produced':>9} {'to kafka':>9} {'to files':>9}   ({batches} batches)")
         for p in range(partitions):
             print(f"{p:>9} {produced[p]:>9} {kafka_counts[p]:>9} {file_counts[p]:>9}")
+        from unaligned.sink_metrics import read_metrics
+
+        print("\nKafka sink barriers (batch: mode, duration from batch start, rows written/spilled/replayed)")
+        for m in read_metrics(str(workdir / "checkpoint-kafka")):
+            print(
+                f"  {m.batch_id}: {m.mode}, {m.duration_ms} ms, "
+                f"{m.rows_written}/{m.rows_spilled}/{m.rows_replayed}"
+            )
         exact = produced == kafka_counts == file_counts
         distinct = len(set(files.column("value").to_pylist())) == records
         ok = exact and distinct
