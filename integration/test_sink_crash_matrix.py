@@ -88,7 +88,8 @@ def _tail(run: Run) -> str:
 def _crash(config: dict[str, Any], tmp_path: Path, spec: str) -> None:
     run = _run(config, tmp_path, spec)
     assert run.returncode == -9, f"expected a SIGKILL at {spec}; {_tail(run)}"
-    assert run.marker == [spec], f"crashed at {run.marker}, armed {spec}"
+    # Two tasks running at once can both reach a task point before the kill lands.
+    assert run.marker and set(run.marker) == {spec}, f"crashed at {run.marker}, armed {spec}"
 
 
 def _finish(config: dict[str, Any], tmp_path: Path, crash_at: Optional[str] = None) -> Run:
