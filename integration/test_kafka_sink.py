@@ -16,7 +16,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from unaligned import kafka_transactions
+from unaligned import transaction_coordinator
 from unaligned.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 from unaligned.two_phase_commit import default_transactional_id_prefix
@@ -92,7 +92,7 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
         for item in record.prepared:
             assert item["transactionalId"].startswith(f"{prefix}-{batch_id}-")
     _wait_until(
-        lambda: kafka_transactions.list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == [],
+        lambda: transaction_coordinator.list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == [],
         "no open transaction of the sink",
     )
 

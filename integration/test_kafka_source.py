@@ -440,12 +440,16 @@ def test_the_reader_plans_one_task_per_partition_in_stable_order(
     }
     reader = KafkaStreamReader(SourceOptions.parse(options))
     start = reader.initialOffset()
+    token = start["barrierToken"]  # chosen once per query; names its idle-barrier hint
+    assert isinstance(token, str) and token.isalnum()
     assert start == {
         "offsets": {first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}},
         "idleBarrier": 0,
+        "barrierToken": token,
     }
     end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
     assert end["offsets"] == {first: {"0": 0, "1": 5, "2": 0}, second: {"0": 3, "1": 0}}
+    assert end["barrierToken"] == token  # kept from batch to batch
     planned = reader.partitions(start, end)
     assert [(p.index, str(p.range.tp), p.range.start, p.range.end) for p in planned] == [
         (0, f"{first}-0", 0, 0),

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from unaligned import kafka_transactions as kt
+from unaligned import transaction_coordinator as tc
 from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
 from unaligned.testing import EmbeddedKafka
 
@@ -100,9 +101,9 @@ def test_prepared_in_a_dead_process_is_committed_by_another(
     assert sum(kafka.end_offsets(topic).values()) == 50
     assert kafka.last_stable_offsets(topic) != kafka.end_offsets(topic)
     assert _values(kafka, topic) == []
-    assert kt.list_transactional_ids(client_kwargs, transactional_id) == [transactional_id]
+    assert tc.list_transactional_ids(client_kwargs, transactional_id) == [transactional_id]
 
-    kt.commit_prepared(client_kwargs, prepared)
+    tc.commit_prepared(client_kwargs, prepared)
 
     _wait_until(lambda: _lso_reached_end(kafka, topic), "last stable offset == end offset")
     assert _values(kafka, topic) == [b"v%04d" % i for i in range(50)]
@@ -115,23 +116,23 @@ def test_commit_is_idempotent_and_refusals_are_errors(
 ) -> None:
     topic = new_topic(partitions=1)
     committed = _prepare_here(client_kwargs, topic, _txn_id("twice"), 5, 1)
-    kt.commit_prepared(client_kwargs, committed)
-    kt.commit_prepared(client_kwargs, committed)  # a repeated commit is success
+    tc.commit_prepared(client_kwargs, committed)
+    tc.commit_prepared(client_kwargs, committed)  # a repeated commit is success
     _wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
     assert len(_values(kafka, topic)) == 5
     with pytest.raises(TransactionAbortError, match="INVALID_TXN_STATE.*already committed"):
-        kt.abort_prepared(client_kwargs, committed)
+        tc.abort_prepared(client_kwargs, committed)
     # A fence bumps the epoch even after the commit: a later commit is refused as fenced,
     # while the records stay committed. (Recovery re-commits before it fences.)
-    kt.fence(client_kwargs, committed.transactional_id)
+    tc.fence(client_kwargs, committed.transactional_id)
     with pytest.raises(TransactionCommitError, match="PRODUCER_FENCED"):
-        kt.commit_prepared(client_kwargs, committed)
+        tc.commit_prepared(client_kwargs, committed)
 
     aborted = _prepare_here(client_kwargs, topic, _txn_id("aborted"), 3, 1)
-    kt.abort_prepared(client_kwargs, aborted)
-    kt.abort_prepared(client_kwargs, aborted)  # a repeated abort is success
+    tc.abort_prepared(client_kwargs, aborted)
+    tc.abort_prepared(client_kwargs, aborted)  # a repeated abort is success
     with pytest.raises(TransactionCommitError) as refused:
-        kt.commit_prepared(client_kwargs, aborted)
+        tc.commit_prepared(client_kwargs, aborted)
     message = str(refused.value)
     assert "INVALID_TXN_STATE" in message
     assert repr(aborted.transactional_id) in message
@@ -142,7 +143,7 @@ def test_commit_is_idempotent_and_refusals_are_errors(
     unknown = kt.PreparedTransaction(_txn_id("unknown"), producer_id=aborted.producer_id,
                                      epoch=aborted.epoch, record_count=1)
     with pytest.raises(TransactionCommitError, match="INVALID_PRODUCER_ID_MAPPING"):
-        kt.commit_prepared(client_kwargs, unknown)
+        tc.commit_prepared(client_kwargs, unknown)
 
 
 def test_fence_aborts_the_open_transaction_and_rejects_its_commit(
@@ -152,16 +153,16 @@ def test_fence_aborts_the_open_transaction_and_rejects_its_commit(
     prepared = _prepare_here(client_kwargs, topic, _txn_id("fence"), 20, 2)
     assert kafka.last_stable_offsets(topic) != kafka.end_offsets(topic)
 
-    kt.fence(client_kwargs, prepared.transactional_id)
+    tc.fence(client_kwargs, prepared.transactional_id)
 
     # fence() returns once the coordinator completed the abort.
     assert _lso_reached_end(kafka, topic)
     assert _values(kafka, topic) == []
     with pytest.raises(TransactionCommitError) as refused:
-        kt.commit_prepared(client_kwargs, prepared)
+        tc.commit_prepared(client_kwargs, prepared)
     assert "PRODUCER_FENCED" in str(refused.value)
     assert f"epoch {prepared.epoch}" in str(refused.value)
-    kt.fence(client_kwargs, _txn_id("never-used"))  # an unknown id is fine
+    tc.fence(client_kwargs, _txn_id("never-used"))  # an unknown id is fine
 
 
 def test_list_transactional_ids_finds_open_ones_by_prefix(
@@ -173,26 +174,26 @@ def test_list_transactional_ids_finds_open_ones_by_prefix(
     committed = _prepare_here(client_kwargs, topic, f"{prefix}-committed", 2, 1)
     aborted = _prepare_here(client_kwargs, topic, f"{prefix}-aborted", 2, 1)
     other = _prepare_here(client_kwargs, topic, _txn_id("other"), 2, 1)
-    kt.commit_prepared(client_kwargs, committed)
-    kt.abort_prepared(client_kwargs, aborted)
+    tc.commit_prepared(client_kwargs, committed)
+    tc.abort_prepared(client_kwargs, aborted)
     try:
         _wait_until(
-            lambda: kt.list_transactional_ids(client_kwargs, prefix) == [open_one.transactional_id],
+            lambda: tc.list_transactional_ids(client_kwargs, prefix) == [open_one.transactional_id],
             "only the open transaction listed",
         )
-        assert kt.list_transactional_ids(client_kwargs, prefix, open_only=False) == sorted(
+        assert tc.list_transactional_ids(client_kwargs, prefix, open_only=False) == sorted(
             [open_one.transactional_id, committed.transactional_id, aborted.transactional_id]
         )
     finally:
-        kt.abort_prepared(client_kwargs, open_one)
-        kt.abort_prepared(client_kwargs, other)
-    _wait_until(lambda: kt.list_transactional_ids(client_kwargs, prefix) == [], "nothing open")
+        tc.abort_prepared(client_kwargs, open_one)
+        tc.abort_prepared(client_kwargs, other)
+    _wait_until(lambda: tc.list_transactional_ids(client_kwargs, prefix) == [], "nothing open")
 
 
 def test_broker_max_transaction_timeout_is_what_the_broker_enforces(
     new_topic: TopicFactory, client_kwargs: dict[str, Any]
 ) -> None:
-    maximum = kt.broker_max_transaction_timeout_ms(client_kwargs)
+    maximum = tc.broker_max_transaction_timeout_ms(client_kwargs)
     assert maximum > 0
     at_max = kt.TransactionalWriter(
         {**client_kwargs, "transaction_timeout_ms": maximum}, _txn_id("max")
@@ -224,7 +225,7 @@ def test_unacknowledged_bytes_drop_to_zero_after_flush(
         prepared = writer.prepare()
         assert writer.unacknowledged_bytes() == 0
     assert prepared.record_count == 11
-    kt.commit_prepared(client_kwargs, prepared)
+    tc.commit_prepared(client_kwargs, prepared)
     _wait_until(lambda: len(_values(kafka, topic)) == 11, "11 committed records")
 
 
@@ -249,12 +250,12 @@ def test_commit_all_prepared_commits_every_committable_one_then_raises(
     client_kwargs: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(kt, "_END_TXN_WINDOW", 3)  # 7 transactions: three pipelined windows
+    monkeypatch.setattr(tc, "_END_TXN_WINDOW", 3)  # 7 transactions: three pipelined windows
     topic = new_topic(partitions=2)
     prepared = [_prepare_here(client_kwargs, topic, _txn_id(f"all{i}"), 3, 2) for i in range(7)]
-    kt.abort_prepared(client_kwargs, prepared[4])
+    tc.abort_prepared(client_kwargs, prepared[4])
     with pytest.raises(TransactionCommitError, match=repr(prepared[4].transactional_id)):
-        kt.commit_all_prepared(client_kwargs, prepared)
+        tc.commit_all_prepared(client_kwargs, prepared)
     _wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
     assert len(_values(kafka, topic)) == 6 * 3
-    kt.commit_all_prepared(client_kwargs, prepared[:4] + prepared[5:])  # again: success
+    tc.commit_all_prepared(client_kwargs, prepared[:4] + prepared[5:])  # again: success

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from unaligned import crash_points, kafka_transactions
+from unaligned import crash_points, transaction_coordinator
 from unaligned.barrier import read_query_id
 from unaligned.commit_log import CommitLog
 from unaligned.committed_files import read_committed_files
@@ -127,7 +127,7 @@ def _prefix(checkpoint: Path) -> str:
 
 
 def _open_ids(kafka: EmbeddedKafka, checkpoint: Path) -> list[str]:
-    return kafka_transactions.list_transactional_ids(
+    return transaction_coordinator.list_transactional_ids(
         {"bootstrap_servers": kafka.bootstrap_servers}, _prefix(checkpoint)
     )
 

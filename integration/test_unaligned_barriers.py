@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from unaligned.commit_log import CommitLog
-from unaligned.kafka_transactions import list_transactional_ids
+from unaligned.transaction_coordinator import list_transactional_ids
 from unaligned.sink_metrics import BarrierMetrics, read_metrics
 from unaligned.testing import EmbeddedKafka
 

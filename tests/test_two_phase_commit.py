@@ -4,11 +4,6 @@ participant on a local directory, and a recording participant for the call seque
 from __future__ import annotations
 
 import time
-
-import importlib.util
-import inspect
-import sys
-import types
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
@@ -25,50 +20,22 @@ from unaligned.two_phase_commit import (
     SinkCommitMessage,
     TaskOutcome,
     TwoPhaseCommitWriter,
-    WriterRole,
     build_stream_writer,
     recover,
-    writer_role,
 )
+from unaligned.writer_role import COMMIT_RUNNER_MODULE, PLANNER_MODULE
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("s", StringType(), True)])
 
 
-# --- which Spark worker asked ------------------------------------------------------------------
+# --- a frame that looks like a Spark worker module -----------------------------------------------
 
 
-def test_pyspark_worker_modules_still_exist_and_call_stream_writer() -> None:
-    """Fails if pyspark renames or restructures the two workers writer_role() relies on."""
-    for module in (tpc.PLANNER_MODULE, tpc.COMMIT_RUNNER_MODULE):
-        spec = importlib.util.find_spec(module)
-        assert spec is not None and spec.origin is not None, f"{module} is gone from pyspark"
-        source = Path(spec.origin).read_text()
-        assert ".streamWriter(" in source, f"{module} no longer calls streamWriter"
-    runner = Path(importlib.util.find_spec(tpc.COMMIT_RUNNER_MODULE).origin).read_text()  # type: ignore[union-attr]
-    assert "writer.commit(" in runner and "writer.abort(" in runner
-
-
-def _call_in_module(module_name: str, fn: Callable[[], Any], spec_name: Optional[str] = None) -> Any:
+def _call_in_module(module_name: str, fn: Callable[[], Any]) -> Any:
     """Run ``fn`` from a frame whose globals look like module ``module_name``."""
     namespace: dict[str, Any] = {"__name__": module_name, "fn": fn}
-    if spec_name is not None:
-        namespace["__spec__"] = types.SimpleNamespace(name=spec_name)
     exec("def call():\n    return fn()\n", namespace)
     return namespace["call"]()
-
-
-def test_writer_role_from_the_call_stack() -> None:
-    assert writer_role() is WriterRole.OTHER
-    assert _call_in_module(tpc.PLANNER_MODULE, writer_role) is WriterRole.PLANNER
-    assert _call_in_module(tpc.COMMIT_RUNNER_MODULE, writer_role) is WriterRole.COMMITTER
-    # A simple (non-daemon) worker runs the module as __main__ (python -m).
-    assert _call_in_module("__main__", writer_role, tpc.PLANNER_MODULE) is WriterRole.PLANNER
-    assert _call_in_module("__main__", writer_role, "something.else") is WriterRole.OTHER
-
-
-def test_nearest_worker_module_wins() -> None:
-    inner = lambda: _call_in_module(tpc.COMMIT_RUNNER_MODULE, writer_role)  # noqa: E731
-    assert _call_in_module(tpc.PLANNER_MODULE, inner) is WriterRole.COMMITTER
 
 
 # --- a stand-in task context --------------------------------------------------------------------
@@ -218,9 +185,9 @@ def test_recovery_runs_only_when_spark_plans(tmp_path: Path, task_context: Calla
     writer = _file_writer(tmp_path)
     _write(writer, task_context, 0, 0, 0, 10)  # prepared, never decided
     assert _staging_files(tmp_path)
-    _call_in_module(tpc.COMMIT_RUNNER_MODULE, lambda: _file_writer(tmp_path))
+    _call_in_module(COMMIT_RUNNER_MODULE, lambda: _file_writer(tmp_path))
     assert _staging_files(tmp_path), "a commit process must never run recovery"
-    _call_in_module(tpc.PLANNER_MODULE, lambda: _file_writer(tmp_path))
+    _call_in_module(PLANNER_MODULE, lambda: _file_writer(tmp_path))
     assert _staging_files(tmp_path) == []
 
 

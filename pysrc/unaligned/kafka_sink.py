@@ -14,7 +14,7 @@ ignored):
 
 Transactional ids are ``<prefix>-<batchId>-<partitionId>-<attemptNumber>``: unique per query,
 batch and task attempt, so no id ever carries two transactions of one run (see the hazard in
-:mod:`unaligned.kafka_transactions`). After a restart the replayed batch reuses the ids of the
+:mod:`unaligned.transaction_coordinator`). After a restart the replayed batch reuses the ids of the
 crashed run; recovery (and the new producer's own ``init_transactions``) fences them first. The
 default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique
 to the query on the cluster, because recovery aborts every open transaction whose id is exactly
@@ -48,7 +48,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from unaligned import kafka_transactions
+from unaligned import transaction_coordinator
 from unaligned.commit_log import CommitLog, CommitRecord
 from unaligned.errors import (
     SchemaMismatchError,
@@ -253,13 +253,13 @@ def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
 
 _BROKER_MAX_TIMEOUT_MS: dict[tuple[tuple[str, str], ...], int] = {}
 """Per-process memo of the brokers' transaction.max.timeout.ms, keyed by the client kwargs: the
-check runs before every micro-batch (see two_phase_commit.writer_role) and the value is static."""
+check runs before every micro-batch (see unaligned.writer_role.writer_role) and the value is static."""
 
 
 def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
     key = tuple(sorted((k, repr(v)) for k, v in kwargs.items()))
     if key not in _BROKER_MAX_TIMEOUT_MS:
-        _BROKER_MAX_TIMEOUT_MS[key] = kafka_transactions.broker_max_transaction_timeout_ms(kwargs)
+        _BROKER_MAX_TIMEOUT_MS[key] = transaction_coordinator.broker_max_transaction_timeout_ms(kwargs)
     return _BROKER_MAX_TIMEOUT_MS[key]
 
 
@@ -337,10 +337,10 @@ class KafkaParticipant:
         kwargs = self.client_kwargs()
         try:
             if prepared:
-                kafka_transactions.commit_all_prepared(kwargs, prepared[:1])
+                transaction_coordinator.commit_all_prepared(kwargs, prepared[:1])
                 progress(1)
             if len(prepared) > 1:
-                kafka_transactions.commit_all_prepared(kwargs, prepared[1:])
+                transaction_coordinator.commit_all_prepared(kwargs, prepared[1:])
                 progress(len(prepared))
         except TransactionCommitError:
             self._commit_each_and_report(kwargs, prepared, batch_id)
@@ -352,7 +352,7 @@ class KafkaParticipant:
         refused: list[str] = []
         for p in prepared:
             try:
-                kafka_transactions.commit_prepared(kwargs, p)
+                transaction_coordinator.commit_prepared(kwargs, p)
                 committed.append(p.transactional_id)
             except TransactionCommitError as exc:
                 refused.append(f"{p.describe()}: {exc}")
@@ -372,7 +372,7 @@ class KafkaParticipant:
         for item in items:
             prepared = prepared_from_json(item)
             try:
-                kafka_transactions.abort_prepared(kwargs, prepared)
+                transaction_coordinator.abort_prepared(kwargs, prepared)
             except TransactionAbortError as exc:
                 logger.warning("batch %d: could not abort %s: %s", batch_id, prepared.describe(), exc)
 
@@ -383,7 +383,7 @@ class KafkaParticipant:
         (recovery, when no task of the query runs). Returns how many ids were fenced.
         """
         kwargs = self.client_kwargs()
-        open_ids = kafka_transactions.list_transactional_ids(kwargs, self._prefix, open_only=True)
+        open_ids = transaction_coordinator.list_transactional_ids(kwargs, self._prefix, open_only=True)
         candidates = []
         for tid in open_ids:
             batch = self.batch_of(tid)
@@ -407,7 +407,7 @@ class KafkaParticipant:
             if tid in named:
                 continue  # committed a moment ago; the coordinator may still list it as open
             logger.info("batch %d: aborting open transaction %r that no commit record names", batch, tid)
-            kafka_transactions.fence(kwargs, tid)
+            transaction_coordinator.fence(kwargs, tid)
             fenced += 1
         return fenced
 
@@ -422,7 +422,7 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     key = (tuple(sorted((k, repr(v)) for k, v in kwargs.items())), topic)
     if key in _TOPICS_FOUND:
         return
-    admin = KafkaAdminClient(**kafka_transactions.admin_client_kwargs(kwargs))
+    admin = KafkaAdminClient(**transaction_coordinator.admin_client_kwargs(kwargs))
     try:
         topics = set(admin.list_topics())
     finally:

@@ -48,6 +48,7 @@ from unaligned.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.errors import DataLossError, KafkaUnavailableError, OptionError, TopicNotFoundError
 from unaligned.idle_barriers import IdleBarrierTrigger, new_token
 from unaligned.kafka_client import KafkaClientConfig, OffsetLookup, open_consumer
+from unaligned.kafka_record_decoder import install_columnar_fetch
 from unaligned.offsets import (
     Boundary,
     OffsetRange,
@@ -63,7 +64,6 @@ from unaligned.record_batches import (
     MAX_BATCH_ROWS,
     RecordColumns,
     columns_from_consumer_records,
-    install_columnar_fetch,
     to_record_batches,
 )
 from unaligned.source_options import (

@@ -26,7 +26,7 @@ The protocol (numbered where the code runs):
 
 Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark calls
 ``DataSource.streamWriter`` in two kinds of Python processes, told apart by
-:func:`writer_role`:
+:func:`unaligned.writer_role.writer_role`:
 
 - ``pyspark.sql.worker.write_into_data_source`` plans the write of *every micro-batch* (not only
   the first batch of a run): once before each batch's tasks, in a reused planner worker. The
@@ -37,28 +37,27 @@ Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark c
   process with a new writer; recovery there would abort the batch being committed, so it never
   runs there.
 
-Transaction timeout and late restarts: see :func:`roll_forward`.
+Transaction timeout and late restarts: see :func:`roll_forward`. What the driver does with
+channel state, metrics and idle-barrier hints at a barrier: :mod:`unaligned.barrier_commit`.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import sys
 import time
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from unaligned import crash_points, idle_barriers
-from unaligned.barrier import read_barrier, read_offset_log, wall_clock_ms
-from unaligned.barrier_alignment import BarrierAlignment, collect_garbage, reassign_pending
+from unaligned import crash_points
+from unaligned.barrier import read_barrier, wall_clock_ms
+from unaligned.barrier_alignment import BarrierAlignment
+from unaligned.barrier_commit import after_barrier, collect_channel_state_garbage, pending_after
 from unaligned.channel_state import ChannelStateRef
-from unaligned.sink_metrics import TaskBarrierStats, aggregate, write_metrics
 from unaligned.commit_log import CommitLog, CommitRecord
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import (
@@ -68,55 +67,12 @@ from unaligned.errors import (
     TransactionCommitError,
 )
 from unaligned.sink_options import FileTarget, KafkaTarget, SinkOptions
+from unaligned.writer_role import WriterRole, writer_role
 
 logger = logging.getLogger(__name__)
 
-PLANNER_MODULE = "pyspark.sql.worker.write_into_data_source"
-COMMIT_RUNNER_MODULE = "pyspark.sql.worker.python_streaming_sink_runner"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-
-
-# --- who called streamWriter -----------------------------------------------------------------
-
-
-class WriterRole(enum.Enum):
-    PLANNER = "planner"
-    """Planning a micro-batch's write (before its tasks): recovery runs here."""
-    COMMITTER = "committer"
-    """A driver process running one ``commit`` or ``abort``: never recover here."""
-    OTHER = "other"
-    """Not called by Spark's Python data source workers (tests, direct use): no recovery."""
-
-
-def _frame_module(frame: FrameType) -> str:
-    """The module a frame runs in; a worker run as ``python -m`` is ``__main__`` by name only."""
-    name = str(frame.f_globals.get("__name__", ""))
-    if name == "__main__":
-        spec = frame.f_globals.get("__spec__")
-        name = str(getattr(spec, "name", "") or name)
-    return name
-
-
-def writer_role(frame: Optional[FrameType] = None) -> WriterRole:
-    """Which Spark worker asked for the stream writer: the nearest worker module on the stack.
-
-    Spark 4.3 runs ``streamWriter`` from ``pyspark.sql.worker.write_into_data_source`` (planning,
-    before every micro-batch) and from ``pyspark.sql.worker.python_streaming_sink_runner`` (each
-    commit/abort). Workers started by ``pyspark.daemon`` run them as imported modules; a simple
-    worker runs them with ``python -m``, so ``__main__.__spec__.name`` is checked too (as
-    ``pyspark.sql.worker.utils.worker_run`` does). ``tests/test_two_phase_commit.py`` fails if
-    pyspark renames either module.
-    """
-    current = frame if frame is not None else sys._getframe(1)
-    while current is not None:
-        module = _frame_module(current)
-        if module == PLANNER_MODULE:
-            return WriterRole.PLANNER
-        if module == COMMIT_RUNNER_MODULE:
-            return WriterRole.COMMITTER
-        current = current.f_back
-    return WriterRole.OTHER
 
 
 # --- participants ------------------------------------------------------------------------------
@@ -356,7 +312,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
                 participant.kind,
                 tuple(items),
                 int(time.time() * 1000),
-                _pending_after(log, messages, batchId),
+                pending_after(log, _messages(messages), batchId),
             )
             log.write(record)
             crash_points.reach(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, batchId)
@@ -390,7 +346,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         participant.clean_up(log, batchId)
         log.prune(self._options.min_batches_to_retain)
         collect_channel_state_garbage(self._options)
-        _after_barrier(self._options, record, messages)
+        after_barrier(self._options, record, _messages(messages))
         logger.info(
             "batch %d committed by the sink: %d item(s), %.1f ms to done, %.1f ms with cleanup",
             batchId,
@@ -558,53 +514,3 @@ def _abort_quietly(task: TaskWriter, batch_id: int, partition_id: int) -> None:
             partition_id,
             exc,
         )
-
-
-
-# --- channel state and barriers on the driver ----------------------------------------------------
-
-
-def _pending_after(
-    log: CommitLog, messages: Sequence[Optional[WriterCommitMessage]], batch_id: int
-) -> dict[int, tuple[Mapping[str, Any], ...]]:
-    """The channel state pending after barrier ``batch_id``, per task index, for its record."""
-    previous = log.latest_before(batch_id)
-    previous_state = {
-        index: tuple(refs) for index, refs in (previous.channel_state.items() if previous else ())
-    }
-    sent = _messages(messages)
-    new = {m.partition_id: tuple(m.pending) for m in sent}
-    return reassign_pending(previous_state, new, len(sent))  # type: ignore[arg-type]
-
-
-def collect_channel_state_garbage(options: SinkOptions) -> None:
-    """Delete channel-state files the newest commit record no longer references (replayed,
-    or written by failed and denied attempts). Runs only when no task of the query runs."""
-    log = CommitLog.under_checkpoint(options.checkpoint_location)
-    decided = log.decided_batch_ids()
-    latest = log.read(decided[-1]) if decided else None
-    keep = [
-        ChannelStateRef.from_dict(dict(ref))
-        for refs in (latest.channel_state.values() if latest else ())
-        for ref in refs
-    ]
-    collect_garbage(options.alignment.state_dir, keep)
-
-
-def _after_barrier(
-    options: SinkOptions, record: CommitRecord, messages: Sequence[Optional[WriterCommitMessage]]
-) -> None:
-    """Metrics of the barrier, and the idle-barrier hint for the source (liveness only)."""
-    entry = read_offset_log(options.checkpoint_location, record.batch_id)
-    stats = [TaskBarrierStats.from_dict(dict(m.stats)) for m in _messages(messages) if m.stats]
-    if stats:
-        metrics = aggregate(record.batch_id, entry.batch_timestamp_ms, int(wall_clock_ms()), stats)
-        write_metrics(options.checkpoint_location, metrics)
-    pending_rows = sum(
-        ChannelStateRef.from_dict(dict(ref)).remaining_rows
-        for refs in record.channel_state.values()
-        for ref in refs
-    )
-    hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
-    for token in idle_barriers.tokens_in(source.offset for source in entry.sources):
-        idle_barriers.publish(token, hint)
