@@ -42,6 +42,8 @@ def test_every_point_name_is_unique_and_parseable() -> None:
 
 def test_reach_returns_when_not_armed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(crash_points.CRASH_AT_ENV, "driver_after_commit_record@5")
+    assert not crash_points.is_armed(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, 4)
+    assert crash_points.is_armed(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, 5)
     crash_points.reach(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, 4)  # other batch: no crash
     crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, 5)  # other point: no crash
 

@@ -83,8 +83,10 @@ def test_free_loopback_port_is_bindable_on_loopback() -> None:
     import socket
 
     port = jvm.free_loopback_port()
+    assert 0 < port < 65536
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+        assert sock.getsockname() == ("127.0.0.1", port)
 
 
 # --- locating and building the shim -----------------------------------------------------------------
