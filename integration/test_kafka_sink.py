@@ -7,7 +7,6 @@ before any record is written.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,20 +19,11 @@ from unaligned import transaction_coordinator
 from unaligned.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 from unaligned.two_phase_commit import default_transactional_id_prefix
+from harness import kafka_stream, wait_until
 
 TopicFactory = Callable[..., str]
 
 
-def _source(spark: SparkSession, kafka: EmbeddedKafka, topic: str, **options: str) -> Any:
-    reader = (
-        spark.readStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-    )
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
 
 
 def _run_to_end(writer: Any, checkpoint: Path, timeout_s: float = 240) -> Any:
@@ -42,12 +32,6 @@ def _run_to_end(writer: Any, checkpoint: Path, timeout_s: float = 240) -> Any:
     return query
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
@@ -60,7 +44,7 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
         for i in range(300)
     ]
     kafka.produce(source_topic, records)
-    df = _source(spark, kafka, source_topic, includeHeaders="true", maxOffsetsPerTrigger="120")
+    df = kafka_stream(spark, kafka, source_topic, includeHeaders="true", maxOffsetsPerTrigger="120")
     out = df.select(
         F.col("key"),
         F.concat(F.lit("out-"), F.col("value").cast("string")).alias("value"),  # a string value
@@ -70,7 +54,7 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
     )
     query = _run_to_end(out.writeStream.format("unaligned").option("kafka.bootstrap.servers", kafka.bootstrap_servers), checkpoint_dir)
 
-    _wait_until(lambda: kafka.last_stable_offsets(output) == kafka.end_offsets(output), "LSO == end")
+    wait_until(lambda: kafka.last_stable_offsets(output) == kafka.end_offsets(output), "LSO == end")
     got = kafka.consume_all(output, read_committed=True)
     assert sorted(r.value for r in got) == sorted(f"out-value-{i}".encode() for i in range(300))
     by_value = {r.value: r for r in got}
@@ -91,7 +75,7 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
         assert record is not None and record.prepared
         for item in record.prepared:
             assert item["transactionalId"].startswith(f"{prefix}-{batch_id}-")
-    _wait_until(
+    wait_until(
         lambda: transaction_coordinator.list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == [],
         "no open transaction of the sink",
     )
@@ -104,7 +88,7 @@ def test_a_second_run_continues_without_duplicates(
     output = new_topic(partitions=1)
     kafka.produce(source_topic, [(0, None, f"a{i}".encode(), None, None) for i in range(50)])
     writer = lambda: (  # noqa: E731
-        _source(spark, kafka, source_topic)
+        kafka_stream(spark, kafka, source_topic)
         .select("value")
         .writeStream.format("unaligned")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
@@ -128,7 +112,7 @@ def test_bad_input_is_refused_before_any_data_moves(
     source_topic = new_topic(partitions=1)
     output = new_topic(partitions=1)
     kafka.produce(source_topic, [(0, None, b"x", None, None)])
-    df = _source(spark, kafka, source_topic).select("key", "value")
+    df = kafka_stream(spark, kafka, source_topic).select("key", "value")
     options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": output}
     if case == "acks":
         options["kafka.acks"] = "1"

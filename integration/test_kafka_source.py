@@ -24,6 +24,7 @@ from unaligned.kafka_source import KafkaStreamReader
 from unaligned.record_batches import kafka_source_schema
 from unaligned.source_options import SourceOptions
 from unaligned.testing import EmbeddedKafka
+from harness import kafka_stream
 
 TopicFactory = Callable[..., str]
 QUERY_TIMEOUT_S = 180
@@ -33,16 +34,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def source(spark: Any, kafka: EmbeddedKafka, topic: str, **options: str) -> Any:
-    reader = (
-        spark.readStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-    )
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
 
 
 def run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
@@ -92,7 +83,7 @@ def test_reads_every_column_exactly_and_keeps_partition_order(
         sent.append((i % 4, key, value, headers, base + 7 * i))
     kafka.produce(topic, sent)
 
-    df = source(spark, kafka, topic, includeHeaders="true")
+    df = kafka_stream(spark, kafka, topic, includeHeaders="true")
     assert df.schema == kafka_source_schema(True)
     query = (
         df.writeStream.format("memory")
@@ -127,7 +118,7 @@ def test_min_partitions_splits_reads_without_losing_or_repeating_records(
     topic = new_topic(partitions=2)
     produce_numbered(kafka, topic, 2, 0, 300)
     run_available_now(
-        source(spark, kafka, topic, minPartitions="7"), tmp_path / "out", tmp_path / "cp"
+        kafka_stream(spark, kafka, topic, minPartitions="7"), tmp_path / "out", tmp_path / "cp"
     )
     rows = read_back(spark, tmp_path / "out")
     assert offsets_of(rows) == [(p, o) for p in range(2) for o in range(150)]
@@ -142,7 +133,7 @@ def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
     topic = new_topic(partitions=4)
     produce_numbered(kafka, topic, 4, 0, 400)
     out, checkpoint = tmp_path / "out", tmp_path / "cp"
-    df = source(spark, kafka, topic, maxOffsetsPerTrigger="100")
+    df = kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="100")
 
     # Run 1: processing-time trigger, stopped after a few batches (mid-stream).
     query = (
@@ -173,7 +164,7 @@ def test_min_offsets_per_trigger_holds_batches_back_until_enough_records(
 ) -> None:
     topic = new_topic(partitions=2)
     produce_numbered(kafka, topic, 2, 0, 10)
-    df = source(spark, kafka, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
+    df = kafka_stream(spark, kafka, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
     query = df.writeStream.format("noop").trigger(processingTime="100 milliseconds").start()
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
@@ -245,7 +236,7 @@ def test_max_offsets_per_trigger_bounds_every_batch(
     topic = new_topic(partitions=4)
     produce_numbered(kafka, topic, 4, 0, 130)
     query = run_available_now(
-        source(spark, kafka, topic, maxOffsetsPerTrigger="25"), tmp_path / "out", tmp_path / "cp"
+        kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="25"), tmp_path / "out", tmp_path / "cp"
     )
     sizes = [p["numInputRows"] for p in query.recentProgress]
     assert sum(sizes) == 130
@@ -267,7 +258,7 @@ def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
             seen.extend((r["partition"], r["offset"], r["value"]) for r in rows)
 
     query = (
-        source(spark, kafka, topic)
+        kafka_stream(spark, kafka, topic)
         .writeStream.foreachBatch(collect)
         .trigger(processingTime="200 milliseconds")
         .start()
@@ -308,7 +299,7 @@ def test_fail_on_data_loss_after_records_are_deleted_below_the_next_offset(
     topic = new_topic(partitions=1)
     produce_numbered(kafka, topic, 1, 0, 20)
     out, checkpoint = tmp_path / "out", tmp_path / "cp"
-    df = source(spark, kafka, topic, failOnDataLoss=str(fail_on_data_loss).lower())
+    df = kafka_stream(spark, kafka, topic, failOnDataLoss=str(fail_on_data_loss).lower())
     run_available_now(df, out, checkpoint)  # next offset to read: 20
     produce_numbered(kafka, topic, 1, 20, 20)
     kafka.delete_records(topic, 0, before_offset=30)  # offsets 20..29 are gone unread
@@ -350,7 +341,7 @@ def test_read_committed_yields_exactly_the_committed_records_and_moves_past_mark
     transaction("c2", True)
     transaction("open", None)
     out, checkpoint = tmp_path / "out", tmp_path / "cp"
-    df = source(spark, kafka, topic, **{"kafka.isolation.level": "read_committed"})
+    df = kafka_stream(spark, kafka, topic, **{"kafka.isolation.level": "read_committed"})
     query = run_available_now(df, out, checkpoint)
     assert sorted(r["value"].decode() for r in read_back(spark, out)) == committed_values(
         "c1", "c2"
@@ -422,7 +413,7 @@ def test_a_missing_topic_fails_with_topic_not_found(
 def test_an_unknown_option_is_rejected_by_name(spark: Any, kafka: EmbeddedKafka) -> None:
     # Spark lower-cases option keys before the Python source sees them.
     with pytest.raises(Exception, match="OptionError: unknown option 'maxoffsetpertriger'"):
-        source(spark, kafka, "anything", maxOffsetPerTriger="10")
+        kafka_stream(spark, kafka, "anything", maxOffsetPerTriger="10")
 
 
 def test_the_reader_plans_one_task_per_partition_in_stable_order(

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from typing import Any, Callable
 
@@ -20,6 +19,7 @@ from unaligned import kafka_transactions as kt
 from unaligned import transaction_coordinator as tc
 from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
 from unaligned.testing import EmbeddedKafka
+from harness import wait_until
 
 TopicFactory = Callable[..., str]
 
@@ -33,13 +33,6 @@ def _txn_id(label: str) -> str:
     return f"it-{label}-{uuid.uuid4().hex[:8]}"
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    """Markers are written after the coordinator answers EndTxn: visibility lags by milliseconds."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def _lso_reached_end(kafka: EmbeddedKafka, topic: str) -> bool:
@@ -105,7 +98,7 @@ def test_prepared_in_a_dead_process_is_committed_by_another(
 
     tc.commit_prepared(client_kwargs, prepared)
 
-    _wait_until(lambda: _lso_reached_end(kafka, topic), "last stable offset == end offset")
+    wait_until(lambda: _lso_reached_end(kafka, topic), "last stable offset == end offset")
     assert _values(kafka, topic) == [b"v%04d" % i for i in range(50)]
     # 50 records + one commit marker per partition.
     assert sum(kafka.end_offsets(topic).values()) == 53
@@ -118,7 +111,7 @@ def test_commit_is_idempotent_and_refusals_are_errors(
     committed = _prepare_here(client_kwargs, topic, _txn_id("twice"), 5, 1)
     tc.commit_prepared(client_kwargs, committed)
     tc.commit_prepared(client_kwargs, committed)  # a repeated commit is success
-    _wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
+    wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
     assert len(_values(kafka, topic)) == 5
     with pytest.raises(TransactionAbortError, match="INVALID_TXN_STATE.*already committed"):
         tc.abort_prepared(client_kwargs, committed)
@@ -137,7 +130,7 @@ def test_commit_is_idempotent_and_refusals_are_errors(
     assert "INVALID_TXN_STATE" in message
     assert repr(aborted.transactional_id) in message
     assert f"producer id {aborted.producer_id}" in message and f"epoch {aborted.epoch}" in message
-    _wait_until(lambda: _lso_reached_end(kafka, topic), "abort markers")
+    wait_until(lambda: _lso_reached_end(kafka, topic), "abort markers")
     assert len(_values(kafka, topic)) == 5
 
     unknown = kt.PreparedTransaction(_txn_id("unknown"), producer_id=aborted.producer_id,
@@ -177,7 +170,7 @@ def test_list_transactional_ids_finds_open_ones_by_prefix(
     tc.commit_prepared(client_kwargs, committed)
     tc.abort_prepared(client_kwargs, aborted)
     try:
-        _wait_until(
+        wait_until(
             lambda: tc.list_transactional_ids(client_kwargs, prefix) == [open_one.transactional_id],
             "only the open transaction listed",
         )
@@ -187,7 +180,7 @@ def test_list_transactional_ids_finds_open_ones_by_prefix(
     finally:
         tc.abort_prepared(client_kwargs, open_one)
         tc.abort_prepared(client_kwargs, other)
-    _wait_until(lambda: tc.list_transactional_ids(client_kwargs, prefix) == [], "nothing open")
+    wait_until(lambda: tc.list_transactional_ids(client_kwargs, prefix) == [], "nothing open")
 
 
 def test_broker_max_transaction_timeout_is_what_the_broker_enforces(
@@ -226,7 +219,7 @@ def test_unacknowledged_bytes_drop_to_zero_after_flush(
         assert writer.unacknowledged_bytes() == 0
     assert prepared.record_count == 11
     tc.commit_prepared(client_kwargs, prepared)
-    _wait_until(lambda: len(_values(kafka, topic)) == 11, "11 committed records")
+    wait_until(lambda: len(_values(kafka, topic)) == 11, "11 committed records")
 
 
 def test_a_failed_send_poisons_prepare(
@@ -256,6 +249,6 @@ def test_commit_all_prepared_commits_every_committable_one_then_raises(
     tc.abort_prepared(client_kwargs, prepared[4])
     with pytest.raises(TransactionCommitError, match=repr(prepared[4].transactional_id)):
         tc.commit_all_prepared(client_kwargs, prepared)
-    _wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
+    wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
     assert len(_values(kafka, topic)) == 6 * 3
     tc.commit_all_prepared(client_kwargs, prepared[:4] + prepared[5:])  # again: success

@@ -37,6 +37,7 @@ from unaligned.committed_files import read_committed_files
 from unaligned.file_sink import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
 from unaligned.two_phase_commit import default_transactional_id_prefix
+from harness import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -114,12 +115,6 @@ def _input_topic(kafka: EmbeddedKafka, new_topic: TopicFactory) -> str:
     return topic
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def _prefix(checkpoint: Path) -> str:
@@ -139,11 +134,11 @@ def _assert_commit_log_finished(checkpoint: Path) -> None:
 
 
 def _assert_kafka_exactly_once(kafka: EmbeddedKafka, output: str, checkpoint: Path) -> None:
-    _wait_until(
+    wait_until(
         lambda: kafka.last_stable_offsets(output) == kafka.end_offsets(output),
         "last stable offset == end offset on every output partition",
     )
-    _wait_until(lambda: _open_ids(kafka, checkpoint) == [], "no open transaction of the sink")
+    wait_until(lambda: _open_ids(kafka, checkpoint) == [], "no open transaction of the sink")
     by_partition: dict[int, list[bytes]] = defaultdict(list)
     for record in kafka.consume_all(output, read_committed=True):
         by_partition[record.partition].append(record.value)

@@ -1,0 +1,30 @@
+"""Helpers shared by the end-to-end tests (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from unaligned.testing import EmbeddedKafka
+
+
+def kafka_stream(spark: Any, kafka: EmbeddedKafka, topic: str, **options: str) -> Any:
+    """``spark.readStream.format("unaligned")`` on ``topic`` from the earliest offsets."""
+    reader = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    """Poll ``condition`` until true; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.1)
