@@ -217,9 +217,10 @@ def test_target_batch_duration_keeps_batches_near_the_target_behind_a_slow_udf(
     assert sum(rows) == 5000
     assert rows[0] == 2000, rows  # first batch: 1,000 rows per partition before any measurement
     # The first batch ran far past the 3 s target (warm-up plus 2,000 slow rows); every later
-    # batch is sized from the measured throughput: smaller than the first, growing while it
-    # stays under the target (by at most 4x a batch), never far past it.
+    # batch is sized from the measured throughput: smaller than the first, never more than 4x
+    # the batch before it, and near the target. The sizes follow the measured throughput, so
+    # they may dip by a few rows after a batch that ran a little over the target.
     steady, steady_rows = durations[1:-1], rows[1:-1]
     assert len(steady) >= 2 and all(r < rows[0] for r in steady_rows), (rows, durations)
-    assert steady_rows == sorted(steady_rows), (rows, durations)
+    assert all(b <= 4 * a for a, b in zip(rows[1:], rows[2:])), (rows, durations)
     assert all(900 <= d <= 6000 for d in steady), (rows, durations)
