@@ -24,7 +24,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from unaligned.channel_state import CODECS, ChannelStateWriter, check_codec, read_channel_state
+from unaligned.avro_rows import CODECS, check_codec
+from unaligned.channel_state_reader import read_channel_state
+from unaligned.channel_state_writer import ChannelStateWriter
 from unaligned.errors import OptionError
 
 ROWS = 100_000

@@ -90,7 +90,7 @@ def kcat_read(bootstrap: str, topic: str) -> float:
 
 
 def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> float:
-    from unaligned.kafka_source import KafkaInputPartition, read_partition
+    from unaligned.kafka_partition_reader import KafkaInputPartition, read_partition
     from unaligned.offsets import OffsetRange, TopicPartition
     from unaligned.source_options import SourceOptions
 

@@ -1,76 +1,24 @@
-"""The columnar record-batch decoder and the pinned kafka-python fetcher hook. Record batches are
-built with kafka-python's own batch builder and checked against kafka-python's own decoder."""
+"""Decoding whole fetch responses (decode_record_batches). Record batches are built with
+kafka-python's own batch builder and checked against kafka-python's own decoder."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import random
-import struct
-from typing import Any, Optional
+from typing import Any
 
-import numpy as np
 import pytest
 
-import kafka
-from kafka.consumer.fetcher import ConsumerRecord, Fetcher
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.consumer.fetcher import ConsumerRecord
 from kafka.record.memory_records import MemoryRecords
-from kafka.record.util import calc_crc32c
 
+from record_batch_builder import Record, build_batch, control_batch
 from unaligned.errors import RecordDecodeError
-from unaligned.kafka_record_decoder import (
-    PINNED_KAFKA_PYTHON,
-    ColumnarPartitionRecords,
-    decode_record_batches,
-)
+from unaligned.kafka_record_decoder import decode_record_batches
 from unaligned.offsets import TopicPartition
 from unaligned.record_batches import columns_from_consumer_records
 
 TP = TopicPartition("events", 3)
-Record = tuple[Optional[bytes], Optional[bytes], list[tuple[str, Optional[bytes]]], int]
-
-
-def build_batch(
-    base_offset: int,
-    records: list[Record],
-    *,
-    compression: int = 0,
-    producer_id: int = -1,
-    transactional: bool = False,
-    control: bool = False,
-    log_append_time: int | None = None,
-) -> bytes:
-    """A v2 record batch as the broker stores it (base offset and broker-set attributes patched)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=compression,
-        is_transactional=transactional,
-        producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1,
-        base_sequence=0 if producer_id >= 0 else -1,
-        batch_size=1 << 30,
-    )
-    for delta, (key, value, headers, ts) in enumerate(records):
-        builder.append(delta, timestamp=ts, key=key, value=value, headers=headers)
-    buf = builder.build()
-    struct.pack_into(">q", buf, 0, base_offset)
-    attrs = struct.unpack_from(">h", buf, 21)[0]
-    if control:
-        attrs |= 0x20
-    if log_append_time is not None:
-        attrs |= 0x08
-        struct.pack_into(">q", buf, 35, log_append_time)
-    struct.pack_into(">h", buf, 21, attrs)
-    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[21:]))
-    return bytes(buf)
-
-
-def control_batch(offset: int, producer_id: int, commit: bool) -> bytes:
-    marker = (struct.pack(">hh", 0, 1 if commit else 0), struct.pack(">hi", 0, 0), [], 1_000)
-    return build_batch(offset, [marker], producer_id=producer_id, transactional=True, control=True)
-
-
 def reference(buffer: bytes) -> list[Any]:
     """kafka-python's own decoding (no transaction filtering, control batches dropped)."""
     records = MemoryRecords(buffer)
@@ -232,43 +180,3 @@ def test_consumer_records_convert_to_the_same_columns() -> None:
         assert getattr(converted, name).tolist() == getattr(decoded, name).tolist()
     for name in ("keys", "values", "headers"):
         assert getattr(converted, name).equals(getattr(decoded, name))
-
-
-# --- the fetcher hook (private kafka-python API; this test fails when it changes) ----------
-
-
-def test_kafka_python_fetcher_still_fits_the_columnar_hook() -> None:
-    assert kafka.__version__ == PINNED_KAFKA_PYTHON
-    original = inspect.signature(Fetcher.PartitionRecords.__init__).parameters
-    ours = inspect.signature(ColumnarPartitionRecords.__init__).parameters
-    assert [p for p in original if p != "self"] == [
-        p for p in ours if p not in ("self", "include_headers", "fallback")
-    ]
-    assert "_buffer" in MemoryRecords.__slots__
-    assert "self.PartitionRecords(" in inspect.getsource(Fetcher._parse_fetched_data)
-    append = inspect.getsource(Fetcher._append)
-    assert "part.take(" in append and "part.next_fetch_offset" in append
-    assert "partition_records.bytes_read" in inspect.getsource(Fetcher._on_partition_records_drain)
-
-
-def test_columnar_partition_records_hand_out_one_chunk_then_move_the_position() -> None:
-    buffer = build_batch(0, random_records(random.Random(10), 12)) + control_batch(
-        12, 3, commit=True
-    )
-    drained: list[Any] = []
-    part = ColumnarPartitionRecords(
-        0,
-        TP,
-        MemoryRecords(buffer),
-        on_drain=drained.append,
-        include_headers=False,
-        fallback=Fetcher.PartitionRecords,
-    )
-    assert (
-        part and part.next_fetch_offset == 0
-    )  # the fetcher checks this against its position first
-    chunks = part.take(500)
-    assert len(chunks) == 1 and chunks[0].offsets.tolist() == list(range(12))
-    assert part.next_fetch_offset == 13 and not part and drained == [part]
-    assert part.take(500) == []
-    assert isinstance(chunks[0].offsets, np.ndarray)

@@ -1,5 +1,8 @@
 """The 2PC protocol core, without Spark or a broker: a stand-in TaskContext, the file
-participant on a local directory, and a recording participant for the call sequence."""
+participant on a local directory, and a recording participant for the call sequence.
+
+Decide / roll forward / recover on their own: test_sink_recovery.py; the Kafka sink's input
+columns: test_kafka_sink_columns.py; its transactional ids: test_kafka_sink.py."""
 
 from __future__ import annotations
 
@@ -14,15 +17,11 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from unaligned import two_phase_commit as tpc
 from unaligned.commit_log import CommitLog, CommitRecord
 from unaligned.committed_files import read_committed_files
-from unaligned.errors import CommitLogError, SchemaMismatchError, SinkConfigurationError
+from unaligned.errors import CommitLogError
 from unaligned.file_sink import STAGING_DIR
-from unaligned.two_phase_commit import (
-    SinkCommitMessage,
-    TaskOutcome,
-    TwoPhaseCommitWriter,
-    build_stream_writer,
-    recover,
-)
+from unaligned.sink_participant import SinkCommitMessage, TaskOutcome
+from unaligned.sink_recovery import recover
+from unaligned.two_phase_commit import TwoPhaseCommitWriter, build_stream_writer
 from unaligned.writer_role import COMMIT_RUNNER_MODULE, PLANNER_MODULE
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("s", StringType(), True)])
@@ -161,24 +160,6 @@ def test_replayed_decided_batch_opens_nothing_and_rolls_forward(
     _file_writer(tmp_path).commit([r0, _write(writer, task_context, 4, 1, 10, 10)], 4)
     assert _ids(tmp_path) == list(range(20))
     assert _staging_files(tmp_path) == []
-
-
-def test_recovery_rolls_forward_decided_and_removes_undecided(
-    tmp_path: Path, task_context: Callable[..., None]
-) -> None:
-    writer = _file_writer(tmp_path)
-    decided = [_write(writer, task_context, 1, p, p * 10, 10) for p in range(3)]
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
-    log.write(CommitRecord(1, "files", tuple(m.prepared for m in decided), 0))  # type: ignore[misc]
-    # Crash in the middle of the renames: the first file already has its final name.
-    participant = writer.participant
-    participant.commit([decided[0].prepared], 1, lambda n: None)  # type: ignore[list-item]
-    # Batch 2 was prepared but never decided.
-    _write(writer, task_context, 2, 0, 500, 10)
-    recover(log, participant)
-    assert _ids(tmp_path) == list(range(30))
-    assert _staging_files(tmp_path) == []
-    assert log.unfinished_batch_ids() == []
 
 
 def test_recovery_runs_only_when_spark_plans(tmp_path: Path, task_context: Callable[..., None]) -> None:
@@ -387,24 +368,7 @@ def test_new_messages_for_a_decided_batch_are_aborted(tmp_path: Path, task_conte
     assert participant.calls == ["abort:5:1", "commit:5:1", "finish:5", "clean:5"]
 
 
-# --- build_stream_writer: bad input before any data moves ----------------------------------------------
-
-
-def test_kafka_schema_problems_are_named(tmp_path: Path) -> None:
-    options = {
-        "checkpointlocation": str(tmp_path),
-        "kafka.bootstrap.servers": "127.0.0.1:1",
-        "transactionalidprefix": "p",
-    }
-    no_value = StructType([StructField("key", StringType())])
-    with pytest.raises(SchemaMismatchError, match="'value'"):
-        build_stream_writer({**options, "topic": "t"}, no_value)
-    wrong_key = StructType([StructField("value", StringType()), StructField("key", LongType())])
-    with pytest.raises(SchemaMismatchError, match="'key'.*bigint"):
-        build_stream_writer({**options, "topic": "t"}, wrong_key)
-    no_topic = StructType([StructField("value", StringType())])
-    with pytest.raises(SinkConfigurationError, match="topic"):
-        build_stream_writer(options, no_topic)
+# --- build_stream_writer ---------------------------------------------------------------------------
 
 
 def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
@@ -425,21 +389,3 @@ def test_writer_is_picklable(tmp_path: Path) -> None:
     writer = _file_writer(tmp_path)
     clone = pickle.loads(pickle.dumps(writer))
     assert isinstance(clone, TwoPhaseCommitWriter)
-
-
-def test_only_the_sinks_own_transactional_ids_are_recognised(tmp_path: Path) -> None:
-    writer = build_stream_writer(
-        {
-            "checkpointlocation": str(tmp_path),
-            "kafka.bootstrap.servers": "127.0.0.1:1",
-            "topic": "t",
-            "transactionalidprefix": "app",
-        },
-        StructType([StructField("value", StringType())]),
-    )
-    participant = writer.participant
-    assert participant.transactional_id(12, 3, 0) == "app-12-3-0"  # type: ignore[attr-defined]
-    assert participant.batch_of("app-12-3-0") == 12  # type: ignore[attr-defined]
-    # Another sink whose prefix merely starts with "app" is left alone by cleanup.
-    for foreign in ("app-2-12-3-0", "apple-1-2-3", "app-1-2", "app-x-2-3"):
-        assert participant.batch_of(foreign) is None, foreign  # type: ignore[attr-defined]

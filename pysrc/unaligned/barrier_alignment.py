@@ -41,16 +41,10 @@ import pyarrow as pa
 
 from unaligned import crash_points
 from unaligned.barrier import Barrier, Deadline, resolve_location
-from unaligned.channel_state import (
-    ChannelStateRef,
-    ChannelStateWriter,
-    FileChannelState,
-    InlineChannelState,
-    delete_barrier_state,
-    list_barrier_ids,
-    list_state_files,
-)
+from unaligned.channel_state import ChannelStateRef, FileChannelState, InlineChannelState
+from unaligned.channel_state_files import delete_barrier_state, list_barrier_ids, list_state_files
 from unaligned.channel_state_reader import read_channel_state
+from unaligned.channel_state_writer import ChannelStateWriter
 from unaligned.crash_points import FailPoint
 from unaligned.sink_metrics import TaskBarrierStats
 

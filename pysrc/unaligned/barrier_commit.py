@@ -4,7 +4,7 @@ Called by :meth:`unaligned.two_phase_commit.TwoPhaseCommitWriter.commit` (step 2
 garbage collection, by :func:`unaligned.two_phase_commit.build_stream_writer` in Spark's planner.
 Every function here runs on the driver while no task of the query runs. ``messages`` are the
 batch's task commit messages, already filtered to
-:class:`unaligned.two_phase_commit.SinkCommitMessage` (``None`` and foreign messages dropped).
+:class:`unaligned.sink_participant.SinkCommitMessage` (``None`` and foreign messages dropped).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from unaligned.sink_metrics import TaskBarrierStats, aggregate, write_metrics
 from unaligned.sink_options import SinkOptions
 
 if TYPE_CHECKING:
-    from unaligned.two_phase_commit import SinkCommitMessage
+    from unaligned.sink_participant import SinkCommitMessage
 
 logger = logging.getLogger(__name__)
 

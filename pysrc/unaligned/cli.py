@@ -128,12 +128,23 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
         return 0 if ok else 1
 
 
+def _positive_int(raw: str) -> int:
+    """argparse type: an integer of at least 1 (argparse names the flag when this fails)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="unaligned", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the demo on the embedded Kafka broker")
-    demo.add_argument("--records", type=int, default=20_000)
-    demo.add_argument("--partitions", type=int, default=4)
+    demo.add_argument("--records", type=_positive_int, default=20_000)
+    demo.add_argument("--partitions", type=_positive_int, default=4)
     demo.add_argument("--workdir", type=Path, default=None, help="keep files here (default: a temp dir)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "unaligned"
+_SUBSCRIPTION_KEYS = frozenset({"subscribe", "subscribepattern", "assign"})
 
 
 class UnalignedDataSource(DataSource):
@@ -43,7 +44,7 @@ class UnalignedDataSource(DataSource):
     def _reads_files(self) -> bool:
         """A batch read names a ``path`` and no Kafka subscription."""
         keys = {k.lower() for k in self.options}
-        return "path" in keys and not keys & {"subscribe", "subscribepattern", "assign"}
+        return "path" in keys and not keys & _SUBSCRIPTION_KEYS
 
     def schema(self) -> StructType:
         if self._reads_files():
@@ -68,6 +69,15 @@ class UnalignedDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from unaligned.committed_files import CommittedFilesReader
+        from unaligned.errors import OptionError
+
+        keys = {k.lower() for k in self.options}
+        if keys & _SUBSCRIPTION_KEYS:
+            raise OptionError(
+                "spark.read.format('unaligned') does not read Kafka in a batch query: use "
+                "spark.readStream.format('unaligned') (with .trigger(availableNow=True) for a "
+                "bounded read); a batch read takes option path (a file sink's committed output)"
+            )
 
         return CommittedFilesReader(dict(self.options), schema)
 

@@ -50,6 +50,12 @@ class RecordDecodeError(UnalignedError):
 # --- the two-phase-commit sink ------------------------------------------------------------------
 
 
+class LegacyRecordFormatError(UnalignedError):
+    """A fetched batch is in message format v0/v1, which the columnar decoder does not read;
+    the fetcher hook hands such a fetch to kafka-python's own decoder instead (never raised
+    to the user)."""
+
+
 class SinkConfigurationError(OptionError):
     """The sink cannot give exactly-once with the options or the broker settings it was given."""
 

@@ -1,16 +1,8 @@
 """The Kafka participant of the two-phase-commit sink: one transaction per task attempt.
 
-Input columns are the ones Spark's Kafka sink takes (matched case-insensitively, other columns
-ignored):
-
-===============  ======================================  =========================================
-``value``        string or binary (required)             the record value (null: a tombstone)
-``key``          string or binary                        the record key
-``topic``        string                                  required unless option ``topic`` is set;
-                                                         the option wins when both are given
-``partition``    int                                     the partition (null: the partitioner)
-``headers``      array<struct<key string, value binary>>  record headers
-===============  ======================================  =========================================
+Input columns (``value``, ``key``, ``topic``, ``partition``, ``headers``, as in Spark's Kafka
+sink) and their types: :mod:`unaligned.kafka_sink_columns`. The participant contract:
+:mod:`unaligned.sink_participant`.
 
 Transactional ids are ``<prefix>-<batchId>-<partitionId>-<attemptNumber>``: unique per query,
 batch and task attempt, so no id ever carries two transactions of one run (see the hazard in
@@ -26,7 +18,7 @@ id's epoch). That time covers the rest of the batch, the driver's decision, and 
 crashes after the decision - the time until the restarted query rolls the batch forward. When a
 restart comes later than that, the roll-forward fails with :class:`TransactionCommitError`
 naming the batch, the commit record and the transactions: those records are gone from Kafka
-(never visible to read_committed consumers). See :func:`unaligned.two_phase_commit.roll_forward`
+(never visible to read_committed consumers). See :func:`unaligned.sink_recovery.roll_forward`
 for what the user can do then.
 """
 
@@ -34,19 +26,9 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    DataType,
-    IntegerType,
-    StringType,
-    StructType,
-)
 
 from unaligned import transaction_coordinator
 from unaligned.commit_log import CommitLog, CommitRecord
@@ -57,6 +39,7 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
+from unaligned.kafka_sink_columns import KafkaColumns, bytes_list, headers_list
 from unaligned.kafka_transactions import PreparedTransaction, TransactionalWriter
 from unaligned.sink_options import KafkaTarget
 
@@ -64,88 +47,8 @@ logger = logging.getLogger(__name__)
 
 PARTICIPANT = "kafka"
 
-_HEADERS_TYPE = ArrayType(
-    StructType().add("key", StringType(), True).add("value", BinaryType(), True)
-)
-
-
-# --- schema --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KafkaColumns:
-    """Positions of the input columns the Kafka sink reads (``None``: column absent)."""
-
-    value: int
-    key: Optional[int]
-    topic: Optional[int]
-    partition: Optional[int]
-    headers: Optional[int]
-
-
-def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
-    """Find and type-check the sink's input columns; raises :class:`SchemaMismatchError`."""
-    by_name: dict[str, tuple[int, DataType]] = {}
-    for index, field in enumerate(schema.fields):
-        by_name.setdefault(field.name.lower(), (index, field.dataType))
-
-    def column(name: str, allowed: tuple[DataType, ...], wanted: str) -> Optional[int]:
-        found = by_name.get(name)
-        if found is None:
-            return None
-        index, data_type = found
-        if not any(_same_type(data_type, a) for a in allowed):
-            raise SchemaMismatchError(
-                f"Kafka sink input column {schema.fields[index].name!r} has type "
-                f"{data_type.simpleString()}; it must be {wanted}"
-            )
-        return index
-
-    value = column("value", (StringType(), BinaryType()), "string or binary")
-    if value is None:
-        raise SchemaMismatchError(
-            f"Kafka sink needs an input column 'value' (string or binary); input columns are "
-            f"{', '.join(schema.fieldNames()) or 'none'}"
-        )
-    topic = column("topic", (StringType(),), "string")
-    if target.topic is None and topic is None:
-        raise SinkConfigurationError(
-            "Kafka sink needs option topic or an input column 'topic' (string)"
-        )
-    return KafkaColumns(
-        value=value,
-        key=column("key", (StringType(), BinaryType()), "string or binary"),
-        topic=topic if target.topic is None else None,
-        partition=column("partition", (IntegerType(),), "int"),
-        headers=column(
-            "headers", (_HEADERS_TYPE,), "array<struct<key: string, value: binary>>"
-        ),
-    )
-
-
-def _same_type(actual: DataType, expected: DataType) -> bool:
-    """Type equality ignoring nullability (Spark's sink accepts nullable and non-null alike)."""
-    if isinstance(expected, ArrayType):
-        return isinstance(actual, ArrayType) and _same_type(actual.elementType, expected.elementType)
-    if isinstance(expected, StructType):
-        return (
-            isinstance(actual, StructType)
-            and [f.name.lower() for f in actual.fields] == [f.name for f in expected.fields]
-            and all(_same_type(a.dataType, e.dataType) for a, e in zip(actual.fields, expected.fields))
-        )
-    return type(actual) is type(expected)
-
 
 # --- task side ----------------------------------------------------------------------------------
-
-
-def _bytes_list(column: pa.Array) -> list[Optional[bytes]]:
-    """A string or binary Arrow column as Python bytes (strings UTF-8 encoded, in C++)."""
-    if pa.types.is_string(column.type):
-        column = pc.cast(column, pa.binary())
-    elif pa.types.is_large_string(column.type):
-        column = pc.cast(column, pa.large_binary())
-    return column.to_pylist()
 
 
 class KafkaTaskWriter:
@@ -169,12 +72,12 @@ class KafkaTaskWriter:
 
     def write_chunk(self, chunk: pa.RecordBatch) -> None:
         cols = self._columns
-        values = _bytes_list(chunk.column(cols.value))
+        values = bytes_list(chunk.column(cols.value))
         rows = len(values)
-        keys = _bytes_list(chunk.column(cols.key)) if cols.key is not None else None
+        keys = bytes_list(chunk.column(cols.key)) if cols.key is not None else None
         topics = chunk.column(cols.topic).to_pylist() if cols.topic is not None else None
         partitions = chunk.column(cols.partition).to_pylist() if cols.partition is not None else None
-        headers = _headers_list(chunk.column(cols.headers)) if cols.headers is not None else None
+        headers = headers_list(chunk.column(cols.headers)) if cols.headers is not None else None
         send = self._writer.send
         fixed_topic = self._target.topic
         for i in range(rows):
@@ -205,25 +108,6 @@ class KafkaTaskWriter:
 
     def close(self) -> None:
         self._writer.close()
-
-
-def _headers_list(column: pa.Array) -> list[Optional[list[tuple[str, bytes]]]]:
-    result: list[Optional[list[tuple[str, bytes]]]] = []
-    for entry in column.to_pylist():
-        if entry is None:
-            result.append(None)
-            continue
-        headers = []
-        for header in entry:
-            key, value = header["key"], header["value"]
-            if key is None or value is None:
-                raise SchemaMismatchError(
-                    "Kafka sink input column 'headers' has a null header key or value; "
-                    "the producer needs a string key and a binary value"
-                )
-            headers.append((key, value))
-        result.append(headers)
-    return result
 
 
 # --- prepared transactions as JSON ----------------------------------------------------------------

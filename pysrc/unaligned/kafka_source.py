@@ -2,8 +2,10 @@
 
 Driver side (one :class:`KafkaStreamReader` per query run, kept across batches): it discovers
 partitions, resolves the starting position, computes each batch's end offsets under the read
-limits, and plans one task per topic-partition. Executor side: :func:`read_partition` runs on a
-fresh, unpickled reader per task and uses only what the :class:`KafkaInputPartition` carries.
+limits, and plans one task per topic-partition. Executor side (:meth:`KafkaStreamReader.read`):
+:func:`~unaligned.kafka_partition_reader.read_partition` runs on a fresh, unpickled reader per
+task and uses only what the :class:`~unaligned.kafka_partition_reader.KafkaInputPartition`
+carries.
 
 Offsets are "next offset to read" positions; ranges are ``[start, end)``; the checkpointed
 offset is :class:`~unaligned.offsets.SourceOffset` JSON, with room for an ``idleBarrier`` counter.
@@ -28,13 +30,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Collection, Iterator, Mapping
 
 import pyarrow as pa
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTopicPartition
-from kafka import errors as kafka_errors
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -45,10 +43,10 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from unaligned.batch_sizing import UNCAPPED_ROWS, BatchSizer
-from unaligned.errors import DataLossError, KafkaUnavailableError, OptionError, TopicNotFoundError
+from unaligned.errors import OptionError, TopicNotFoundError
 from unaligned.idle_barriers import IdleBarrierTrigger, new_token
-from unaligned.kafka_client import KafkaClientConfig, OffsetLookup, open_consumer
-from unaligned.kafka_record_decoder import install_columnar_fetch
+from unaligned.kafka_client import OffsetLookup
+from unaligned.kafka_partition_reader import KafkaInputPartition, on_data_loss, read_partition
 from unaligned.offsets import (
     Boundary,
     OffsetRange,
@@ -59,12 +57,6 @@ from unaligned.offsets import (
     min_rows_delay_passed,
     rate_limit,
     split_ranges,
-)
-from unaligned.record_batches import (
-    MAX_BATCH_ROWS,
-    RecordColumns,
-    columns_from_consumer_records,
-    to_record_batches,
 )
 from unaligned.source_options import (
     Assign,
@@ -80,36 +72,6 @@ from unaligned.source_options import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: How long one ``poll()`` blocks; progress is checked between polls.
-POLL_SLICE_MS = 200
-
-
-@dataclass(frozen=True)
-class KafkaInputPartition(InputPartition):
-    """One read task: offsets ``[range.start, range.end)`` of one topic-partition.
-
-    ``index`` is the task's position in the batch; without ``minPartitions`` /
-    ``maxRecordsPerPartition`` splitting, task ``i`` reads the ``i``-th topic-partition in
-    (topic, partition) order every batch.
-    """
-
-    index: int
-    range: OffsetRange
-    kafka: KafkaClientConfig
-    include_headers: bool
-    fail_on_data_loss: bool
-    poll_timeout_ms: int
-
-
-def _loss(fail: bool, message: str) -> None:
-    if fail:
-        raise DataLossError(
-            f"{message}. Set the option failOnDataLoss=false to continue with the records left."
-        )
-    logger.warning(
-        "%s (failOnDataLoss=false: continuing with the records still available)", message
-    )
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -381,12 +343,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         gone = sorted(set(begin.positions) - set(finish.positions))
         if gone:
             unread = ", ".join(f"{tp} from offset {begin.positions[tp]}" for tp in gone)
-            _loss(fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}")
+            on_data_loss(
+                fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}"
+            )
         topics = self._lookup.topics() if finish.positions else {}
         existing = [tp for tp in finish.positions if tp.partition in topics.get(tp.topic, ())]
         vanished = set(finish.positions) - set(existing)
         if vanished:
-            _loss(fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)")
+            on_data_loss(
+                fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)"
+            )
         earliest = self._lookup.earliest(existing)
         ranges: list[OffsetRange] = []
         for tp in sorted(finish.positions):
@@ -396,15 +362,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             frm = begin.positions.get(tp, earliest[tp])
             if tp not in begin.positions and frm != 0:
-                _loss(fail, f"partition {tp} was added and starts at offset {frm}, not 0")
+                on_data_loss(fail, f"partition {tp} was added and starts at offset {frm}, not 0")
             if until < frm:
-                _loss(
+                on_data_loss(
                     fail, f"the offset of {tp} went back from {frm} to {until} (topic recreated?)"
                 )
                 frm = until
             elif frm < earliest[tp]:
                 lost_to = min(earliest[tp], until)
-                _loss(
+                on_data_loss(
                     fail,
                     f"records of {tp} at offsets [{frm}, {lost_to}) are gone before the "
                     "query read them (retention or deleted records)",
@@ -422,109 +388,3 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._lookup.close()
-
-
-# --- executor side --------------------------------------------------------------------------
-
-
-class _RangeReader:
-    """Reads offsets ``[start, end)`` of one partition with one consumer (see read_partition)."""
-
-    def __init__(self, part: KafkaInputPartition, consumer: KafkaConsumer) -> None:
-        self.part = part
-        self.tp = part.range.tp
-        self.consumer = consumer
-        self.ktp = KafkaTopicPartition(self.tp.topic, self.tp.partition)
-        self.timeout_ms = part.kafka.request_timeout_ms
-        self.columnar = install_columnar_fetch(consumer, part.include_headers)
-        consumer.assign([self.ktp])
-        consumer.seek(self.ktp, part.range.start)
-
-    def poll(self) -> list[RecordColumns]:
-        """The records of one poll (possibly none), as columns."""
-        polled = self.consumer.poll(
-            timeout_ms=POLL_SLICE_MS, max_records=1 if self.columnar else MAX_BATCH_ROWS
-        )
-        items = polled.get(self.ktp, [])
-        if self.columnar or not items:
-            return list(items)
-        return [columns_from_consumer_records(items, self.part.include_headers)]
-
-    def position(self) -> int:
-        return int(self.consumer.position(self.ktp, timeout_ms=self.timeout_ms))
-
-    def skip_lost(self, next_offset: int) -> int:
-        """An out-of-range position: DataLossError, or (failOnDataLoss=false) seek past the gap.
-        Returns the new next offset to read."""
-        end = self.part.range.end
-        earliest = self.consumer.beginning_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
-        if earliest > next_offset:
-            skip_to = min(earliest, end)
-            message = (
-                f"records of {self.tp} at offsets [{next_offset}, {skip_to}) are gone before the "
-                "query read them (retention or deleted records)"
-            )
-        else:
-            latest = self.consumer.end_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
-            skip_to = end
-            message = (
-                f"offset {next_offset} of {self.tp} is outside the partition's offsets "
-                f"[{earliest}, {latest}) (topic recreated?): records [{next_offset}, {end}) "
-                "are lost"
-            )
-        _loss(self.part.fail_on_data_loss, message)
-        if skip_to < end:
-            self.consumer.seek(self.ktp, skip_to)
-        return skip_to
-
-    def lost_below(self, next_offset: int) -> bool:
-        earliest = self.consumer.beginning_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
-        return bool(earliest > next_offset)
-
-
-def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
-    """Read exactly offsets ``[start, end)`` of one partition as Arrow batches.
-
-    Stops when the consumer's position reaches ``end`` even if no record carries the last
-    offsets (transaction markers and aborted records occupy offsets: SPARK-25005). Fails with
-    KafkaUnavailableError after ``kafkaConsumer.pollTimeoutMs`` without progress.
-    """
-    rng, tp = part.range, part.range.tp
-    if rng.size == 0:
-        return
-    consumer = open_consumer(part.kafka)
-    try:
-        reader = _RangeReader(part, consumer)
-        next_offset = rng.start
-        last_progress = time.monotonic()
-        while next_offset < rng.end:
-            before = next_offset
-            try:
-                for columns in reader.poll():
-                    columns = columns.before(rng.end)
-                    if len(columns):
-                        yield from to_record_batches(columns, tp, part.include_headers)
-                        next_offset = int(columns.offsets[-1]) + 1
-            except kafka_errors.OffsetOutOfRangeError:
-                next_offset = reader.skip_lost(next_offset)
-            # The position moves past transaction markers and aborted records as well.
-            next_offset = max(next_offset, reader.position())
-            now = time.monotonic()
-            if next_offset > before:
-                last_progress = now
-            elif (now - last_progress) * 1000 > part.poll_timeout_ms:
-                if not reader.lost_below(next_offset):
-                    raise KafkaUnavailableError(
-                        f"no records of {tp} at offsets [{next_offset}, {rng.end}) arrived from "
-                        f"Kafka at {part.kafka.bootstrap_servers} within "
-                        f"kafkaConsumer.pollTimeoutMs={part.poll_timeout_ms}"
-                    )
-                next_offset = reader.skip_lost(next_offset)
-                last_progress = now
-    except kafka_errors.KafkaTimeoutError as exc:
-        raise KafkaUnavailableError(
-            f"Kafka at {part.kafka.bootstrap_servers} did not answer while reading {tp} "
-            f"[{rng.start}, {rng.end}): {exc!r}"
-        ) from exc
-    finally:
-        consumer.close(autocommit=False, timeout_ms=1000)

@@ -9,8 +9,9 @@ Schema (exactly Spark's Kafka source schema; every field nullable, as Spark decl
 id: 0 CreateTime, 1 LogAppendTime.
 
 Records arrive as :class:`RecordColumns` (one partition, offset order): from the fast decoder in
-:mod:`unaligned.kafka_record_decoder`, or from kafka-python's ``ConsumerRecord``s through
-:func:`columns_from_consumer_records` when that decoder's fetcher hook cannot be installed.
+:mod:`unaligned.kafka_record_decoder` (plugged into kafka-python's fetcher by
+:mod:`unaligned.columnar_fetch`), or from kafka-python's ``ConsumerRecord``s through
+:func:`columns_from_consumer_records` when that hook cannot be installed.
 
 Memory: :func:`to_record_batches` cuts columns into Arrow batches of at most
 :data:`MAX_BATCH_ROWS` rows and about :data:`MAX_BATCH_BYTES` bytes.

@@ -5,7 +5,7 @@ Spark hands the stream writer the user's options with lower-cased keys, plus
 
 - Kafka: ``kafka.bootstrap.servers`` and a ``topic`` option or a ``topic`` input column.
   Every other ``kafka.*`` option is passed through to the producer (mapped by
-  :mod:`unaligned.kafka_client`). Options that would break exactly-once are refused:
+  :mod:`unaligned.kafka_client_options`). Options that would break exactly-once are refused:
   ``kafka.enable.idempotence=false``, ``kafka.acks`` other than ``all``/``-1``, a user-set
   ``kafka.transactional.id`` (the sink owns the ids), serializer options (the sink writes bytes).
 - Files: ``path`` (any URI ``pyarrow.fs.FileSystem.from_uri`` accepts).
@@ -271,7 +271,7 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
     )
 
 
-# Producer-only Java client names -> kafka-python keyword (kafka_client maps the shared ones).
+# Producer-only Java client names -> kafka-python keyword (kafka_client_options: shared ones).
 _PRODUCER_ONLY: dict[str, str] = {
     "linger.ms": "linger_ms",
     "batch.size": "batch_size",
@@ -295,14 +295,14 @@ PRODUCER_DEFAULTS: Mapping[str, Any] = {
 def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
     """``kafka.*`` options (prefix stripped) -> ``KafkaProducer`` kwargs for a transactional sink.
 
-    Connection and security settings are mapped by :func:`unaligned.kafka_client.
+    Connection and security settings are mapped by :func:`unaligned.kafka_client_options.
     client_config_from_options` (the one mapping of shared names, secrets redacted); the
     producer-only names in ``_PRODUCER_ONLY`` are mapped here. ``acks=all``, idempotence and
     the transaction timeout are forced. A consumer-only setting is refused by name.
     """
     from kafka import KafkaProducer
 
-    from unaligned.kafka_client import client_config_from_options
+    from unaligned.kafka_client_options import client_config_from_options
 
     shared = {
         k: v

@@ -9,7 +9,7 @@ Accepted (meanings as in Spark's Kafka source):
 - exactly one of ``subscribe`` (comma list), ``subscribePattern`` (regex, searched within the
   topic name as Spark does; topics created later are picked up), ``assign`` (``{"t": [0, 1]}``);
 - ``kafka.bootstrap.servers`` (required) and other ``kafka.*`` settings
-  (see :mod:`unaligned.kafka_client`);
+  (see :mod:`unaligned.kafka_client_options`);
 - starting position, by precedence as in Spark: ``startingTimestamp`` (ms, all partitions),
   ``startingOffsetsByTimestamp`` (JSON of ms per partition), ``startingOffsets`` (``earliest``,
   ``latest`` (default) or JSON with -2 / -1); ``startingOffsetsByTimestampStrategy`` ``error``
@@ -38,7 +38,7 @@ from enum import Enum
 from typing import Any, Callable, Mapping, Union
 
 from unaligned.errors import OffsetFormatError, OptionError
-from unaligned.kafka_client import PREFIX, KafkaClientConfig, client_config_from_options, is_secret
+from unaligned.kafka_client_options import PREFIX, KafkaClientConfig, client_config_from_options, is_secret
 from unaligned.offsets import (
     PartitionPosition,
     TopicPartition,

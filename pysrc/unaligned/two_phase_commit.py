@@ -1,10 +1,17 @@
 """The exactly-once sink: a two-phase commit with one durable decision per micro-batch.
 
 ``df.writeStream.format("unaligned")`` writes to Kafka transactions (:mod:`unaligned.kafka_sink`)
-or to Parquet files (:mod:`unaligned.file_sink`); both are *participants* (:class:`Participant`)
-in the same protocol. The decision log is :mod:`unaligned.commit_log`.
+or to Parquet files (:mod:`unaligned.file_sink`); both are *participants* in the same protocol.
+The decision log is :mod:`unaligned.commit_log`.
 
-The protocol (numbered where the code runs):
+The protocol is numbered where the code runs, across three modules:
+
+- here: :func:`build_stream_writer` and the writer Spark calls, with steps 1 (pre-commit),
+  2 (decide and commit, in order) and 4 (abort);
+- :mod:`unaligned.sink_recovery`: what a commit record names and how a decided batch is
+  finished (steps 2b-2d), roll-forward and recovery (step 3);
+- :mod:`unaligned.sink_participant`: the contract both sides share (:class:`Participant`,
+  :class:`TaskWriter`, :class:`SinkCommitMessage`).
 
 1. Pre-commit, in every task (:meth:`TwoPhaseCommitWriter.write`). The task writes its rows into
    its own transaction (a transactional producer with id ``<prefix>-<batch>-<partition>-<attempt>``)
@@ -15,12 +22,13 @@ The protocol (numbered where the code runs):
 2. Decision and commit, on the driver (:meth:`TwoPhaseCommitWriter.commit`): write the batch's
    commit record (atomic, under the checkpoint) - this is the decision -, then commit every
    prepared item, then mark the batch done, then clean up (abort what no record names up to
-   this batch, remove staging leftovers, prune old records). If the batch already has a record (restart after the
-   decision), the record is rolled forward and the new messages are discarded.
-3. Recovery, before tasks run (:func:`recover`): roll forward every decided but unfinished batch;
-   abort every open transaction of the sink's prefix that no record names (fence its id) and
-   remove every staging file. Step 2 repeats the roll-forward and the cleanup, so correctness
-   never depends on recovery having run.
+   this batch, remove staging leftovers, prune old records). If the batch already has a
+   record (restart after the decision), the record is rolled forward and the new messages are
+   discarded.
+3. Recovery, before tasks run (:func:`unaligned.sink_recovery.recover`): roll forward every
+   decided but unfinished batch; abort every open transaction of the sink's prefix that no
+   record names (fence its id) and remove every staging file. Step 2 repeats the roll-forward
+   and the cleanup, so correctness never depends on recovery having run.
 4. Abort, on the driver when a task failed (:meth:`TwoPhaseCommitWriter.abort`): abort what the
    messages prepared, never what a commit record names.
 
@@ -37,17 +45,16 @@ Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark c
   process with a new writer; recovery there would abort the batch being committed, so it never
   runs there.
 
-Transaction timeout and late restarts: see :func:`roll_forward`. What the driver does with
-channel state, metrics and idle-barrier hints at a barrier: :mod:`unaligned.barrier_commit`.
+Transaction timeout and late restarts: see :func:`unaligned.sink_recovery.roll_forward`. What
+the driver does with channel state, metrics and idle-barrier hints at a barrier:
+:mod:`unaligned.barrier_commit`.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -60,71 +67,22 @@ from unaligned.barrier_commit import after_barrier, collect_channel_state_garbag
 from unaligned.channel_state import ChannelStateRef
 from unaligned.commit_log import CommitLog, CommitRecord
 from unaligned.crash_points import CrashPoint, FailPoint
-from unaligned.errors import (
-    BarrierError,
-    CommitLogError,
-    SinkConfigurationError,
-    TransactionCommitError,
-)
+from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink_options import FileTarget, KafkaTarget, SinkOptions
+from unaligned.sink_participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
+from unaligned.sink_recovery import (
+    check_participant,
+    commit_record,
+    prepared_items,
+    recover,
+    roll_forward,
+)
 from unaligned.writer_role import WriterRole, writer_role
 
 logger = logging.getLogger(__name__)
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-
-
-# --- participants ------------------------------------------------------------------------------
-
-
-class TaskWriter(Protocol):
-    """One task attempt's prepared work (a transaction, a staging file)."""
-
-    def write_chunk(self, chunk: pa.RecordBatch) -> None: ...
-    def between_chunks(self) -> None: ...
-    def prepare(self) -> dict[str, Any]: ...
-    def abort(self) -> None: ...
-    def close(self) -> None: ...
-
-
-class Participant(Protocol):
-    """What the protocol needs from a target. Must be picklable (it travels to tasks)."""
-
-    kind: str
-
-    def check_at_query_start(self) -> None: ...
-    def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> TaskWriter: ...
-    def commit(
-        self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
-    ) -> None: ...
-    def finish_batch(self, record: CommitRecord) -> None: ...
-    def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None: ...
-    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int: ...
-    def describe(self, item: Mapping[str, Any]) -> str: ...
-    def item_key(self, item: Mapping[str, Any]) -> str: ...
-
-
-class TaskOutcome(enum.Enum):
-    PREPARED = "prepared"
-    EMPTY = "empty"
-    ALREADY_DECIDED = "already_decided"
-
-
-@dataclass(frozen=True)
-class SinkCommitMessage(WriterCommitMessage):
-    """What one task attempt prepared; ``prepared`` is set only for ``PREPARED``."""
-
-    batch_id: int
-    partition_id: int
-    attempt_number: int
-    rows: int
-    outcome: TaskOutcome
-    prepared: Optional[Mapping[str, Any]]
-    pending: tuple[Mapping[str, Any], ...] = ()
-    """Channel state this task index leaves for the next barrier (ref JSON, oldest first)."""
-    stats: Optional[Mapping[str, Any]] = None
-    """:class:`unaligned.sink_metrics.TaskBarrierStats` as a dict."""
 
 
 # --- writer ---------------------------------------------------------------------------------------
@@ -140,7 +98,8 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
         from unaligned.file_sink import FileParticipant
 
         return FileParticipant(target, schema)
-    from unaligned.kafka_sink import KafkaParticipant, kafka_columns
+    from unaligned.kafka_sink import KafkaParticipant
+    from unaligned.kafka_sink_columns import kafka_columns
 
     columns = kafka_columns(schema, target)
     target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
@@ -174,6 +133,7 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> "TwoP
     planned_at_ms: Optional[int] = None
     if role is WriterRole.PLANNER:
         participant.check_at_query_start()
+        # Step 3: recovery, in Spark's planner only (see the module docstring).
         recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
         collect_channel_state_garbage(sink_options)
         planned_at_ms = int(wall_clock_ms())
@@ -305,7 +265,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         record = log.read(batchId)
         if record is None:
             # 2b. Decide: the commit record is the single point of decision.
-            items = _prepared_items(messages, batchId)
+            items = prepared_items(messages, batchId)
             crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, batchId)
             record = CommitRecord(
                 batchId,
@@ -318,7 +278,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             crash_points.reach(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, batchId)
         else:
             # 2b'. Decided by an earlier run: roll that decision forward, discard new messages.
-            _check_participant(record, participant, log)
+            check_participant(record, participant, log)
             named = {participant.item_key(item) for item in record.prepared}
             stray = [
                 m.prepared
@@ -336,7 +296,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         decided_ms = (time.monotonic() - started) * 1000
         if not log.is_done(batchId):
             # 2c. Commit every prepared item (idempotent); 2d. make the batch visible (files).
-            _commit_record(log, participant, record, CrashPoint.DRIVER_PARTIAL_COMMIT)
+            commit_record(log, participant, record, CrashPoint.DRIVER_PARTIAL_COMMIT)
             # 2e. Mark the batch done, with the time commit() took up to here.
             decided_ms = (time.monotonic() - started) * 1000
             log.mark_done(batchId, commit_ms=decided_ms)
@@ -380,128 +340,6 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
 
 def _messages(messages: Sequence[Optional[WriterCommitMessage]]) -> list[SinkCommitMessage]:
     return [m for m in messages if isinstance(m, SinkCommitMessage)]
-
-
-def _prepared_items(
-    messages: Sequence[Optional[WriterCommitMessage]], batch_id: int
-) -> list[Mapping[str, Any]]:
-    """The prepared items of a batch's successful tasks; refuses anything inconsistent."""
-    items: list[Mapping[str, Any]] = []
-    partitions: set[int] = set()
-    for message in messages:
-        if not isinstance(message, SinkCommitMessage):
-            raise CommitLogError(
-                f"batch {batch_id}: commit got {type(message).__name__} instead of a task's "
-                "commit message; refusing to decide without knowing what every task prepared"
-            )
-        if message.batch_id != batch_id:
-            raise CommitLogError(
-                f"batch {batch_id}: commit got a message of batch {message.batch_id} "
-                f"(partition {message.partition_id})"
-            )
-        if message.partition_id in partitions:
-            raise CommitLogError(
-                f"batch {batch_id}: two commit messages for partition {message.partition_id}"
-            )
-        partitions.add(message.partition_id)
-        if message.outcome is TaskOutcome.ALREADY_DECIDED:
-            raise CommitLogError(
-                f"batch {batch_id}: partition {message.partition_id} found a commit record for "
-                f"the batch, but the driver found none"
-            )
-        if message.prepared is not None:
-            items.append(message.prepared)
-    return sorted(items, key=lambda item: int(item.get("partition", 0)))
-
-
-def _check_participant(record: CommitRecord, participant: Participant, log: CommitLog) -> None:
-    if record.participant != participant.kind:
-        raise CommitLogError(
-            f"commit record {log.describe(record.batch_id)} was written by the "
-            f"{record.participant!r} sink, but this query writes with the {participant.kind!r} "
-            "sink; a checkpoint cannot change sink targets"
-        )
-
-
-def _commit_record(
-    log: CommitLog, participant: Participant, record: CommitRecord, partial_point: CrashPoint
-) -> None:
-    total = len(record.prepared)
-
-    def progress(committed: int) -> None:
-        if 0 < committed < total:
-            crash_points.reach(partial_point, record.batch_id)
-
-    try:
-        participant.commit(record.prepared, record.batch_id, progress)
-    except TransactionCommitError as exc:
-        raise TransactionCommitError(
-            f"{exc}. Commit record: {log.describe(record.batch_id)}. See "
-            "unaligned.two_phase_commit.roll_forward for what a lost transaction means and "
-            "how to replay the batch"
-        ) from exc
-    participant.finish_batch(record)
-
-
-def roll_forward(
-    log: CommitLog,
-    participant: Participant,
-    batch_id: int,
-    partial_point: CrashPoint = CrashPoint.DRIVER_PARTIAL_COMMIT,
-) -> None:
-    """Finish a decided batch: commit every item its record names, then mark it done.
-
-    Every commit is idempotent (a committed Kafka transaction commits again with success, a
-    renamed file is found under its final name), so rolling forward twice is harmless.
-
-    Late restart (Kafka): a prepared transaction older than ``kafka.transaction.timeout.ms`` has
-    been aborted by the broker, with its id's epoch bumped. Committing it then fails with
-    :class:`TransactionCommitError` naming the batch, the commit record, and which transactions
-    were committed and which refused. The refused transactions' records were never visible to
-    read_committed consumers and are gone from Kafka; the query stops and stays stopped (every
-    restart fails the same way) rather than skip them. What the user can do:
-
-    - If *no* transaction of the batch was committed (the usual case: the crash came between
-      the commit record and the first commit): delete the batch's commit record (the file the
-      error names) and restart. The batch is undecided again; Spark replays it from its offset
-      log, the tasks write new transactions and the driver decides anew - still exactly once,
-      provided the source still has the batch's input (Kafka retention).
-    - If *some* were committed (crash in the middle of the commits, then a late restart):
-      deleting the record makes the replay write the committed tasks' records a second time
-      (duplicates of those partitions only). Exactly-once cannot be restored automatically; the
-      user chooses between those duplicates and the loss.
-
-    Keep ``kafka.transaction.timeout.ms`` above batch time plus the longest restart time (at most
-    the brokers' ``transaction.max.timeout.ms``, checked at query start).
-    """
-    record = log.read(batch_id)
-    if record is None:
-        raise CommitLogError(f"batch {batch_id} has no commit record to roll forward")
-    _check_participant(record, participant, log)
-    logger.info(
-        "batch %d was decided but not finished: rolling %d item(s) forward",
-        batch_id,
-        len(record.prepared),
-    )
-    _commit_record(log, participant, record, partial_point)
-    log.mark_done(batch_id)
-
-
-# Step 3 ---------------------------------------------------------------------------------------
-def recover(log: CommitLog, participant: Participant) -> None:
-    """Recovery before a batch's tasks run (Spark's planner process, see module docstring).
-
-    3a. Roll forward every batch that has a commit record but is not done.
-    3b. Abort whatever no commit record names: fence every open transactional id of the sink's
-        prefix / remove every staging directory. No task of this query runs now, so nothing
-        open can belong to a batch still in progress.
-    """
-    for batch_id in log.unfinished_batch_ids():
-        roll_forward(log, participant, batch_id, CrashPoint.RECOVERY)
-    aborted = participant.clean_up(log, None)
-    if aborted:
-        logger.info("recovery: aborted %d leftover(s) no commit record names", aborted)
-    crash_points.reach(CrashPoint.RECOVERY)
 
 
 def _abort_quietly(task: TaskWriter, batch_id: int, partition_id: int) -> None:
