@@ -11,10 +11,9 @@ Every query is Kafka -> ``readStream.format("unaligned")`` -> ``writeStream.form
 
 1. ``throttled``: 8,000 records of 1,000 bytes in 8 partitions, 4,000 of them in partition 0
    (the hot partition), the rest spread over partitions 1..7. The broker's default client quota
-   ``producer_byte_rate`` is set to ``THROTTLE_BYTES_PER_S`` while the sink writes. Every sink
-   producer uses the client id ``unaligned-sink``, and Kafka applies a client-id quota to all
-   connections with that id together: the sink's tasks share one 300 kB/s budget, so writing the
-   hot partition alone takes more than 13 s. One input batch (``maxOffsetsPerTrigger`` covers
+   ``producer_byte_rate`` is set to ``THROTTLE_BYTES_PER_S`` while the sink writes. Each sink
+   producer has its own client id (``producer-<transactional id>``, Kafka's default), so the
+   quota applies per task: writing the hot partition's 4 MB takes more than 13 s. One input batch (``maxOffsetsPerTrigger`` covers
    the whole input); sink options ``chunkRows=200``, ``maxUnacknowledgedBytes=131072``.
    Run once with ``checkpointMode=aligned`` and once with ``checkpointMode=unaligned``,
    ``alignedCheckpointTimeout=2s``. Batch durations come from the sink's per-barrier metrics
@@ -362,8 +361,8 @@ def main() -> dict[str, Any]:
                 "records_per_partition": {p: len(v) for p, v in expected.items()},
                 "value_bytes": THROTTLED_VALUE_BYTES,
                 "throttle_bytes_per_s": THROTTLE_BYTES_PER_S,
-                "throttle_note": "default client quota producer_byte_rate; all sink producers "
-                "share client id 'unaligned-sink', so they share one quota",
+                "throttle_note": "default client quota producer_byte_rate, per sink producer "
+                "(client id producer-<transactional id>)",
                 "aligned_checkpoint_timeout": ALIGNED_CHECKPOINT_TIMEOUT,
                 "results": throttled,
             }

@@ -38,6 +38,15 @@ def test_producer_exposes_transaction_manager_producer_id_and_epoch() -> None:
 # --- pure behaviour ----------------------------------------------------------------------------
 
 
+def test_client_id_defaults_to_kafkas_producer_prefix_per_transactional_id() -> None:
+    # Kafka's Java producer: client.id defaults to "producer-<transactional.id>", so each task
+    # attempt is its own client for quotas and metrics.
+    writers = [kt.TransactionalWriter({}, f"sink-7-{task}-0") for task in range(2)]
+    assert [w.client_id for w in writers] == ["producer-sink-7-0-0", "producer-sink-7-1-0"]
+    assert kt.TransactionalWriter({"client_id": "mine"}, "sink-7-0-0").client_id == "mine"
+
+
+
 def test_writer_constructor_touches_no_network() -> None:
     # Port 1 on loopback has no broker: a connection attempt would fail or hang.
     writer = kt.TransactionalWriter({"bootstrap_servers": "127.0.0.1:1"}, "tx-1")

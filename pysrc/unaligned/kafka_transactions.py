@@ -68,7 +68,8 @@ class TransactionalWriter:
 
     :meth:`begin` -> :meth:`send`... -> :meth:`prepare` (stays open for the driver) or
     :meth:`abort`; then :meth:`close`, which never ends the transaction. ``client_kwargs`` are
-    ``KafkaProducer`` kwargs; the constructor touches no network.
+    ``KafkaProducer`` kwargs; the constructor touches no network. Without a ``client_id`` in
+    them the producer's client id is ``producer-<transactional id>`` (Kafka's own default).
     """
 
     def __init__(self, client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
@@ -80,7 +81,13 @@ class TransactionalWriter:
                 f"client option transactional_id={configured!r} contradicts the writer's "
                 f"transactional id {transactional_id!r}"
             )
-        self._client_kwargs = {**client_kwargs, "transactional_id": transactional_id}
+        # client.id defaults to "producer-<transactional.id>", as in Kafka's Java producer: one
+        # client per task attempt, so broker quotas and client metrics are per task.
+        self._client_kwargs = {
+            "client_id": f"producer-{transactional_id}",
+            **client_kwargs,
+            "transactional_id": transactional_id,
+        }
         self._transactional_id = transactional_id
         self._producer: Optional[KafkaProducer] = None
         self._state = _WriterState.NEW
@@ -96,6 +103,11 @@ class TransactionalWriter:
     @property
     def transactional_id(self) -> str:
         return self._transactional_id
+
+    @property
+    def client_id(self) -> str:
+        """The producer's client id: what broker quotas and client metrics are keyed by."""
+        return str(self._client_kwargs["client_id"])
 
     def begin(self) -> None:
         """Open the transaction.

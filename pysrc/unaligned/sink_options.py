@@ -284,7 +284,6 @@ _PRODUCER_ONLY: dict[str, str] = {
 }
 _PRODUCER_CHECKED = frozenset({"acks", "enable.idempotence", "transaction.timeout.ms"})
 PRODUCER_DEFAULTS: Mapping[str, Any] = {
-    "client_id": "unaligned-sink",
     "linger_ms": 5,
     "batch_size": 256 * 1024,
     "allow_auto_create_topics": False,
