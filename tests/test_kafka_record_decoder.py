@@ -57,7 +57,11 @@ def assert_matches_reference(columns: Any, expected: list[Any]) -> None:
 # --- decoding -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codecs", [(0, 0, 0, 0), (1, 1, 1, 1), (1, 0, 1, 0), (0, 1, 0, 1)])
+@pytest.mark.parametrize(
+    "codecs",
+    [(0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2), (3, 3, 3, 3), (4, 4, 4, 4), (1, 2, 3, 4), (0, 4, 0, 2)],
+    ids=["none", "gzip", "snappy", "lz4", "zstd", "mixed", "some"],
+)
 def test_decoded_columns_equal_kafka_pythons_records(codecs: tuple[int, ...]) -> None:
     rng = random.Random(7)
     buffer = b"".join(
