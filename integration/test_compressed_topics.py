@@ -9,11 +9,10 @@ decodes are exactly what a Java producer or a recompressing broker would store.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from unaligned.testing import EmbeddedKafka
 from harness import kafka_stream, wait_until
