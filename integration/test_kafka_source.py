@@ -56,6 +56,11 @@ def offsets_of(rows: Iterable[Any]) -> list[tuple[int, int]]:
     return [(r["partition"], r["offset"]) for r in rows]
 
 
+def ranges_of(planned: Iterable[Any]) -> list[tuple[int, int, int]]:
+    """(partition, start, exclusive end) of every planned input partition."""
+    return [(p.range.tp.partition, p.range.start, p.range.end) for p in planned]
+
+
 def produce_numbered(
     kafka: EmbeddedKafka, topic: str, partitions: int, start: int, count: int
 ) -> None:
@@ -433,14 +438,17 @@ def test_the_reader_plans_one_task_per_partition_in_stable_order(
     start = reader.initialOffset()
     token = start["barrierToken"]  # chosen once per query; names its idle-barrier hint
     assert isinstance(token, str) and token.isalnum()
+    starting = {first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}}
     assert start == {
-        "offsets": {first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}},
+        "offsets": starting,
         "idleBarrier": 0,
         "barrierToken": token,
+        "queryStart": starting,  # the first batch's end records where the query started
     }
     end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
     assert end["offsets"] == {first: {"0": 0, "1": 5, "2": 0}, second: {"0": 3, "1": 0}}
     assert end["barrierToken"] == token  # kept from batch to batch
+    assert end["queryStart"] == starting
     planned = reader.partitions(start, end)
     assert [(p.index, str(p.range.tp), p.range.start, p.range.end) for p in planned] == [
         (0, f"{first}-0", 0, 0),
@@ -461,8 +469,41 @@ def test_the_reader_plans_one_task_per_partition_in_stable_order(
     available_now.prepareForTriggerAvailableNow()
     kafka.produce(first, [(1, None, b"late", None, ts)])
     assert available_now.latestOffset(start, ReadAllAvailable()) == end  # never past the target
-    assert reader.latestOffset(end, ReadAllAvailable())["offsets"][first]["1"] == 6
+    second_end = reader.latestOffset(end, ReadAllAvailable())
+    assert second_end["offsets"][first]["1"] == 6
+    assert "queryStart" not in second_end  # only the first batch records the query start
 
     with pytest.raises(OffsetFormatError, match="start offset"):
         reader.partitions({"offsets": {first: {"0": -5}}, "idleBarrier": 0}, end)
     reader.stop()
+
+
+def test_first_batch_rerun_after_a_restart_reads_from_the_original_latest_start(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    # Spark re-runs a planned but uncommitted first batch after a restart with a start it gets
+    # from initialOffset() again; with startingOffsets=latest that resolves later. The batch
+    # must still read from where the query first started: nothing skipped, nothing repeated.
+    topic = new_topic(partitions=2)
+    produce_numbered(kafka, topic, 2, 0, 10)  # before the query: not read with latest
+    options = {
+        "subscribe": topic,
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "startingOffsets": "latest",
+    }
+    first_run = KafkaStreamReader(SourceOptions.parse(options))
+    start = first_run.initialOffset()
+    produce_numbered(kafka, topic, 2, 10, 20)
+    end = json.loads(json.dumps(first_run.latestOffset(start, ReadAllAvailable())))
+    planned = ranges_of(first_run.partitions(start, end))
+    assert planned == [(0, 5, 15), (1, 5, 15)]
+    first_run.stop()  # the query dies here: batch 0 is in Spark's offset log, not committed
+
+    produce_numbered(kafka, topic, 2, 30, 20)  # arrives while the query is down
+    restarted = KafkaStreamReader(SourceOptions.parse(options))
+    re_resolved = restarted.initialOffset()
+    assert re_resolved["offsets"][topic] == {"0": 25, "1": 25}  # "latest" has moved on
+    assert ranges_of(restarted.partitions(re_resolved, end)) == planned
+    following = restarted.latestOffset(end, ReadAllAvailable())
+    assert ranges_of(restarted.partitions(end, following)) == [(0, 15, 25), (1, 15, 25)]
+    restarted.stop()

@@ -52,6 +52,29 @@ def test_source_offset_json_is_deterministic_with_numeric_partition_order() -> N
     assert list(a.to_json()["offsets"]) == ["b", "t"]
 
 
+def test_the_query_start_is_recorded_by_the_initial_offset_and_the_first_batch_only() -> None:
+    initial = SourceOffset.initial({A0: 5, A1: 7}, "tok")
+    assert initial.to_json()["queryStart"] == {"a": {"0": 5, "1": 7}}
+    first_end = initial.next({A0: 9, A1: 7}, 0)
+    assert first_end.query_start == {A0: 5, A1: 7} and first_end.barrier_token == "tok"
+    assert SourceOffset.from_json(json.dumps(first_end.to_json()), "x") == first_end
+    second_end = first_end.next({A0: 12, A1: 8}, 0)
+    assert second_end.query_start is None and "queryStart" not in second_end.to_json()
+    idle = initial.next(initial.positions, 1)  # an idle barrier before any record: still batch 0
+    assert idle.query_start == {A0: 5, A1: 7}
+
+
+def test_a_rerun_first_batch_starts_at_the_recorded_query_start() -> None:
+    first_end = SourceOffset.initial({A0: 5}, "tok").next({A0: 9}, 0)
+    re_resolved = SourceOffset.initial({A0: 30}, "new")  # initialOffset() again after a restart
+    assert first_end.batch_start(re_resolved).positions == {A0: 5}
+    same = SourceOffset.initial({A0: 5}, "tok")
+    assert first_end.batch_start(same) is same
+    later = SourceOffset({A0: 9}, 0, "tok")
+    assert later.next({A0: 11}, 0).batch_start(later) is later  # no query start: as passed
+    assert first_end.batch_start(first_end) is first_end  # an empty plan stays empty
+
+
 def test_empty_source_offset_round_trips() -> None:
     assert SourceOffset.from_json({"offsets": {}, "idleBarrier": 0}, "x") == SourceOffset()
 
@@ -63,6 +86,8 @@ def test_empty_source_offset_round_trips() -> None:
         "[]",
         {"offsets": {"t": {"0": 1}}},
         {"offsets": {"t": {"0": 1}}, "idleBarrier": 0, "extra": 1},
+        {"offsets": {"t": {"0": 1}}, "idleBarrier": 0, "queryStart": [1]},
+        {"offsets": {"t": {"0": 1}}, "idleBarrier": 0, "queryStart": {"t": {"0": -3}}},
         {"offsets": {"t": {"0": -1}}, "idleBarrier": 0},
         {"offsets": {"t": {"x": 1}}, "idleBarrier": 0},
         {"offsets": {"t": {"0": "1"}}, "idleBarrier": 0},

@@ -209,7 +209,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
             positions = self._resolve_timestamps(start.timestamps, "startingOffsetsByTimestamp")
         logger.info("initial offsets: %s", positions)
-        return SourceOffset(positions, 0, new_token()).to_json()
+        return SourceOffset.initial(positions, new_token()).to_json()
 
     # --- admission control -----------------------------------------------------------------
 
@@ -278,12 +278,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
                 if self._sizer is not None:
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
-        token = begin.barrier_token
         if end == dict(begin.positions):
             if self._idle_barrier_due(begin):
-                return SourceOffset(begin.positions, begin.idle_barrier + 1, token).to_json()
+                return begin.next(begin.positions, begin.idle_barrier + 1).to_json()
             return start
-        return SourceOffset(end, begin.idle_barrier, token).to_json()
+        return begin.next(end, begin.idle_barrier).to_json()
 
     def _size_batch(
         self, froms: dict[TopicPartition, int], end: dict[TopicPartition, int]
@@ -309,9 +308,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         """One task per topic-partition of ``end`` in (topic, partition) order, empty ranges
         included; split further with minPartitions / maxRecordsPerPartition."""
-        begin = SourceOffset.from_json(start, "the start offset from Spark's offset log")
         finish = SourceOffset.from_json(end, "the end offset from Spark's offset log")
-        if begin == finish:
+        passed = SourceOffset.from_json(start, "the start offset from Spark's offset log")
+        begin = finish.batch_start(passed)
+        if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []
         pieces = split_ranges(
             self._plan_ranges(begin, finish),

@@ -8,6 +8,14 @@ The source's checkpointed offset (what Spark writes to its offset log for this s
 
     {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0, "barrierToken": "9f0c..."}
 
+``queryStart`` (optional, same shape as ``offsets``) pins where the query started. Spark's
+Python data sources have no metadata log of their own, and a restart that re-runs the very
+first batch (planned, never committed) calls ``initialOffset()`` again, so ``latest`` or a
+timestamp would resolve to a later position and the records in between would be skipped.
+The initial offset therefore records its own positions as ``queryStart``, the end offset
+planned from it copies them, and planning a batch whose end carries ``queryStart`` reads from
+there instead of from the start Spark passes (see :meth:`SourceOffset.batch_start`).
+
 ``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
 when channel state is pending and no record arrived (:mod:`unaligned.idle_barriers`); a change
 in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
@@ -179,15 +187,62 @@ class SourceOffset:
     idle_barrier: int = 0
     barrier_token: Optional[str] = None
     """Names this query's idle-barrier hint; ``None`` only in offsets written without one."""
+    query_start: Optional[Mapping[TopicPartition, int]] = None
+    """Where the query started (next offset to read per partition): set on the initial offset
+    and on the end offset of the first batch, ``None`` on every later offset."""
+
+    @classmethod
+    def initial(
+        cls, positions: Mapping[TopicPartition, int], barrier_token: str
+    ) -> "SourceOffset":
+        """A new query's start offset: it records its own positions as the query start."""
+        return cls(positions, 0, barrier_token, dict(positions))
+
+    def next(self, positions: Mapping[TopicPartition, int], idle_barrier: int) -> "SourceOffset":
+        """The end offset of a batch that starts at this offset. It keeps the token, and keeps
+        the query start only when this offset is the query's start (the first batch)."""
+        return SourceOffset(
+            positions,
+            idle_barrier,
+            self.barrier_token,
+            self.query_start if self.is_query_start() else None,
+        )
+
+    def is_query_start(self) -> bool:
+        """Whether this is a query's start offset (what ``initialOffset()`` returned)."""
+        return self.query_start is not None and dict(self.query_start) == dict(self.positions)
+
+    def batch_start(self, start: "SourceOffset") -> "SourceOffset":
+        """The start of the batch that ends at this offset: ``start`` as Spark passed it, or,
+        when this is the end of the first batch, the query start recorded when that batch was
+        planned (Spark passes a freshly resolved ``initialOffset()`` when it re-runs the first
+        batch after a restart)."""
+        if (
+            self.query_start is None
+            or not start.is_query_start()
+            or dict(self.query_start) == dict(start.positions)
+        ):
+            return start
+        logger.info(
+            "re-running the first batch: reading from the recorded query start %s, not from the "
+            "re-resolved initial offset %s",
+            dict(self.query_start),
+            dict(start.positions),
+        )
+        return SourceOffset(
+            self.query_start, start.idle_barrier, start.barrier_token, self.query_start
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Deterministic JSON-able dict: topics sorted, partitions in numeric order."""
-        offsets: dict[str, dict[str, int]] = {}
-        for tp in sorted(self.positions):
-            offsets.setdefault(tp.topic, {})[str(tp.partition)] = int(self.positions[tp])
-        result: dict[str, Any] = {"offsets": offsets, "idleBarrier": self.idle_barrier}
+        result: dict[str, Any] = {
+            "offsets": _positions_json(self.positions),
+            "idleBarrier": self.idle_barrier,
+        }
         if self.barrier_token is not None:
             result["barrierToken"] = self.barrier_token
+        if self.query_start is not None:
+            result["queryStart"] = _positions_json(self.query_start)
         return result
 
     @classmethod
@@ -198,7 +253,7 @@ class SourceOffset:
                 value = json.loads(value)
             except ValueError as exc:
                 raise OffsetFormatError(f"{what} is not valid JSON ({exc}): {value!r}") from exc
-        if not isinstance(value, dict) or set(value) - {"barrierToken"} != {"offsets", "idleBarrier"}:
+        if not isinstance(value, dict) or set(value) - _OPTIONAL_KEYS != {"offsets", "idleBarrier"}:
             raise OffsetFormatError(
                 f'{what} must look like {{"offsets": {{"topic": {{"0": 23}}}}, "idleBarrier": 0}}, '
                 f"got {value!r}"
@@ -208,27 +263,44 @@ class SourceOffset:
             raise OffsetFormatError(
                 f"{what}: idleBarrier must be a whole number >= 0, got {barrier!r}"
             )
-        offsets = value["offsets"]
-        if not isinstance(offsets, dict):
-            raise OffsetFormatError(
-                f"{what}: offsets must be an object keyed by topic, got {offsets!r}"
-            )
-        positions: dict[TopicPartition, int] = {}
-        for topic, per_partition in offsets.items():
-            if not isinstance(per_partition, dict) or not topic:
-                raise OffsetFormatError(
-                    f"{what}: topic {topic!r} must map to an object of partition -> offset"
-                )
-            for raw_partition, raw_offset in per_partition.items():
-                tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
-                offset = _whole_number(raw_offset, what, tp)
-                if offset < 0:
-                    raise OffsetFormatError(f"{what}: offset {offset} for {tp} is negative")
-                positions[tp] = offset
+        positions = _positions_from_json(value["offsets"], what, "offsets")
         token = value.get("barrierToken")
         if token is not None and (not isinstance(token, str) or not token.isalnum()):
             raise OffsetFormatError(f"{what}: barrierToken must be an alphanumeric string, got {token!r}")
-        return cls(positions, barrier, token)
+        query_start = (
+            _positions_from_json(value["queryStart"], what, "queryStart")
+            if "queryStart" in value
+            else None
+        )
+        return cls(positions, barrier, token, query_start)
+
+
+_OPTIONAL_KEYS = frozenset({"barrierToken", "queryStart"})
+
+
+def _positions_json(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    offsets: dict[str, dict[str, int]] = {}
+    for tp in sorted(positions):
+        offsets.setdefault(tp.topic, {})[str(tp.partition)] = int(positions[tp])
+    return offsets
+
+
+def _positions_from_json(offsets: object, what: str, key: str) -> dict[TopicPartition, int]:
+    if not isinstance(offsets, dict):
+        raise OffsetFormatError(f"{what}: {key} must be an object keyed by topic, got {offsets!r}")
+    positions: dict[TopicPartition, int] = {}
+    for topic, per_partition in offsets.items():
+        if not isinstance(per_partition, dict) or not topic:
+            raise OffsetFormatError(
+                f"{what}: topic {topic!r} must map to an object of partition -> offset"
+            )
+        for raw_partition, raw_offset in per_partition.items():
+            tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
+            offset = _whole_number(raw_offset, what, tp)
+            if offset < 0:
+                raise OffsetFormatError(f"{what}: offset {offset} for {tp} is negative")
+            positions[tp] = offset
+    return positions
 
 
 # --- ranges ---------------------------------------------------------------------------------
