@@ -91,7 +91,8 @@ def kcat_read(bootstrap: str, topic: str) -> float:
 
 def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> float:
     from unaligned.kafka_partition_reader import KafkaInputPartition, read_partition
-    from unaligned.offsets import OffsetRange, TopicPartition
+    from unaligned.offset_ranges import OffsetRange
+    from unaligned.offsets import TopicPartition
     from unaligned.source_options import SourceOptions
 
     options = SourceOptions.parse({"subscribe": topic, "kafka.bootstrap.servers": bootstrap})

@@ -11,7 +11,8 @@ from pyspark.serializers import CPickleSerializer
 
 from unaligned.errors import DataLossError
 from unaligned.kafka_partition_reader import KafkaInputPartition, on_data_loss, read_partition
-from unaligned.offsets import OffsetRange, TopicPartition
+from unaligned.offset_ranges import OffsetRange
+from unaligned.offsets import TopicPartition
 from unaligned.source_options import SourceOptions
 
 #: Nothing listens here: a task that tried to connect would fail.

@@ -28,7 +28,7 @@ from unaligned.columnar_fetch import install_columnar_fetch
 from unaligned.errors import DataLossError, KafkaUnavailableError
 from unaligned.kafka_client import open_consumer
 from unaligned.kafka_client_options import KafkaClientConfig
-from unaligned.offsets import OffsetRange
+from unaligned.offset_ranges import OffsetRange
 from unaligned.record_batches import (
     MAX_BATCH_ROWS,
     RecordColumns,

@@ -47,17 +47,14 @@ from unaligned.errors import OptionError, TopicNotFoundError
 from unaligned.idle_barriers import IdleBarrierTrigger, new_token
 from unaligned.kafka_client import OffsetLookup
 from unaligned.kafka_partition_reader import KafkaInputPartition, on_data_loss, read_partition
-from unaligned.offsets import (
-    Boundary,
+from unaligned.offset_ranges import (
     OffsetRange,
-    SourceOffset,
-    TopicPartition,
     available_records,
-    format_partitions,
     min_rows_delay_passed,
     rate_limit,
     split_ranges,
 )
+from unaligned.offsets import Boundary, SourceOffset, TopicPartition, format_partitions
 from unaligned.source_options import (
     Assign,
     EarliestStart,
