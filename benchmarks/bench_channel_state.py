@@ -13,13 +13,11 @@ goes to a local file (inline threshold 0) with the writer's default block size; 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -29,11 +27,12 @@ from unaligned.channel_state_reader import read_channel_state
 from unaligned.channel_state_writer import ChannelStateWriter
 from unaligned.errors import OptionError
 
+from benchmarks import write_results
+
 ROWS = 100_000
 BATCH_ROWS = 10_000
 VALUE_BYTES = 100
 REPEATS = 3
-RESULTS = Path(__file__).parent / "results" / "channel_state.json"
 
 SCHEMA = pa.schema(
     [
@@ -158,9 +157,7 @@ def main() -> dict[str, Any]:
         "results": results,
         "skipped": skipped,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    write_results("channel_state", report)
     return report
 
 

@@ -23,7 +23,6 @@ Each query runs once: the figures are for one machine at one time, not a regress
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -33,11 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import local_spark, write_results
+
 RECORDS = 1_000_000
 PARTITIONS = 8
 VALUE_BYTES = 100
 MAX_OFFSETS_PER_TRIGGER = 250_000
-RESULTS = Path(__file__).parent / "results" / "sink.json"
 
 
 def _produce_input(kafka: Any, topic: str) -> float:
@@ -122,8 +122,6 @@ def _run(spark: Any, kafka: Any, topic: str, target: str, work: Path) -> dict[st
 def main() -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from unaligned.testing import EmbeddedKafka
 
     results: list[dict[str, Any]] = []
@@ -132,16 +130,7 @@ def main() -> dict[str, Any]:
         topic = "bench-in"
         kafka.create_topic(topic, partitions=PARTITIONS)
         produce_s = _produce_input(kafka, topic)
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("bench-sink")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.memory", "2g")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_spark("bench-sink", **{"spark.driver.memory": "2g"})
         try:
             # The first query of a session also pays for starting Spark's Python workers: a
             # cold noop run absorbs that, and is reported separately.
@@ -168,9 +157,7 @@ def main() -> dict[str, Any]:
         "load_average_at_end": os.getloadavg(),
         "results": results,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"written {RESULTS}")
+    write_results("sink", summary)
     return summary
 
 

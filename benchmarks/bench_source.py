@@ -19,7 +19,6 @@ Needs ``kcat`` on PATH (Debian package ``kcat``).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -29,13 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import RESULTS_DIR
+from benchmarks import local_spark, write_results
+
 
 RECORDS = 1_000_000
 PARTITIONS = 8
 VALUE_BYTES = 100
 REPEATS = 2
-RESULTS = RESULTS_DIR / "source.json"
 
 
 def produce(bootstrap: str, topic: str) -> float:
@@ -146,7 +145,6 @@ def main() -> dict[str, Any]:
         raise SystemExit("kcat is not on PATH: apt-get install kcat")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     from unaligned.testing import EmbeddedKafka
 
@@ -169,15 +167,7 @@ def main() -> dict[str, Any]:
             python_read(kafka.bootstrap_servers, topic, end_offsets) for _ in range(REPEATS)
         )
 
-        spark = (
-            SparkSession.builder.master(f"local[{cores}]")
-            .appName("bench-source")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", str(cores))
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("WARN")
+        spark = local_spark("bench-source", cores, log_level="WARN")
         # the first query also starts Spark's Python workers: a warm-up, not counted
         warmup = spark_read(spark, kafka.bootstrap_servers, topic, Path(tmp) / "warmup")
         runs = [
@@ -215,9 +205,7 @@ def main() -> dict[str, Any]:
     ]
     for label, seconds in rows:
         print(f"{label:<72} {round(RECORDS / seconds):>10,} records/s ({seconds:.2f} s)")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    write_results("source", report)
     return report
 
 

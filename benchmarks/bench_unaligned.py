@@ -33,7 +33,6 @@ Each query runs once: figures for one machine at one time, not a regression gate
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -44,8 +43,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping
 
+from benchmarks import local_spark, write_results
+
 PARTITIONS = 8
-RESULTS = Path(__file__).parent / "results" / "unaligned.json"
 
 # Part 1: throttled, one hot partition.
 THROTTLED_RECORDS = 8_000
@@ -302,7 +302,6 @@ def _print_throttled(r: dict[str, Any]) -> None:
 def main() -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     from unaligned.testing import EmbeddedKafka
 
@@ -320,17 +319,13 @@ def main() -> dict[str, Any]:
         throttled_topic = "bench-ua-throttled-in"
         kafka.create_topic(throttled_topic, partitions=PARTITIONS)
         expected = _throttled_input(kafka, throttled_topic)
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("bench-unaligned")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-            .config("spark.driver.memory", "2g")
-            .getOrCreate()
+        spark = local_spark(
+            "bench-unaligned",
+            **{
+                "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+                "spark.driver.memory": "2g",
+            },
         )
-        spark.sparkContext.setLogLevel("ERROR")
         try:
             # Warm-up: the first query of a session pays for starting Spark's Python workers.
             _, warm_s = _run_query(
@@ -415,9 +410,7 @@ def main() -> dict[str, Any]:
     summary["total_s"] = round(time.monotonic() - started, 1)
     summary["load_average_at_end"] = os.getloadavg()
     print(f"load average at end: {summary['load_average_at_end']}", flush=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"written {RESULTS}")
+    write_results("unaligned", summary)
     return summary
 
 

@@ -28,3 +28,14 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.1)
+
+
+def wait_for_query(query: Any, condition: Callable[[], bool], what: str, timeout_s: float) -> None:
+    """Poll ``condition`` while ``query`` runs; fail naming ``what`` if the query stops first or
+    ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert query.isActive, f"the query stopped before {what}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)

@@ -15,6 +15,7 @@ import unaligned
 from unaligned.commit_log import CommitLog
 from unaligned.file_sink import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
+from harness import kafka_stream
 
 TopicFactory = Callable[..., str]
 
@@ -26,12 +27,7 @@ def test_kafka_to_files_and_back(
     kafka.produce(topic, [(i % 3, f"k{i}".encode(), f"v{i}".encode(), None, None) for i in range(600)])
     output = tmp_path / "out"
     df = (
-        spark.readStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "250")
-        .load()
+        kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="250")
         .select("partition", "offset", F.col("value").cast("string").alias("text"), "timestamp")
     )
     query = (

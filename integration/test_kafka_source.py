@@ -24,7 +24,7 @@ from unaligned.kafka_source import KafkaStreamReader
 from unaligned.record_batches import kafka_source_schema
 from unaligned.source_options import SourceOptions
 from unaligned.testing import EmbeddedKafka
-from harness import kafka_stream
+from harness import kafka_stream, wait_for_query
 
 TopicFactory = Callable[..., str]
 QUERY_TIMEOUT_S = 180
@@ -148,10 +148,12 @@ def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
         .trigger(processingTime="100 milliseconds")
         .start()
     )
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while sum(p["numInputRows"] for p in query.recentProgress) < 200:
-        assert query.isActive and time.monotonic() < deadline, "run 1 made no progress"
-        time.sleep(0.2)
+    wait_for_query(
+        query,
+        lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 200,
+        "run 1 to make progress",
+        QUERY_TIMEOUT_S,
+    )
     query.stop()
     first = len(read_back(spark, out))
     assert 0 < first < 400
@@ -172,12 +174,12 @@ def test_min_offsets_per_trigger_holds_batches_back_until_enough_records(
     df = kafka_stream(spark, kafka, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
     query = df.writeStream.format("noop").trigger(processingTime="100 milliseconds").start()
     try:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while not any(
-            p["numInputRows"] for p in query.recentProgress
-        ):  # Spark's rule: the first batch is due
-            assert query.isActive and time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_for_query(  # Spark's rule: the first batch is due
+            query,
+            lambda: any(p["numInputRows"] for p in query.recentProgress),
+            "the first batch",
+            QUERY_TIMEOUT_S,
+        )
         produce_numbered(kafka, topic, 2, 10, 30)
         held = time.monotonic() + 3
         while time.monotonic() < held:
@@ -187,9 +189,12 @@ def test_min_offsets_per_trigger_holds_batches_back_until_enough_records(
             sum(p["numInputRows"] for p in query.recentProgress) == 10
         )  # 30 < 100 records waiting
         produce_numbered(kafka, topic, 2, 40, 80)
-        while sum(p["numInputRows"] for p in query.recentProgress) < 120:
-            assert query.isActive and time.monotonic() < deadline, "the batch was never released"
-            time.sleep(0.2)
+        wait_for_query(
+            query,
+            lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 120,
+            "the held-back batch to be released",
+            QUERY_TIMEOUT_S,
+        )
         assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [10, 110]
     finally:
         query.stop()
@@ -215,19 +220,12 @@ def test_topics_created_later_that_match_subscribe_pattern_are_read(
     )
     query = df.writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds").start()
     try:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while len(seen) < 3:
-            assert query.isActive and time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_for_query(query, lambda: len(seen) >= 3, "the first topic's records", QUERY_TIMEOUT_S)
         kafka.create_topic(f"{prefix}-b", partitions=2)
         kafka.create_topic(f"other-{prefix}", partitions=1)  # searched like Spark: this matches too
         kafka.create_topic(f"{uuid.uuid4().hex[:6]}-unrelated", partitions=1)
         produce_numbered(kafka, f"{prefix}-b", 2, 3, 4)
-        while len(seen) < 7:
-            assert (
-                query.isActive and time.monotonic() < deadline
-            ), f"the new topic was not read: {seen}"
-            time.sleep(0.2)
+        wait_for_query(query, lambda: len(seen) >= 7, "the new topic's records", QUERY_TIMEOUT_S)
     finally:
         query.stop()
     assert sorted(seen) == [(f"{prefix}-a", b"v%d" % i) for i in range(3)] + [
@@ -269,10 +267,7 @@ def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
         .start()
     )
     try:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while len(seen) < 20:
-            assert query.isActive and time.monotonic() < deadline, "the first records never arrived"
-            time.sleep(0.2)
+        wait_for_query(query, lambda: len(seen) >= 20, "the first records", QUERY_TIMEOUT_S)
         kafka.add_partitions(topic, 3)
         producer = KafkaProducer(
             bootstrap_servers=kafka.bootstrap_servers
@@ -282,11 +277,7 @@ def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
         producer.send(topic, value=b"more", partition=0)
         producer.flush()
         producer.close()
-        while len(seen) < 26:
-            assert (
-                query.isActive and time.monotonic() < deadline
-            ), f"the new partition was not read: {seen[20:]}"
-            time.sleep(0.2)
+        wait_for_query(query, lambda: len(seen) >= 26, "the new partition's records", QUERY_TIMEOUT_S)
     finally:
         query.stop()
     assert sorted(seen)[-5:] == [(2, i, b"new-%d" % i) for i in range(5)]

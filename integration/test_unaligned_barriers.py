@@ -21,6 +21,7 @@ from unaligned.commit_log import CommitLog
 from unaligned.transaction_coordinator import list_transactional_ids
 from unaligned.sink_metrics import BarrierMetrics, read_metrics
 from unaligned.testing import EmbeddedKafka
+from harness import kafka_stream
 
 RUNNER = Path(__file__).with_name("query_runner.py")
 PARTITIONS = 4
@@ -195,14 +196,7 @@ def test_target_batch_duration_keeps_batches_near_the_target_behind_a_slow_udf(
         time.sleep(0.002)  # 2 ms per row: 500 rows/s per task
         return value
 
-    stream = (
-        spark.readStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("targetBatchDuration", "3s")
-        .load()
-    )
+    stream = kafka_stream(spark, kafka, topic, targetBatchDuration="3s")
     query = (
         stream.select(slow("value").alias("value"))
         .writeStream.format("noop")

@@ -12,6 +12,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
+from channel_state_rows import KAFKA_SCHEMA
 from unaligned.avro_rows import (
     avro_schema,
     check_codec,
@@ -22,16 +23,6 @@ from unaligned.avro_rows import (
 )
 from unaligned.errors import OptionError, SchemaMismatchError
 
-HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-KAFKA_SCHEMA = pa.schema(
-    [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("headers", pa.list_(pa.field("element", HEADER, nullable=False))),
-    ]
-)
 
 
 def kafka_row(i: int) -> dict:
