@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import unaligned
-from unaligned.commit_log import CommitLog
-from unaligned.file_sink import MANIFEST_DIR, STAGING_DIR
+from unaligned.sink.commit_log import CommitLog
+from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
 from harness import kafka_stream
 

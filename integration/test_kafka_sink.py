@@ -15,10 +15,10 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from unaligned import transaction_coordinator
-from unaligned.commit_log import CommitLog
+from unaligned.kafka import transaction_coordinator
+from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
-from unaligned.two_phase_commit import default_transactional_id_prefix
+from unaligned.sink.two_phase_commit import default_transactional_id_prefix
 from harness import kafka_stream, wait_until
 
 TopicFactory = Callable[..., str]

@@ -20,9 +20,9 @@ from kafka import KafkaProducer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from unaligned.errors import OffsetFormatError
-from unaligned.kafka_source import KafkaStreamReader
-from unaligned.record_batches import kafka_source_schema
-from unaligned.source_options import SourceOptions
+from unaligned.source.stream_reader import KafkaStreamReader
+from unaligned.source.arrow_rows import kafka_source_schema
+from unaligned.source.options import SourceOptions
 from unaligned.testing import EmbeddedKafka
 from harness import kafka_stream, wait_for_query
 

@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 import pytest
 
-from unaligned import kafka_transactions as kt
-from unaligned import transaction_coordinator as tc
+from unaligned.kafka import transactions as kt
+from unaligned.kafka import transaction_coordinator as tc
 from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
 from unaligned.testing import EmbeddedKafka
 from harness import wait_until
@@ -59,7 +59,7 @@ def _prepare_here(
 _PREPARE_AND_DIE = textwrap.dedent(
     """
     import dataclasses, json, os, sys
-    from unaligned.kafka_transactions import TransactionalWriter
+    from unaligned.kafka.transactions import TransactionalWriter
 
     servers, topic, transactional_id, count, partitions = sys.argv[1:]
     writer = TransactionalWriter(

@@ -30,13 +30,14 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from unaligned import crash_points, transaction_coordinator
-from unaligned.barrier import read_query_id
-from unaligned.commit_log import CommitLog
-from unaligned.committed_files import read_committed_files
-from unaligned.file_sink import MANIFEST_DIR, STAGING_DIR
+from unaligned import crash_points
+from unaligned.kafka import transaction_coordinator
+from unaligned.barriers.barrier import read_query_id
+from unaligned.sink.commit_log import CommitLog
+from unaligned.sink.committed_files import read_committed_files
+from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
-from unaligned.two_phase_commit import default_transactional_id_prefix
+from unaligned.sink.two_phase_commit import default_transactional_id_prefix
 from harness import wait_until
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from unaligned.commit_log import CommitLog
-from unaligned.transaction_coordinator import list_transactional_ids
-from unaligned.sink_metrics import BarrierMetrics, read_metrics
+from unaligned.sink.commit_log import CommitLog
+from unaligned.kafka.transaction_coordinator import list_transactional_ids
+from unaligned.barriers.metrics import BarrierMetrics, read_metrics
 from unaligned.testing import EmbeddedKafka
 from harness import kafka_stream
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from unaligned.channel_state import ChannelStateRef
-from unaligned.channel_state_writer import ChannelStateWriter
+from unaligned.channel_state.refs import ChannelStateRef
+from unaligned.channel_state.writer import ChannelStateWriter
 
 HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 KAFKA_SCHEMA = pa.schema(

@@ -16,14 +16,14 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 import pyspark_unaligned
 import unaligned
-from unaligned.commit_log import CommitRecord
-from unaligned.committed_files import CommittedFilesReader
+from unaligned.sink.commit_log import CommitRecord
+from unaligned.sink.committed_files import CommittedFilesReader
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource
 from unaligned.errors import CommitLogError, OptionError, SinkConfigurationError
-from unaligned.file_sink import FileParticipant
-from unaligned.kafka_source import KafkaStreamReader
-from unaligned.sink_options import FileTarget
-from unaligned.two_phase_commit import TwoPhaseCommitWriter
+from unaligned.sink.file_participant import FileParticipant
+from unaligned.source.stream_reader import KafkaStreamReader
+from unaligned.sink.options import FileTarget
+from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
 
 CLOSED_PORT = "127.0.0.1:1"
 KAFKA = {"kafka.bootstrap.servers": CLOSED_PORT, "subscribe": "events"}

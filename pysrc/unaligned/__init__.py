@@ -20,6 +20,6 @@ __version__ = "0.1.0"
 
 def read_committed_files(path: str, **kwargs: Any) -> "pyarrow.Table":
     """Read every row the file sink committed under ``path`` (and nothing uncommitted)."""
-    from unaligned.committed_files import read_committed_files as _read
+    from unaligned.sink.committed_files import read_committed_files as _read
 
     return _read(path, **kwargs)

@@ -113,7 +113,7 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
         print(f"\n{'partition':>9} {'produced':>9} {'to kafka':>9} {'to files':>9}   ({batches} batches)")
         for p in range(partitions):
             print(f"{p:>9} {produced[p]:>9} {kafka_counts[p]:>9} {file_counts[p]:>9}")
-        from unaligned.sink_metrics import read_metrics
+        from unaligned.barriers.metrics import read_metrics
 
         print("\nKafka sink barriers (batch: mode, duration from batch start, rows written/spilled/replayed)")
         for m in read_metrics(str(workdir / "checkpoint-kafka")):

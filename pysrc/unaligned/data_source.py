@@ -2,11 +2,11 @@
 
 One class serves three roles, chosen by what Spark asks for:
 
-- ``spark.readStream.format("unaligned")``: the Kafka source (:mod:`unaligned.kafka_source`).
+- ``spark.readStream.format("unaligned")``: the Kafka source (:mod:`unaligned.source.stream_reader`).
 - ``df.writeStream.format("unaligned")``: the two-phase-commit sink
-  (:mod:`unaligned.two_phase_commit`), to Kafka or to Parquet files.
+  (:mod:`unaligned.sink.two_phase_commit`), to Kafka or to Parquet files.
 - ``spark.read.format("unaligned").option("path", ...)``: a batch read of the files the file
-  sink committed (:mod:`unaligned.committed_files`); uncommitted files are never visible.
+  sink committed (:mod:`unaligned.sink.committed_files`); uncommitted files are never visible.
 
 The class itself is only a dispatcher: options are parsed and validated by the role's module,
 and nothing touches Kafka or a filesystem until Spark calls a reader or writer method.
@@ -48,27 +48,27 @@ class UnalignedDataSource(DataSource):
 
     def schema(self) -> StructType:
         if self._reads_files():
-            from unaligned.committed_files import committed_files_schema
+            from unaligned.sink.committed_files import committed_files_schema
 
             return committed_files_schema(dict(self.options))
-        from unaligned.source_options import SourceOptions
-        from unaligned.record_batches import kafka_source_schema
+        from unaligned.source.options import SourceOptions
+        from unaligned.source.arrow_rows import kafka_source_schema
 
         return kafka_source_schema(SourceOptions.parse(dict(self.options)).include_headers)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from unaligned.kafka_source import KafkaStreamReader
-        from unaligned.source_options import SourceOptions
+        from unaligned.source.stream_reader import KafkaStreamReader
+        from unaligned.source.options import SourceOptions
 
         return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from unaligned.two_phase_commit import build_stream_writer
+        from unaligned.sink.two_phase_commit import build_stream_writer
 
         return build_stream_writer(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from unaligned.committed_files import CommittedFilesReader
+        from unaligned.sink.committed_files import CommittedFilesReader
         from unaligned.errors import OptionError
 
         keys = {k.lower() for k in self.options}

@@ -1,0 +1,176 @@
+"""Connections to Kafka from a validated :class:`KafkaClientConfig`, with bounded waits.
+
+:func:`open_consumer` gives a connected ``KafkaConsumer`` (no subscription); :class:`OffsetLookup`
+answers the driver's broker queries (topics, earliest / latest offsets, offsets by timestamp) on
+one long-lived consumer, retrying failed calls. The ``kafka.*`` options behind the config are
+mapped by :mod:`unaligned.kafka.client_options`.
+
+Bounded time: every broker round trip is bounded by ``kafka.request.timeout.ms`` (default
+30000 ms); connecting to an unreachable cluster fails with :class:`KafkaUnavailableError`
+naming the bootstrap servers after that long.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka import errors as kafka_errors
+
+from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka.client_options import KafkaClientConfig
+from unaligned.source.offsets import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+_UNAVAILABLE = (
+    kafka_errors.KafkaTimeoutError,
+    kafka_errors.KafkaConnectionError,
+    kafka_errors.BrokerNotAvailableError,
+    kafka_errors.MetadataEmptyBrokerList,
+    kafka_errors.RequestTimedOutError,
+    kafka_errors.NodeNotReadyError,
+)
+
+
+def unavailable(config: KafkaClientConfig, doing: str, exc: BaseException) -> KafkaUnavailableError:
+    return KafkaUnavailableError(
+        f"Kafka at {config.bootstrap_servers} could not be reached while {doing} "
+        f"(within kafka.request.timeout.ms={config.request_timeout_ms}): {exc!r}"
+    )
+
+
+def open_consumer(config: KafkaClientConfig) -> KafkaConsumer:
+    """A connected ``KafkaConsumer`` (no subscription), or :class:`KafkaUnavailableError` after
+    at most ``kafka.request.timeout.ms``."""
+    kwargs = config.consumer_kwargs()
+    try:
+        consumer = KafkaConsumer(**kwargs)
+    except _UNAVAILABLE as exc:
+        raise unavailable(config, "connecting", exc) from exc
+    # kafka-python 3.0.12 does not pass retry_backoff_ms to its metadata cache, which then
+    # waits its default 100 ms before looking up the leader of a freshly assigned partition.
+    cluster_config = getattr(
+        getattr(getattr(consumer, "_client", None), "cluster", None), "config", None
+    )
+    if isinstance(cluster_config, dict) and "retry_backoff_ms" in cluster_config:
+        cluster_config["retry_backoff_ms"] = kwargs["retry_backoff_ms"]
+    return consumer
+
+
+class OffsetLookup:
+    """Driver-side broker queries on one long-lived consumer (created on first use).
+
+    Failed calls are retried (``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs``
+    apart) within one ``kafka.request.timeout.ms`` budget; a consumer that failed is replaced.
+    With ``kafka.isolation.level=read_committed``, :meth:`latest` gives last stable offsets.
+    """
+
+    def __init__(
+        self, config: KafkaClientConfig, attempts: int = 3, retry_interval_ms: int = 1000
+    ) -> None:
+        self._config = config
+        self._attempts = max(1, attempts)
+        self._retry_interval_s = retry_interval_ms / 1000.0
+        self._consumer: KafkaConsumer | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles without the live consumer (a copy connects again on first use)."""
+        return {**self.__dict__, "_consumer": None}
+
+    def _client(self) -> KafkaConsumer:
+        if self._consumer is None:
+            self._consumer = open_consumer(self._config)
+        return self._consumer
+
+    def _discard(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close(timeout_ms=1000)
+            except Exception:  # closing a broken client must not hide the real error
+                logger.debug("closing a failed Kafka consumer raised", exc_info=True)
+
+    def _call(self, doing: str, fn: Callable[[KafkaConsumer, int], T]) -> T:
+        budget_s = self._config.request_timeout_ms / 1000.0
+        deadline = time.monotonic() + budget_s
+        for attempt in range(1, self._attempts + 1):
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                return fn(self._client(), remaining_ms)
+            except KafkaUnavailableError:
+                raise
+            except kafka_errors.KafkaError as exc:
+                self._discard()
+                out_of_time = time.monotonic() + self._retry_interval_s >= deadline
+                if attempt == self._attempts or out_of_time:
+                    if isinstance(exc, _UNAVAILABLE):
+                        raise unavailable(self._config, doing, exc) from exc
+                    raise
+                logger.warning(
+                    "attempt %d of %d %s on %s failed: %r; retrying",
+                    attempt,
+                    self._attempts,
+                    doing,
+                    self._config.bootstrap_servers,
+                    exc,
+                )
+                time.sleep(self._retry_interval_s)
+        raise AssertionError("unreachable")
+
+    def topics(self) -> dict[str, list[int]]:
+        """Every non-internal topic with its partition numbers, from fresh metadata."""
+
+        def fetch(consumer: KafkaConsumer, _timeout_ms: int) -> dict[str, list[int]]:
+            names = consumer.topics()  # refreshes metadata of all topics
+            return {t: sorted(consumer.partitions_for_topic(t) or ()) for t in names}
+
+        return self._call("listing topics", fetch)
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log start offsets (the first offset still stored)."""
+        wanted = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
+        if not wanted:
+            return {}
+        found = self._call(
+            "looking up earliest offsets",
+            lambda c, ms: c.beginning_offsets(wanted, timeout_ms=ms),
+        )
+        return {TopicPartition(k.topic, k.partition): int(v) for k, v in found.items()}
+
+    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """End offsets; the last stable offsets with ``read_committed``."""
+        wanted = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
+        if not wanted:
+            return {}
+        found = self._call(
+            "looking up latest offsets",
+            lambda c, ms: c.end_offsets(wanted, timeout_ms=ms),
+        )
+        return {TopicPartition(k.topic, k.partition): int(v) for k, v in found.items()}
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """First offset whose timestamp is >= the given one, or ``None`` when there is none."""
+        wanted = {KafkaTopicPartition(tp.topic, tp.partition): ts for tp, ts in timestamps.items()}
+        if not wanted:
+            return {}
+        found = self._call(
+            "looking up offsets by timestamp",
+            lambda c, ms: c.offsets_for_times(dict(wanted), timeout_ms=ms),
+        )
+        out: dict[TopicPartition, int | None] = {}
+        for k in wanted:
+            hit = found.get(k)
+            out[TopicPartition(k.topic, k.partition)] = None if hit is None else int(hit.offset)
+        return out
+
+    def close(self) -> None:
+        self._discard()

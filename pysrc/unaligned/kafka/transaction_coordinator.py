@@ -1,0 +1,396 @@
+"""Ending prepared Kafka transactions by handle, from any process.
+
+A :class:`~unaligned.kafka.transactions.PreparedTransaction` (transactional id, producer id,
+epoch) written and prepared on an executor is committed by the driver, possibly in another OS
+process (:func:`commit_prepared`, :func:`commit_all_prepared`, :func:`abort_prepared`). Recovery
+ends other open transactions of the sink's ids (:func:`fence`, :func:`list_transactional_ids`).
+
+Resuming a transaction. ``init_transactions`` on the same ``transactional.id`` would bump the
+epoch and *abort* the open transaction, so the committing process instead sends the
+coordinator ``FindCoordinator`` and ``EndTxn(transactional_id, producer_id, epoch, committed)``
+itself, through a ``KafkaAdminClient``'s connection manager. That is all the coordinator needs:
+the producer that wrote the records registered every partition (``AddPartitionsToTxn`` precedes a
+partition's first batch, and :meth:`~unaligned.kafka.transactions.TransactionalWriter.prepare`
+checks every record was acknowledged). Compared with forcing a fresh producer's transaction
+manager into ``IN_TRANSACTION`` (Flink's way with the Java client), this relies on fewer private
+names (``admin._manager.run/send/call_soon``) than the manager's state machine, lock and flags; it
+sees the coordinator's exact error code (kafka-python's ``EndTxnHandler`` folds
+``INVALID_PRODUCER_ID_MAPPING`` into a generic error and retries ``CONCURRENT_TRANSACTIONS``
+without bound); it runs no producer sender thread; and it pipelines many commits on one
+connection. ``EndTxn`` is capped at v3 like kafka-python's producer: transaction protocol v1,
+where the epoch does not change at commit, so committing a completed transaction again succeeds.
+The private names are pinned by ``tests/test_transaction_coordinator.py``; the resume is proved
+end to end by ``integration/test_kafka_transactions.py``.
+
+Coordinator answers and what they become: success or a repeated commit -> done;
+``CONCURRENT_TRANSACTIONS``, coordinator moved or loading, transport errors -> retried with
+backoff until ``timeout_s``; ``PRODUCER_FENCED`` (wrong epoch: the id was fenced, or the broker
+aborted the transaction after ``transaction_timeout_ms``, which also bumps the epoch),
+``INVALID_TXN_STATE`` (already aborted), ``INVALID_PRODUCER_ID_MAPPING`` (unknown id) ->
+:class:`TransactionCommitError`. A fence bumps the epoch even after a completed commit, so
+recovery must re-commit decided transactions *before* fencing the rest of its ids.
+
+Hazard: with protocol v1 a stale EndTxn carrying the same (producer id, epoch) ends whatever
+transaction that producer has open *now*. Never begin a new transaction on an id before the
+previous one was committed or aborted; an id unique per (query, batch, task) avoids it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+
+import kafka.errors as kafka_errors
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, TransactionState
+from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
+from kafka.protocol.producer import EndTxnRequest
+
+from unaligned.errors import (
+    KafkaUnavailableError,
+    SinkConfigurationError,
+    TransactionAbortError,
+    TransactionCommitError,
+)
+from unaligned.kafka.transactions import (
+    PRODUCER_CLOSE_TIMEOUT_S,
+    PreparedTransaction,
+    build_producer,
+    describe_servers,
+)
+
+logger = logging.getLogger(__name__)
+
+END_TXN_MAX_VERSION = 3  # v4 only adds error codes; v5 is transaction protocol v2
+DEFAULT_END_TXN_TIMEOUT_S = 60.0
+_END_TXN_WINDOW = 16  # EndTxn requests in flight at once; the admin client allows one more
+_FIRST_BACKOFF_S = 0.02
+_MAX_BACKOFF_S = 1.0
+
+OPEN_TRANSACTION_STATES = frozenset(
+    {
+        TransactionState.ONGOING,
+        TransactionState.PREPARE_COMMIT,
+        TransactionState.PREPARE_ABORT,
+        TransactionState.PREPARE_EPOCH_FENCE,
+    }
+)
+"""``ListTransactions`` states of an unfinished transaction. ``PrepareCommit``/``PrepareAbort``
+last until the markers are written (milliseconds): a transaction just committed may briefly be
+listed as open."""
+
+# An answer to one EndTxn: the broker's error class (NoError on success), or the retriable
+# exception that stopped the request from being answered (connection lost, timed out).
+_Answer = Union[type, BaseException]
+
+
+class _EndTxnOutcome(enum.Enum):
+    COMMIT = "commit"
+    ABORT = "abort"
+
+
+def commit_prepared(
+    client_kwargs: Mapping[str, Any],
+    prepared: PreparedTransaction,
+    *,
+    timeout_s: float = DEFAULT_END_TXN_TIMEOUT_S,
+) -> None:
+    """Commit a prepared transaction from any process, without ``init_transactions``.
+
+    Idempotent: committing a committed transaction succeeds. Raises
+    :class:`TransactionCommitError` naming the transactional id, producer id and epoch if the
+    coordinator refuses (fenced, aborted -- also by ``transaction_timeout_ms`` --, unknown id), and
+    :class:`KafkaUnavailableError` if the coordinator is not reached within ``timeout_s``.
+    """
+    commit_all_prepared(client_kwargs, [prepared], timeout_s=timeout_s)
+
+
+def commit_all_prepared(
+    client_kwargs: Mapping[str, Any],
+    prepared: Sequence[PreparedTransaction],
+    *,
+    timeout_s: float = DEFAULT_END_TXN_TIMEOUT_S,
+) -> None:
+    """:func:`commit_prepared` for many transactions, pipelined over one admin connection.
+
+    Every transaction that can be committed is; then the first refusal is raised.
+    """
+    _end_all(client_kwargs, prepared, _EndTxnOutcome.COMMIT, timeout_s)
+
+
+def abort_prepared(
+    client_kwargs: Mapping[str, Any],
+    prepared: PreparedTransaction,
+    *,
+    timeout_s: float = DEFAULT_END_TXN_TIMEOUT_S,
+) -> None:
+    """Abort a prepared transaction from any process. Aborting it again succeeds.
+
+    Raises :class:`TransactionAbortError` if the coordinator refuses: already committed
+    (``INVALID_TXN_STATE``), fenced, or unknown id.
+    """
+    _end_all(client_kwargs, [prepared], _EndTxnOutcome.ABORT, timeout_s)
+
+
+def _end_all(
+    client_kwargs: Mapping[str, Any],
+    prepared: Sequence[PreparedTransaction],
+    outcome: _EndTxnOutcome,
+    timeout_s: float,
+) -> None:
+    """Send EndTxn for every transaction with records; retry the retriable answers in rounds.
+
+    Refusals are collected and the first is raised once nothing is left to retry."""
+    pending = [p for p in prepared if p.record_count > 0]
+    deadline = time.monotonic() + timeout_s
+    backoff = _FIRST_BACKOFF_S
+    rounds = 0
+    refused: list[tuple[PreparedTransaction, _Answer]] = []
+    if not pending:
+        return
+    with _admin_client(client_kwargs, max_in_flight=_END_TXN_WINDOW + 1) as admin:
+        while pending:
+            rounds += 1
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            answers: list[_Answer] = []
+            for start in range(0, len(pending), _END_TXN_WINDOW):
+                window = pending[start : start + _END_TXN_WINDOW]
+                answers += _run_window(admin, window, outcome, remaining_ms)
+            retry = [(p, a) for p, a in zip(pending, answers) if _is_retriable(a)]
+            refused += [
+                (p, a) for p, a in zip(pending, answers)
+                if a is not kafka_errors.NoError and not _is_retriable(a)
+            ]
+            if not retry:
+                break
+            if time.monotonic() + backoff >= deadline:
+                raise _out_of_time(retry[0][0], retry[0][1], outcome, rounds, client_kwargs)
+            logger.info(
+                "%s: %d of %d transaction(s) answered %s, retrying in %.2f s", outcome.value,
+                len(retry), len(pending), _error_name(retry[0][1]), backoff,
+            )
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            pending = [p for p, _ in retry]
+    for other, answer in refused[1:]:
+        logger.error("%s", _refusal(other, outcome, answer))
+    if refused:
+        first, answer = refused[0]
+        raise _refusal(first, outcome, answer)
+
+
+def _run_window(
+    admin: KafkaAdminClient,
+    window: Sequence[PreparedTransaction],
+    outcome: _EndTxnOutcome,
+    request_timeout_ms: int,
+) -> list[_Answer]:
+    try:
+        return admin._manager.run(_async_end_window, admin, window, outcome, request_timeout_ms)
+    except kafka_errors.KafkaError as exc:  # not a broker answer: unsupported version, auth...
+        error = TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
+        raise error(
+            f"could not {outcome.value} {', '.join(p.describe() for p in window)}: {exc!r}"
+        ) from exc
+
+
+def _is_retriable(answer: _Answer) -> bool:
+    return isinstance(answer, BaseException) or (
+        answer is not kafka_errors.NoError and issubclass(answer, kafka_errors.RetriableError)
+    )
+
+
+async def _async_end_window(
+    admin: KafkaAdminClient,
+    window: Sequence[PreparedTransaction],
+    outcome: _EndTxnOutcome,
+    request_timeout_ms: int,
+) -> list[_Answer]:
+    """On the admin's I/O thread: end each transaction of the window concurrently."""
+    manager = admin._manager
+    tasks = [
+        manager.call_soon(_async_end_one, admin, p, outcome, request_timeout_ms) for p in window
+    ]
+    answers: list[_Answer] = []
+    for task in tasks:
+        try:
+            answers.append(await task)
+        except kafka_errors.RetriableError as exc:  # transport: not answered
+            answers.append(exc)
+    return answers
+
+
+async def _async_end_one(
+    admin: KafkaAdminClient,
+    prepared: PreparedTransaction,
+    outcome: _EndTxnOutcome,
+    request_timeout_ms: int,
+) -> type:
+    """FindCoordinator, then EndTxn to that coordinator; returns the broker's error class."""
+    manager = admin._manager
+    key = prepared.transactional_id
+    find = FindCoordinatorRequest(
+        key=key, key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=[key]
+    )
+    response = await manager.send(find, request_timeout_ms=request_timeout_ms)
+    found = response.coordinators[0] if response.coordinators else response
+    if found.error_code != 0:
+        return kafka_errors.for_code(found.error_code)
+    node_id = manager.cluster.add_coordinator(
+        found, CoordinatorType.TRANSACTION, key, synthesize_node_id=False
+    )
+    end = EndTxnRequest(
+        transactional_id=key,
+        producer_id=prepared.producer_id,
+        producer_epoch=prepared.epoch,
+        committed=outcome is _EndTxnOutcome.COMMIT,
+        max_version=END_TXN_MAX_VERSION,
+    )
+    response = await manager.send(end, node_id=node_id, request_timeout_ms=request_timeout_ms)
+    return kafka_errors.for_code(response.error_code)
+
+
+def _refusal(prepared: PreparedTransaction, outcome: _EndTxnOutcome, answer: _Answer) -> Exception:
+    if answer in (kafka_errors.ProducerFencedError, kafka_errors.InvalidProducerEpochError):
+        reason = (
+            "a newer epoch of this id exists: fenced by init_transactions, or aborted by the "
+            "broker after transaction_timeout_ms"
+        )
+    elif answer is kafka_errors.InvalidTxnStateError and outcome is _EndTxnOutcome.COMMIT:
+        reason = "already aborted: by an abort, a fence or the transaction timeout"
+    elif answer is kafka_errors.InvalidTxnStateError:
+        reason = "already committed"
+    elif answer is kafka_errors.InvalidProducerIdMappingError:
+        reason = "the coordinator does not know this id with this producer id"
+    else:
+        reason = "unexpected answer"
+    message = (
+        f"coordinator refused to {outcome.value} {prepared.describe()}: "
+        f"{_error_name(answer)} ({reason})"
+    )
+    if outcome is _EndTxnOutcome.COMMIT:
+        return TransactionCommitError(
+            f"{message}; unless an earlier commit of it succeeded, its {prepared.record_count} "
+            "record(s) are lost"
+        )
+    return TransactionAbortError(message)
+
+
+def _out_of_time(
+    prepared: PreparedTransaction,
+    answer: _Answer,
+    outcome: _EndTxnOutcome,
+    rounds: int,
+    client_kwargs: Mapping[str, Any],
+) -> Exception:
+    if isinstance(answer, BaseException):
+        return KafkaUnavailableError(
+            f"could not {outcome.value} {prepared.describe()}: the transaction coordinator on "
+            f"{describe_servers(client_kwargs)} did not answer in time ({rounds} attempts, "
+            f"last error {answer!r})"
+        )
+    error = TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
+    return error(
+        f"could not {outcome.value} {prepared.describe()}: the coordinator still answered "
+        f"{_error_name(answer)} after {rounds} attempts"
+    )
+
+
+def _error_name(answer: _Answer) -> str:
+    error_type = answer if isinstance(answer, type) else type(answer)
+    return str(getattr(error_type, "message", None) or error_type.__name__)
+
+
+def fence(client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
+    """Abort whatever transaction ``transactional_id`` has open, by ``init_transactions``.
+
+    The epoch bump makes the coordinator abort an open transaction (or finish a decided commit)
+    and answer once it is complete, so its records are settled when this returns. A later commit
+    with the old epoch fails with ``PRODUCER_FENCED``. An unknown id is simply registered.
+    """
+    producer = build_producer({**client_kwargs, "transactional_id": transactional_id})
+    try:
+        producer.init_transactions()
+    except kafka_errors.KafkaError as exc:
+        raise TransactionAbortError(
+            f"could not fence transactional id {transactional_id!r} on "
+            f"{describe_servers(client_kwargs)}: {exc!r}"
+        ) from exc
+    finally:
+        producer.close(timeout=PRODUCER_CLOSE_TIMEOUT_S)
+    logger.info("fenced transactional id %r", transactional_id)
+
+
+def list_transactional_ids(
+    client_kwargs: Mapping[str, Any], prefix: str, *, open_only: bool = True
+) -> list[str]:
+    """Sorted transactional ids starting with ``prefix`` known to the coordinators.
+
+    ``open_only`` keeps ids in :data:`OPEN_TRANSACTION_STATES`; otherwise any state (``Empty``,
+    ``CompleteCommit``, ``CompleteAbort``...). Filtered here, so brokers before 4.1 work too.
+    """
+    with _admin_client(client_kwargs) as admin:
+        by_broker = admin.list_transactions()
+    return sorted(
+        {
+            listing.transactional_id
+            for listings in by_broker.values()
+            for listing in listings
+            if listing.transactional_id.startswith(prefix)
+            and (not open_only or listing.state in OPEN_TRANSACTION_STATES)
+        }
+    )
+
+
+def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
+    """The brokers' ``transaction.max.timeout.ms`` (the smallest if they differ).
+
+    ``init_transactions`` refuses a ``transaction_timeout_ms`` above it."""
+    name = "transaction.max.timeout.ms"
+    with _admin_client(client_kwargs) as admin:
+        broker_ids = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, b, [name]) for b in broker_ids],
+            config_filter="all",
+        )
+    values = []
+    for broker_id in broker_ids:
+        entry = described.get("broker", {}).get(broker_id, {}).get(name) or {}
+        if entry.get("value") is None:
+            raise SinkConfigurationError(
+                f"broker {broker_id} on {describe_servers(client_kwargs)} did not report {name}"
+            )
+        values.append(int(entry["value"]))
+    if not values:
+        raise SinkConfigurationError(f"{describe_servers(client_kwargs)} listed no brokers")
+    return min(values)
+
+
+# --- clients ----------------------------------------------------------------------------------
+
+
+def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The producer kwargs a ``KafkaAdminClient`` accepts (it rejects unknown keys)."""
+    return {k: v for k, v in client_kwargs.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
+
+
+@contextmanager
+def _admin_client(
+    client_kwargs: Mapping[str, Any], *, max_in_flight: Optional[int] = None
+) -> Iterator[KafkaAdminClient]:
+    kwargs = admin_client_kwargs(client_kwargs)
+    if max_in_flight is not None:
+        kwargs["max_in_flight_requests_per_connection"] = max_in_flight
+    try:
+        admin = KafkaAdminClient(**kwargs)
+    except kafka_errors.KafkaTimeoutError as exc:
+        raise KafkaUnavailableError(
+            f"could not reach Kafka at {describe_servers(client_kwargs)}: {exc!r}"
+        ) from exc
+    try:
+        yield admin
+    finally:
+        admin.close()
+

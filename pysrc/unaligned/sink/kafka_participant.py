@@ -1,0 +1,316 @@
+"""The Kafka participant of the two-phase-commit sink: one transaction per task attempt.
+
+Input columns (``value``, ``key``, ``topic``, ``partition``, ``headers``, as in Spark's Kafka
+sink) and their types: :mod:`unaligned.sink.kafka_columns`. The participant contract:
+:mod:`unaligned.sink.participant`.
+
+Transactional ids are ``<prefix>-<batchId>-<partitionId>-<attemptNumber>``: unique per query,
+batch and task attempt, so no id ever carries two transactions of one run (see the hazard in
+:mod:`unaligned.kafka.transaction_coordinator`). After a restart the replayed batch reuses the ids of the
+crashed run; recovery (and the new producer's own ``init_transactions``) fences them first. The
+default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique
+to the query on the cluster, because recovery aborts every open transaction whose id is exactly
+``<prefix>-<n>-<n>-<n>`` (ids of other prefixes that merely start with it never match).
+
+Transaction timeout: a prepared transaction must be committed by the driver within
+``kafka.transaction.timeout.ms`` of its first record, or the broker aborts it (and bumps the
+id's epoch). That time covers the rest of the batch, the driver's decision, and - if the query
+crashes after the decision - the time until the restarted query rolls the batch forward. When a
+restart comes later than that, the roll-forward fails with :class:`TransactionCommitError`
+naming the batch, the commit record and the transactions: those records are gone from Kafka
+(never visible to read_committed consumers). See :func:`unaligned.sink.recovery.roll_forward`
+for what the user can do then.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import pyarrow as pa
+
+from unaligned.kafka import transaction_coordinator
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.errors import (
+    SchemaMismatchError,
+    SinkConfigurationError,
+    TopicNotFoundError,
+    TransactionAbortError,
+    TransactionCommitError,
+)
+from unaligned.sink.kafka_columns import KafkaColumns, bytes_list, headers_list
+from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
+from unaligned.sink.options import KafkaTarget
+
+logger = logging.getLogger(__name__)
+
+PARTICIPANT = "kafka"
+
+
+# --- task side ----------------------------------------------------------------------------------
+
+
+class KafkaTaskWriter:
+    """Writes one task attempt's rows into one transaction (Step 1 of the protocol)."""
+
+    def __init__(
+        self,
+        target: KafkaTarget,
+        columns: KafkaColumns,
+        client_kwargs: Mapping[str, Any],
+        transactional_id: str,
+        partition_id: int,
+    ) -> None:
+        self._target = target
+        self._columns = columns
+        self._writer = TransactionalWriter(client_kwargs, transactional_id)
+        self._partition_id = partition_id
+
+    def begin(self) -> None:
+        self._writer.begin()
+
+    def write_chunk(self, chunk: pa.RecordBatch) -> None:
+        cols = self._columns
+        values = bytes_list(chunk.column(cols.value))
+        rows = len(values)
+        keys = bytes_list(chunk.column(cols.key)) if cols.key is not None else None
+        topics = chunk.column(cols.topic).to_pylist() if cols.topic is not None else None
+        partitions = chunk.column(cols.partition).to_pylist() if cols.partition is not None else None
+        headers = headers_list(chunk.column(cols.headers)) if cols.headers is not None else None
+        send = self._writer.send
+        fixed_topic = self._target.topic
+        for i in range(rows):
+            topic = fixed_topic if topics is None else topics[i]
+            if topic is None:
+                raise SchemaMismatchError(
+                    "Kafka sink input column 'topic' is null in a row and option topic is not set"
+                )
+            send(
+                topic,
+                values[i],
+                key=None if keys is None else keys[i],
+                headers=None if headers is None else headers[i],
+                partition=None if partitions is None else partitions[i],
+            )
+
+    def between_chunks(self) -> None:
+        """Keep at most ``maxUnacknowledgedBytes`` sent but unacknowledged between chunks."""
+        if self._writer.unacknowledged_bytes() > self._target.max_unacknowledged_bytes:
+            self._writer.flush()
+
+    def prepare(self) -> dict[str, Any]:
+        prepared = self._writer.prepare()
+        return prepared_to_json(prepared, self._partition_id)
+
+    def abort(self) -> None:
+        self._writer.abort()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+# --- prepared transactions as JSON ----------------------------------------------------------------
+
+
+def prepared_to_json(prepared: PreparedTransaction, partition_id: int) -> dict[str, Any]:
+    return {
+        "transactionalId": prepared.transactional_id,
+        "producerId": prepared.producer_id,
+        "epoch": prepared.epoch,
+        "recordCount": prepared.record_count,
+        "partition": partition_id,
+    }
+
+
+def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
+    return PreparedTransaction(
+        transactional_id=str(item["transactionalId"]),
+        producer_id=int(item["producerId"]),
+        epoch=int(item["epoch"]),
+        record_count=int(item["recordCount"]),
+    )
+
+
+# --- driver side -------------------------------------------------------------------------------
+
+
+_BROKER_MAX_TIMEOUT_MS: dict[tuple[tuple[str, str], ...], int] = {}
+"""Per-process memo of the brokers' transaction.max.timeout.ms, keyed by the client kwargs: the
+check runs before every micro-batch (see unaligned.sink.writer_role.writer_role) and the value is static."""
+
+
+def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
+    key = tuple(sorted((k, repr(v)) for k, v in kwargs.items()))
+    if key not in _BROKER_MAX_TIMEOUT_MS:
+        _BROKER_MAX_TIMEOUT_MS[key] = transaction_coordinator.broker_max_transaction_timeout_ms(kwargs)
+    return _BROKER_MAX_TIMEOUT_MS[key]
+
+
+class KafkaParticipant:
+    """Kafka transactions as 2PC participants. Picklable: holds options only, no clients."""
+
+    kind = PARTICIPANT
+
+    def __init__(self, target: KafkaTarget, columns: KafkaColumns, transactional_id_prefix: str) -> None:
+        self._target = target
+        self._columns = columns
+        self._prefix = transactional_id_prefix
+        self._id_pattern = re.compile(re.escape(transactional_id_prefix) + r"-(\d+)-(\d+)-(\d+)")
+
+    @property
+    def transactional_id_prefix(self) -> str:
+        return self._prefix
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return self._target.client_kwargs()
+
+    def transactional_id(self, batch_id: int, partition_id: int, attempt_number: int) -> str:
+        return f"{self._prefix}-{batch_id}-{partition_id}-{attempt_number}"
+
+    def batch_of(self, transactional_id: str) -> Optional[int]:
+        """The batch id in one of this sink's transactional ids; ``None`` for a foreign id."""
+        match = self._id_pattern.fullmatch(transactional_id)
+        return int(match.group(1)) if match else None
+
+    def describe(self, item: Mapping[str, Any]) -> str:
+        return prepared_from_json(item).describe()
+
+    def item_key(self, item: Mapping[str, Any]) -> str:
+        return str(item["transactionalId"])
+
+    # Step 3 precondition, at query start (before every batch's tasks, see two_phase_commit).
+    def check_at_query_start(self) -> None:
+        """Refuse a transaction timeout above the brokers' maximum; check option topic exists."""
+        kwargs = self.client_kwargs()
+        broker_max = broker_max_transaction_timeout_ms(kwargs)
+        if self._target.transaction_timeout_ms > broker_max:
+            raise SinkConfigurationError(
+                f"option kafka.transaction.timeout.ms={self._target.transaction_timeout_ms} is "
+                f"above the brokers' transaction.max.timeout.ms={broker_max} on "
+                f"{self._target.bootstrap_servers}: lower the option or raise the broker setting"
+            )
+        if self._target.topic is not None:
+            _require_topic(kwargs, self._target.topic, self._target.bootstrap_servers)
+
+    def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> KafkaTaskWriter:
+        writer = KafkaTaskWriter(
+            self._target,
+            self._columns,
+            self.client_kwargs(),
+            self.transactional_id(batch_id, partition_id, attempt_number),
+            partition_id,
+        )
+        writer.begin()
+        return writer
+
+    def commit(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        batch_id: int,
+        progress: Callable[[int], None],
+    ) -> None:
+        """Commit every prepared transaction of a decided batch (idempotent).
+
+        The first transaction is committed alone, then the rest over one connection, calling
+        ``progress(n)`` after each step. On a refusal every remaining transaction is still
+        tried (the decision is made: commit as much as possible), then one
+        :class:`TransactionCommitError` lists which were committed and which were refused.
+        """
+        prepared = [prepared_from_json(item) for item in items]
+        kwargs = self.client_kwargs()
+        try:
+            if prepared:
+                transaction_coordinator.commit_all_prepared(kwargs, prepared[:1])
+                progress(1)
+            if len(prepared) > 1:
+                transaction_coordinator.commit_all_prepared(kwargs, prepared[1:])
+                progress(len(prepared))
+        except TransactionCommitError:
+            self._commit_each_and_report(kwargs, prepared, batch_id)
+
+    def _commit_each_and_report(
+        self, kwargs: Mapping[str, Any], prepared: Sequence[PreparedTransaction], batch_id: int
+    ) -> None:
+        committed: list[str] = []
+        refused: list[str] = []
+        for p in prepared:
+            try:
+                transaction_coordinator.commit_prepared(kwargs, p)
+                committed.append(p.transactional_id)
+            except TransactionCommitError as exc:
+                refused.append(f"{p.describe()}: {exc}")
+        raise TransactionCommitError(
+            f"batch {batch_id} was decided (commit record written) but the broker on "
+            f"{self._target.bootstrap_servers} refused {len(refused)} of {len(prepared)} "
+            f"transaction(s); committed: {', '.join(committed) or 'none'}; refused: "
+            + "; ".join(refused)
+        )
+
+    def finish_batch(self, record: CommitRecord) -> None:
+        """Nothing beyond the commits: Kafka's transaction markers are the visibility switch."""
+
+    def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        """Abort prepared transactions of an undecided batch; failures only logged (cleanup fences)."""
+        kwargs = self.client_kwargs()
+        for item in items:
+            prepared = prepared_from_json(item)
+            try:
+                transaction_coordinator.abort_prepared(kwargs, prepared)
+            except TransactionAbortError as exc:
+                logger.warning("batch %d: could not abort %s: %s", batch_id, prepared.describe(), exc)
+
+    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int:
+        """Fence every open transaction of this sink that no commit record names.
+
+        ``up_to_batch``: only ids of batches <= it (after a commit); ``None``: every batch
+        (recovery, when no task of the query runs). Returns how many ids were fenced.
+        """
+        kwargs = self.client_kwargs()
+        open_ids = transaction_coordinator.list_transactional_ids(kwargs, self._prefix, open_only=True)
+        candidates = []
+        for tid in open_ids:
+            batch = self.batch_of(tid)
+            if batch is None:
+                logger.warning(
+                    "transactional id %r starts with this sink's prefix %r but is not one of its "
+                    "ids; left alone",
+                    tid,
+                    self._prefix,
+                )
+                continue
+            if up_to_batch is None or batch <= up_to_batch:
+                candidates.append((batch, tid))
+        if not candidates:
+            return 0
+        named: set[str] = set()
+        for record in log.records(sorted({b for b, _ in candidates})):
+            named.update(self.item_key(item) for item in record.prepared)
+        fenced = 0
+        for batch, tid in sorted(candidates):
+            if tid in named:
+                continue  # committed a moment ago; the coordinator may still list it as open
+            logger.info("batch %d: aborting open transaction %r that no commit record names", batch, tid)
+            transaction_coordinator.fence(kwargs, tid)
+            fenced += 1
+        return fenced
+
+
+_TOPICS_FOUND: set[tuple[tuple[tuple[str, str], ...], str]] = set()
+"""Per-process memo of topics already found (the check runs before every micro-batch)."""
+
+
+def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    key = (tuple(sorted((k, repr(v)) for k, v in kwargs.items())), topic)
+    if key in _TOPICS_FOUND:
+        return
+    admin = KafkaAdminClient(**transaction_coordinator.admin_client_kwargs(kwargs))
+    try:
+        topics = set(admin.list_topics())
+    finally:
+        admin.close()
+    if topic not in topics:
+        raise TopicNotFoundError(f"Kafka sink option topic={topic!r}: no such topic on {servers}")
+    _TOPICS_FOUND.add(key)

@@ -1,0 +1,360 @@
+"""Options of ``df.writeStream.format("unaligned")``, parsed and checked before any data moves.
+
+Spark hands the stream writer the user's options with lower-cased keys, plus
+``checkpointlocation`` and ``queryname``. Exactly one target is chosen:
+
+- Kafka: ``kafka.bootstrap.servers`` and a ``topic`` option or a ``topic`` input column.
+  Every other ``kafka.*`` option is passed through to the producer (mapped by
+  :mod:`unaligned.kafka.client_options`). Options that would break exactly-once are refused:
+  ``kafka.enable.idempotence=false``, ``kafka.acks`` other than ``all``/``-1``, a user-set
+  ``kafka.transactional.id`` (the sink owns the ids), serializer options (the sink writes bytes).
+- Files: ``path`` (any URI ``pyarrow.fs.FileSystem.from_uri`` accepts).
+
+Naming both a path and a Kafka target, or neither, is a :class:`SinkConfigurationError`, as is a
+missing ``checkpointLocation``.
+
+Sink options (case-insensitive, like every Spark option):
+
+==========================  =========  ==================================================
+``transactionalIdPrefix``   derived    prefix of every transactional id the sink opens
+                                       (default ``unaligned-<query id>``)
+``kafka.transaction.timeout.ms``  900000  must cover batch time plus restart time, and be
+                                       <= the brokers' ``transaction.max.timeout.ms``
+``chunkRows``               1000       rows written between two checks in a task
+``maxUnacknowledgedBytes``  1 MiB      a task flushes its producer between chunks beyond this
+``minBatchesToRetain``      100        commit records kept after their batch finished
+``compression``             snappy     Parquet codec of the file sink
+``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
+                                       commits (Spark's behaviour); ``unaligned``: cut at
+                                       the timeout (:mod:`unaligned.barriers.task_side`)
+``alignedCheckpointTimeout``  30s      from the batch start; past it a task spills the rest
+``maxInflightBytes``        256MB      a task with more pending state does not cut again
+``channelStateCodec``       deflate    ``null``, ``deflate``, ``snappy``, ``zstandard``
+``channelStateInlineThreshold``  20KB  smaller state goes into the commit record
+``channelStatePath``        under the checkpoint  ``<checkpoint>/unaligned/channel-state``
+==========================  =========  ==================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
+
+from unaligned.channel_state.avro_rows import check_codec
+from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
+from unaligned.errors import OptionError, SinkConfigurationError
+from unaligned.source.options import parse_duration_ms
+
+logger = logging.getLogger(__name__)
+
+KAFKA_PREFIX = "kafka."
+DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
+DEFAULT_CHUNK_ROWS = 1000
+DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 1024 * 1024
+DEFAULT_MIN_BATCHES_TO_RETAIN = 100
+DEFAULT_COMPRESSION = "snappy"
+PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
+DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT = "30s"
+DEFAULT_MAX_INFLIGHT_BYTES = 256 * 1024 * 1024
+DEFAULT_CHANNEL_STATE_CODEC = "deflate"
+DEFAULT_INLINE_THRESHOLD_BYTES = 20 * 1024
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+
+# kafka.* options that make exactly-once impossible, or that the sink must own.
+_FORBIDDEN_KAFKA = {
+    "transactional.id": "the sink opens one transactional id per (query, batch, task) itself; "
+    "set transactionalIdPrefix instead",
+    "key.serializer": "the sink writes keys as bytes",
+    "value.serializer": "the sink writes values as bytes",
+}
+
+
+@dataclass(frozen=True)
+class KafkaTarget:
+    """Write to Kafka transactions.
+
+    ``kafka_params`` holds every ``kafka.*`` option without the prefix, including the effective
+    ``transaction.timeout.ms``; ``topic`` is ``None`` when each row names its topic.
+    """
+
+    kafka_params: Mapping[str, str] = field(repr=False)  # may hold secrets: never logged
+    topic: Optional[str]
+    transaction_timeout_ms: int
+    transactional_id_prefix: Optional[str]
+    max_unacknowledged_bytes: int
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka_params["bootstrap.servers"]
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """kafka-python ``KafkaProducer`` kwargs for these options (see :func:`producer_kwargs`)."""
+        return producer_kwargs(self.kafka_params)
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    """Write Parquet files under ``path`` (a URI or local path)."""
+
+    path: str
+    compression: str
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    checkpoint_location: str
+    query_name: Optional[str]
+    target: Union[KafkaTarget, FileTarget]
+    chunk_rows: int
+    min_batches_to_retain: int
+    alignment: AlignmentSettings
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+        """Check and parse the writer's options; raises :class:`SinkConfigurationError`."""
+        opts = {k.lower(): v for k, v in options.items()}
+        checkpoint = opts.get("checkpointlocation", "").strip()
+        if not checkpoint:
+            raise SinkConfigurationError(
+                "format('unaligned') sink needs option checkpointLocation: its commit records "
+                "live under it (set .option('checkpointLocation', ...) or "
+                "spark.sql.streaming.checkpointLocation)"
+            )
+        chunk_rows = _positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS)
+        return cls(
+            checkpoint_location=checkpoint,
+            query_name=opts.get("queryname") or None,
+            target=_parse_target(opts),
+            chunk_rows=chunk_rows,
+            min_batches_to_retain=_positive_int(
+                opts, "minbatchestoretain", "minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN
+            ),
+            alignment=_parse_alignment(opts, checkpoint, chunk_rows),
+        )
+
+
+def _parse_alignment(opts: Mapping[str, str], checkpoint: str, chunk_rows: int) -> AlignmentSettings:
+    mode_text = opts.get("checkpointmode", CheckpointMode.UNALIGNED.value).strip().lower()
+    try:
+        mode = CheckpointMode(mode_text)
+    except ValueError:
+        raise SinkConfigurationError(
+            f"option checkpointMode={mode_text!r} must be 'aligned' or 'unaligned'"
+        ) from None
+    codec = opts.get("channelstatecodec", DEFAULT_CHANNEL_STATE_CODEC).strip().lower()
+    try:
+        check_codec(codec)
+    except OptionError as exc:
+        raise SinkConfigurationError(f"option channelStateCodec={codec!r}: {exc}") from None
+    state_dir = opts.get("channelstatepath", "").strip()
+    if not state_dir:
+        state_dir = checkpoint.rstrip("/") + "/unaligned/channel-state"
+    return AlignmentSettings(
+        mode=mode,
+        timeout_ms=parse_duration_ms(
+            "alignedCheckpointTimeout",
+            opts.get("alignedcheckpointtimeout", DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT),
+        ),
+        max_inflight_bytes=_bytes(opts, "maxinflightbytes", "maxInflightBytes", DEFAULT_MAX_INFLIGHT_BYTES),
+        chunk_rows=chunk_rows,
+        state_dir=absolute_path(state_dir),
+        codec=codec,
+        inline_threshold_bytes=_bytes(
+            opts, "channelstateinlinethreshold", "channelStateInlineThreshold", DEFAULT_INLINE_THRESHOLD_BYTES
+        ),
+    )
+
+
+def _bytes(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
+    """A size like Spark's byte strings: ``1048576``, ``512k``, ``64MB``, ``1g``."""
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    number = text.rstrip("kmgb")
+    unit = text[len(number):]
+    if not number.isdigit() or unit not in _BYTE_UNITS:
+        raise SinkConfigurationError(f"option {name}={raw!r} must be a size like 1048576, 512k or 64MB")
+    return int(number) * _BYTE_UNITS[unit]
+
+
+def _parse_target(opts: Mapping[str, str]) -> Union[KafkaTarget, FileTarget]:
+    path = opts.get("path", "").strip()
+    kafka_params = {k[len(KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(KAFKA_PREFIX)}
+    kafka_named = [
+        name
+        for name, present in (
+            ("topic", "topic" in opts),
+            ("kafka.bootstrap.servers", "bootstrap.servers" in kafka_params),
+        )
+        if present
+    ]
+    if path and kafka_named:
+        raise SinkConfigurationError(
+            f"format('unaligned') sink got both option path={path!r} (file sink) and "
+            f"{' and '.join(kafka_named)} (Kafka sink); give one target"
+        )
+    if path:
+        compression = opts.get("compression", DEFAULT_COMPRESSION).lower()
+        if compression not in PARQUET_COMPRESSIONS:
+            raise SinkConfigurationError(
+                f"option compression={compression!r} is not one of {', '.join(PARQUET_COMPRESSIONS)}"
+            )
+        return FileTarget(path=absolute_path(path), compression=compression)
+    if not kafka_params.get("bootstrap.servers", "").strip():
+        raise SinkConfigurationError(
+            "format('unaligned') sink needs a target: option path (Parquet files) or "
+            "kafka.bootstrap.servers with option topic or a topic column (Kafka)"
+        )
+    return _parse_kafka(opts, kafka_params)
+
+
+def absolute_path(path: str) -> str:
+    """A local path made absolute on the driver (tasks may run elsewhere); URIs unchanged."""
+    if "://" in path or path.startswith("file:"):
+        return path
+    return os.path.abspath(path)
+
+
+def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> KafkaTarget:
+    for name, why in _FORBIDDEN_KAFKA.items():
+        if name in kafka_params:
+            raise SinkConfigurationError(f"option kafka.{name} is not allowed: {why}")
+    idempotence = kafka_params.get("enable.idempotence", "true").strip().lower()
+    if idempotence != "true":
+        raise SinkConfigurationError(
+            f"option kafka.enable.idempotence={kafka_params['enable.idempotence']!r} makes "
+            "exactly-once impossible: transactions need the idempotent producer"
+        )
+    acks = kafka_params.get("acks", "all").strip().lower()
+    if acks not in ("all", "-1"):
+        raise SinkConfigurationError(
+            f"option kafka.acks={kafka_params['acks']!r} makes exactly-once impossible: "
+            "transactions need acks=all"
+        )
+    in_flight = kafka_params.get("max.in.flight.requests.per.connection")
+    if in_flight is not None and (not in_flight.strip().isdigit() or int(in_flight) > 5):
+        raise SinkConfigurationError(
+            f"option kafka.max.in.flight.requests.per.connection={in_flight!r}: the idempotent "
+            "producer keeps order only with at most 5"
+        )
+    timeout_ms = _positive_int(
+        {"t": kafka_params.get("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))},
+        "t",
+        "kafka.transaction.timeout.ms",
+        DEFAULT_TRANSACTION_TIMEOUT_MS,
+    )
+    kafka_params["transaction.timeout.ms"] = str(timeout_ms)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise SinkConfigurationError("option topic is empty")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix or any(c.isspace() for c in prefix):
+            raise SinkConfigurationError(
+                f"option transactionalIdPrefix={prefix!r} must be non-empty without whitespace"
+            )
+    return KafkaTarget(
+        kafka_params=dict(kafka_params),
+        topic=topic,
+        transaction_timeout_ms=timeout_ms,
+        transactional_id_prefix=prefix,
+        max_unacknowledged_bytes=_positive_int(
+            opts,
+            "maxunacknowledgedbytes",
+            "maxUnacknowledgedBytes",
+            DEFAULT_MAX_UNACKNOWLEDGED_BYTES,
+        ),
+    )
+
+
+# Producer-only Java client names -> kafka-python keyword (kafka_client_options: shared ones).
+_PRODUCER_ONLY: dict[str, str] = {
+    "linger.ms": "linger_ms",
+    "batch.size": "batch_size",
+    "compression.type": "compression_type",
+    "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
+    "delivery.timeout.ms": "delivery_timeout_ms",
+    "max.block.ms": "max_block_ms",
+    "retries": "retries",
+    "max.request.size": "max_request_size",
+}
+_PRODUCER_CHECKED = frozenset({"acks", "enable.idempotence", "transaction.timeout.ms"})
+PRODUCER_DEFAULTS: Mapping[str, Any] = {
+    "linger_ms": 5,
+    "batch_size": 256 * 1024,
+    "allow_auto_create_topics": False,
+    "metrics_enabled": False,
+}
+
+
+def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
+    """``kafka.*`` options (prefix stripped) -> ``KafkaProducer`` kwargs for a transactional sink.
+
+    Connection and security settings are mapped by :func:`unaligned.kafka.client_options.
+    client_config_from_options` (the one mapping of shared names, secrets redacted); the
+    producer-only names in ``_PRODUCER_ONLY`` are mapped here. ``acks=all``, idempotence and
+    the transaction timeout are forced. A consumer-only setting is refused by name.
+    """
+    from kafka import KafkaProducer
+
+    from unaligned.kafka.client_options import client_config_from_options
+
+    shared = {
+        k: v
+        for k, v in kafka_params.items()
+        if k not in _PRODUCER_ONLY and k not in _PRODUCER_CHECKED
+    }
+    config = client_config_from_options(shared)
+    kwargs: dict[str, Any] = dict(PRODUCER_DEFAULTS)
+    for name, value in config.client_kwargs.items():
+        if name not in KafkaProducer.DEFAULT_CONFIG:
+            raise SinkConfigurationError(
+                f"option kafka.{name.replace('_', '.')} is a consumer setting; the sink's "
+                "producer has no such setting"
+            )
+        kwargs[name] = value
+    for key, name in _PRODUCER_ONLY.items():
+        if key not in kafka_params:
+            continue
+        raw = kafka_params[key]
+        if name == "compression_type":
+            codec = raw.strip().lower()
+            kwargs[name] = None if codec == "none" else codec
+        elif name in ("linger_ms", "retries"):
+            kwargs[name] = _non_negative_int(raw, f"kafka.{key}")
+        else:
+            kwargs[name] = _positive_int({key: raw}, key, f"kafka.{key}", 0)
+    kwargs.setdefault("bootstrap_timeout_ms", config.request_timeout_ms)
+    kwargs["acks"] = "all"
+    kwargs["enable_idempotence"] = True
+    kwargs["transaction_timeout_ms"] = int(
+        kafka_params.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
+    )
+    return kwargs
+
+
+def _non_negative_int(raw: str, name: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SinkConfigurationError(f"option {name}={raw!r} is not an integer") from None
+    if value < 0:
+        raise SinkConfigurationError(f"option {name}={raw!r} must not be negative")
+    return value
+
+
+def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SinkConfigurationError(f"option {name}={raw!r} is not an integer") from None
+    if value <= 0:
+        raise SinkConfigurationError(f"option {name}={raw!r} must be positive")
+    return value

@@ -1,0 +1,149 @@
+"""The contract between the two-phase-commit core and its participants.
+
+A *participant* is a sink target that can prepare work in tasks and commit it later on the
+driver: Kafka transactions (:class:`unaligned.sink.kafka_participant.KafkaParticipant`) or staged Parquet
+files (:class:`unaligned.sink.file_participant.FileParticipant`). Both implement :class:`Participant`
+structurally; neither imports the core.
+
+Where the protocol steps use this contract:
+
+- Step 1, pre-commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.write`): a task
+  opens a :class:`TaskWriter` with its first row, writes chunks, prepares, and returns a
+  :class:`SinkCommitMessage` to the driver.
+- Step 2, decide and commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit`, with
+  :mod:`unaligned.sink.recovery`): the driver turns the messages into a commit record's items,
+  then calls :meth:`Participant.commit` and :meth:`Participant.finish_batch`.
+- Step 3, recovery (:func:`unaligned.sink.recovery.recover`): roll forward, then
+  :meth:`Participant.clean_up`.
+- Step 4, abort (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.abort`):
+  :meth:`Participant.abort` and :meth:`Participant.clean_up`.
+
+A prepared *item* is the JSON-serialisable mapping :meth:`TaskWriter.prepare` returns; commit
+records store items verbatim, so a later run (another process, after a crash) can commit them.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+
+logger = logging.getLogger(__name__)
+
+
+class TaskWriter(Protocol):
+    """One task attempt's prepared work (a transaction, a staging file).
+
+    Opened by :meth:`Participant.open_task` with the task's first row, so an empty task opens
+    nothing. Nothing written here is visible to readers before the driver commits it.
+    """
+
+    def write_chunk(self, chunk: pa.RecordBatch) -> None:
+        """Add one chunk of the task's rows to the prepared work."""
+        ...
+
+    def between_chunks(self) -> None:
+        """Called after every chunk: bound what is buffered or in flight."""
+        ...
+
+    def prepare(self) -> dict[str, Any]:
+        """Flush everything and describe the prepared work as an item.
+
+        The item is JSON-serialisable and carries the task's ``partition`` (the driver orders a
+        record's items by it).
+        """
+        ...
+
+    def abort(self) -> None:
+        """Discard the prepared work after a failed write (before :meth:`close`)."""
+        ...
+
+    def close(self) -> None:
+        """Release clients and files; called once, after :meth:`prepare` or :meth:`abort`."""
+        ...
+
+
+class Participant(Protocol):
+    """What the protocol needs from a target. Must be picklable (it travels to tasks)."""
+
+    kind: str
+    """Written into every commit record; a checkpoint's records must all name this kind."""
+
+    def check_at_query_start(self) -> None:
+        """Refuse a bad target in Spark's planner, before recovery and before any task runs."""
+        ...
+
+    def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> TaskWriter:
+        """Begin one task attempt's transaction / staging file (unique per attempt)."""
+        ...
+
+    def commit(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
+    ) -> None:
+        """Commit every item of a decided batch, calling ``progress(n)`` after ``n`` are done.
+
+        Idempotent: an item already committed (an earlier run rolled it forward) commits again
+        with success. An item that can no longer be committed raises a specific error naming it.
+        """
+        ...
+
+    def finish_batch(self, record: CommitRecord) -> None:
+        """After every item is committed: make the batch visible if the commits alone do not
+        (idempotent; runs again on every roll-forward)."""
+        ...
+
+    def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        """Abort items of an undecided batch; never called with an item a commit record names."""
+        ...
+
+    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int:
+        """Abort or remove what no commit record names, of batches <= ``up_to_batch``.
+
+        ``None``: every batch (recovery, when no task of the query runs). What a decided but
+        unfinished batch still needs for its roll-forward is kept. Returns how many leftovers
+        were aborted or removed.
+        """
+        ...
+
+    def describe(self, item: Mapping[str, Any]) -> str:
+        """The item for a human: in log lines and error messages."""
+        ...
+
+    def item_key(self, item: Mapping[str, Any]) -> str:
+        """The item's identity (transactional id, staged path): what tells a new message's
+        item apart from the items a commit record names."""
+        ...
+
+
+class TaskOutcome(enum.Enum):
+    """What a task attempt did in step 1."""
+
+    PREPARED = "prepared"
+    """Wrote rows and prepared one item."""
+    EMPTY = "empty"
+    """Had no row to write; opened nothing."""
+    ALREADY_DECIDED = "already_decided"
+    """Found a commit record for its batch (a replay after a crash); consumed its input, opened
+    nothing."""
+
+
+@dataclass(frozen=True)
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task attempt prepared; ``prepared`` is set only for ``PREPARED``."""
+
+    batch_id: int
+    partition_id: int
+    attempt_number: int
+    rows: int
+    outcome: TaskOutcome
+    prepared: Optional[Mapping[str, Any]]
+    pending: tuple[Mapping[str, Any], ...] = ()
+    """Channel state this task index leaves for the next barrier (ref JSON, oldest first)."""
+    stats: Optional[Mapping[str, Any]] = None
+    """:class:`unaligned.barriers.metrics.TaskBarrierStats` as a dict."""

@@ -1,0 +1,354 @@
+"""The exactly-once sink: a two-phase commit with one durable decision per micro-batch.
+
+``df.writeStream.format("unaligned")`` writes to Kafka transactions (:mod:`unaligned.sink.kafka_participant`)
+or to Parquet files (:mod:`unaligned.sink.file_participant`); both are *participants* in the same protocol.
+The decision log is :mod:`unaligned.sink.commit_log`.
+
+The protocol is numbered where the code runs, across three modules:
+
+- here: :func:`build_stream_writer` and the writer Spark calls, with steps 1 (pre-commit),
+  2 (decide and commit, in order) and 4 (abort);
+- :mod:`unaligned.sink.recovery`: what a commit record names and how a decided batch is
+  finished (steps 2b-2d), roll-forward and recovery (step 3);
+- :mod:`unaligned.sink.participant`: the contract both sides share (:class:`Participant`,
+  :class:`TaskWriter`, :class:`SinkCommitMessage`).
+
+1. Pre-commit, in every task (:meth:`TwoPhaseCommitWriter.write`). The task writes its rows into
+   its own transaction (a transactional producer with id ``<prefix>-<batch>-<partition>-<attempt>``)
+   or staging file, flushes, and returns a commit message naming what it prepared. An empty task
+   opens nothing. A task whose batch already has a commit record (Spark re-runs a batch the sink
+   decided before a crash) consumes its input and opens nothing: re-initialising the same
+   transactional id would fence the prepared transaction the record names.
+2. Decision and commit, on the driver (:meth:`TwoPhaseCommitWriter.commit`): write the batch's
+   commit record (atomic, under the checkpoint) - this is the decision -, then commit every
+   prepared item, then mark the batch done, then clean up (abort what no record names up to
+   this batch, remove staging leftovers, prune old records). If the batch already has a
+   record (restart after the decision), the record is rolled forward and the new messages are
+   discarded.
+3. Recovery, before tasks run (:func:`unaligned.sink.recovery.recover`): roll forward every
+   decided but unfinished batch; abort every open transaction of the sink's prefix that no
+   record names (fence its id) and remove every staging file. Step 2 repeats the roll-forward
+   and the cleanup, so correctness never depends on recovery having run.
+4. Abort, on the driver when a task failed (:meth:`TwoPhaseCommitWriter.abort`): abort what the
+   messages prepared, never what a commit record names.
+
+Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark calls
+``DataSource.streamWriter`` in two kinds of Python processes, told apart by
+:func:`unaligned.sink.writer_role.writer_role`:
+
+- ``pyspark.sql.worker.write_into_data_source`` plans the write of *every micro-batch* (not only
+  the first batch of a run): once before each batch's tasks, in a reused planner worker. The
+  writer it returns is pickled into the batch's tasks. Recovery (step 3) runs here; it is safe
+  at every batch because the previous batch's ``commit`` has returned before the next batch is
+  planned, so no transaction or staging file of this run is in flight.
+- ``pyspark.sql.worker.python_streaming_sink_runner`` runs each ``commit``/``abort`` in a new
+  process with a new writer; recovery there would abort the batch being committed, so it never
+  runs there.
+
+Transaction timeout and late restarts: see :func:`unaligned.sink.recovery.roll_forward`. What
+the driver does with channel state, metrics and idle-barrier hints at a barrier:
+:mod:`unaligned.barriers.driver_side`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator, Mapping, Optional, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from unaligned import crash_points
+from unaligned.barriers.barrier import read_barrier, wall_clock_ms
+from unaligned.barriers.task_side import BarrierAlignment
+from unaligned.barriers.driver_side import after_barrier, collect_channel_state_garbage, pending_after
+from unaligned.channel_state.refs import ChannelStateRef
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.crash_points import CrashPoint, FailPoint
+from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
+from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
+from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
+from unaligned.sink.recovery import (
+    check_participant,
+    commit_record,
+    prepared_items,
+    recover,
+    roll_forward,
+)
+from unaligned.sink.writer_role import WriterRole, writer_role
+
+logger = logging.getLogger(__name__)
+
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+# --- writer ---------------------------------------------------------------------------------------
+
+
+def default_transactional_id_prefix(query_id: str) -> str:
+    return f"unaligned-{query_id}"
+
+
+def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
+    target = options.target
+    if isinstance(target, FileTarget):
+        from unaligned.sink.file_participant import FileParticipant
+
+        return FileParticipant(target, schema)
+    from unaligned.sink.kafka_participant import KafkaParticipant
+    from unaligned.sink.kafka_columns import kafka_columns
+
+    columns = kafka_columns(schema, target)
+    target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
+    return KafkaParticipant(target, columns, _transactional_id_prefix(options, target))
+
+
+def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
+    if target.transactional_id_prefix is not None:
+        return target.transactional_id_prefix
+    from unaligned.barriers.barrier import read_query_id
+
+    try:
+        query_id = read_query_id(options.checkpoint_location)
+    except BarrierError as exc:
+        raise SinkConfigurationError(
+            f"cannot derive the default transactionalIdPrefix from the query id: {exc}; "
+            "set option transactionalIdPrefix"
+        ) from exc
+    return default_transactional_id_prefix(query_id)
+
+
+def build_stream_writer(options: Mapping[str, str], schema: StructType) -> "TwoPhaseCommitWriter":
+    """Parse and check everything, recover if Spark is planning a batch, return the writer.
+
+    Raises :class:`SinkConfigurationError` / :class:`SchemaMismatchError` before any data moves.
+    """
+    sink_options = SinkOptions.parse(options)
+    participant = _make_participant(sink_options, schema)
+    role = writer_role()
+    logger.debug("stream writer built for role %s", role.value)
+    planned_at_ms: Optional[int] = None
+    if role is WriterRole.PLANNER:
+        participant.check_at_query_start()
+        # Step 3: recovery, in Spark's planner only (see the module docstring).
+        recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
+        collect_channel_state_garbage(sink_options)
+        planned_at_ms = int(wall_clock_ms())
+    return TwoPhaseCommitWriter(sink_options, participant, planned_at_ms)
+
+
+class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
+    """The stream writer Spark pickles into every task and rebuilds for every commit/abort."""
+
+    def __init__(
+        self, options: SinkOptions, participant: Participant, planned_at_ms: Optional[int] = None
+    ) -> None:
+        """``planned_at_ms``: when Spark planned this batch's write (``None`` outside Spark's
+        planner). A batch re-run after a restart keeps the start time of the run that first
+        planned it; its deadline then counts from the planning time instead."""
+        self._options = options
+        self._participant = participant
+        self._planned_at_ms = planned_at_ms
+
+    @property
+    def participant(self) -> Participant:
+        return self._participant
+
+    def _log(self) -> CommitLog:
+        return CommitLog.under_checkpoint(self._options.checkpoint_location)
+
+    # Step 1 -----------------------------------------------------------------------------------
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None:
+            raise CommitLogError("the sink's write() must run in a Spark task")
+        batch_property = context.getLocalProperty(BATCH_ID_PROPERTY)
+        if batch_property is None:
+            raise CommitLogError(f"task local property {BATCH_ID_PROPERTY} is not set")
+        batch_id = int(batch_property)
+        partition_id, attempt = context.partitionId(), context.attemptNumber()
+
+        # 1a. A decided batch (replayed after a crash): consume the input, open nothing.
+        if self._log().read(batch_id) is not None:
+            rows = sum(batch.num_rows for batch in iterator)
+            logger.info(
+                "batch %d partition %d: already decided by an earlier run; %d rows not rewritten",
+                batch_id,
+                partition_id,
+                rows,
+            )
+            return SinkCommitMessage(
+                batch_id, partition_id, attempt, rows, TaskOutcome.ALREADY_DECIDED, None
+            )
+
+        # 1b. The barrier: replay inherited channel state, write new rows chunk by chunk, cut
+        #     at the deadline in unaligned mode (unaligned.barriers.task_side). The transaction /
+        #     staging file opens with the first row written.
+        alignment = self._barrier_alignment(batch_id, partition_id, attempt, context.taskAttemptId())
+        task: Optional[TaskWriter] = None
+
+        def write_chunk(chunk: pa.RecordBatch) -> None:
+            nonlocal task
+            if task is None:
+                task = self._participant.open_task(batch_id, partition_id, attempt)
+            task.write_chunk(chunk)
+            task.between_chunks()
+
+        try:
+            outcome = alignment.run(iterator, write_chunk, wall_clock_ms)
+            # 1c. Pre-commit: flush and describe what is prepared; nothing is visible yet.
+            prepared = task.prepare() if task is not None else None
+        except BaseException:
+            if task is not None:
+                _abort_quietly(task, batch_id, partition_id)
+            raise
+        finally:
+            if task is not None:
+                task.close()
+        rows = outcome.stats.rows_written
+
+        crash_points.reach(CrashPoint.TASK_AFTER_PRECOMMIT, batch_id)
+        crash_points.fail_first_attempt(FailPoint.TASK_FIRST_ATTEMPT, batch_id, attempt)
+        return SinkCommitMessage(
+            batch_id,
+            partition_id,
+            attempt,
+            rows,
+            TaskOutcome.EMPTY if prepared is None else TaskOutcome.PREPARED,
+            prepared,
+            tuple(ref.to_dict() for ref in outcome.pending),
+            outcome.stats.to_dict(),
+        )
+
+    def _barrier_alignment(
+        self, batch_id: int, partition_id: int, attempt: int, attempt_id: int
+    ) -> BarrierAlignment:
+        settings = self._options.alignment
+        barrier = read_barrier(self._options.checkpoint_location, batch_id)
+        not_before: Optional[int] = None
+        if (
+            self._planned_at_ms is not None
+            and self._planned_at_ms - barrier.start_ms > settings.timeout_ms
+        ):
+            not_before = self._planned_at_ms  # a re-run of a batch planned by an earlier run
+        previous = self._log().latest_before(batch_id)
+        inherited = (
+            tuple(ChannelStateRef.from_dict(dict(r)) for r in previous.channel_state.get(partition_id, ()))
+            if previous is not None
+            else ()
+        )
+        return BarrierAlignment(
+            settings,
+            barrier,
+            barrier.deadline(settings.timeout_ms, not_before_ms=not_before),
+            partition_id,
+            attempt,
+            str(attempt_id),
+            inherited,
+        )
+
+    # Step 2 -----------------------------------------------------------------------------------
+    def commit(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+        started = time.monotonic()
+        log = self._log()
+        participant = self._participant
+        # 2a. Finish earlier batches a crash left decided but unfinished.
+        for earlier in log.unfinished_batch_ids():
+            if earlier < batchId:
+                roll_forward(log, participant, earlier)
+
+        record = log.read(batchId)
+        if record is None:
+            # 2b. Decide: the commit record is the single point of decision.
+            items = prepared_items(messages, batchId)
+            crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, batchId)
+            record = CommitRecord(
+                batchId,
+                participant.kind,
+                tuple(items),
+                int(time.time() * 1000),
+                pending_after(log, _messages(messages), batchId),
+            )
+            log.write(record)
+            crash_points.reach(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, batchId)
+        else:
+            # 2b'. Decided by an earlier run: roll that decision forward, discard new messages.
+            check_participant(record, participant, log)
+            named = {participant.item_key(item) for item in record.prepared}
+            stray = [
+                m.prepared
+                for m in _messages(messages)
+                if m.prepared is not None and participant.item_key(m.prepared) not in named
+            ]
+            if stray:
+                logger.warning(
+                    "batch %d was decided by an earlier run; aborting %d newly prepared item(s)",
+                    batchId,
+                    len(stray),
+                )
+                participant.abort(stray, batchId)
+
+        decided_ms = (time.monotonic() - started) * 1000
+        if not log.is_done(batchId):
+            # 2c. Commit every prepared item (idempotent); 2d. make the batch visible (files).
+            commit_record(log, participant, record, CrashPoint.DRIVER_PARTIAL_COMMIT)
+            # 2e. Mark the batch done, with the time commit() took up to here.
+            decided_ms = (time.monotonic() - started) * 1000
+            log.mark_done(batchId, commit_ms=decided_ms)
+        # 2f. Clean up what no record names, up to this batch; prune old records; delete
+        #     channel state no longer pending; record the barrier's metrics; tell the source
+        #     whether an idle barrier is needed.
+        participant.clean_up(log, batchId)
+        log.prune(self._options.min_batches_to_retain)
+        collect_channel_state_garbage(self._options)
+        after_barrier(self._options, record, _messages(messages))
+        logger.info(
+            "batch %d committed by the sink: %d item(s), %.1f ms to done, %.1f ms with cleanup",
+            batchId,
+            len(record.prepared),
+            decided_ms,
+            (time.monotonic() - started) * 1000,
+        )
+        crash_points.reach(CrashPoint.DRIVER_AFTER_SINK_COMMIT, batchId)
+
+    # Step 4 -----------------------------------------------------------------------------------
+    def abort(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """4a. Abort what the messages prepared (never what a commit record names).
+        4b. Then abort what tasks killed mid-write left behind (their messages are ``None``):
+            the same cleanup as step 2e, up to this batch. Spark fails the query after an
+            abort, so no task of this batch will ever be committed in this run."""
+        log = self._log()
+        record = log.read(batchId)
+        named = (
+            {self._participant.item_key(i) for i in record.prepared} if record is not None else set()
+        )
+        items = [
+            m.prepared
+            for m in _messages(messages)
+            if m.prepared is not None and self._participant.item_key(m.prepared) not in named
+        ]
+        logger.info("batch %d aborted by Spark: aborting %d prepared item(s)", batchId, len(items))
+        if items:
+            self._participant.abort(items, batchId)
+        self._participant.clean_up(log, batchId)
+
+
+def _messages(messages: Sequence[Optional[WriterCommitMessage]]) -> list[SinkCommitMessage]:
+    return [m for m in messages if isinstance(m, SinkCommitMessage)]
+
+
+def _abort_quietly(task: TaskWriter, batch_id: int, partition_id: int) -> None:
+    try:
+        task.abort()
+    except Exception as exc:  # the original failure matters more; cleanup fences it later
+        logger.warning(
+            "batch %d partition %d: abort after a failed write also failed: %r",
+            batch_id,
+            partition_id,
+            exc,
+        )

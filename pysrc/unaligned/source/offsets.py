@@ -1,0 +1,302 @@
+"""Kafka positions: the source's checkpointed offset, and the offsets JSON of the options.
+
+Every offset in this module is a *next offset to read* position (Kafka's "position", one past
+the last record consumed). Ranges between two offsets and read limits are in
+:mod:`unaligned.source.offset_ranges`.
+
+The source's checkpointed offset (what Spark writes to its offset log for this source)::
+
+    {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0, "barrierToken": "9f0c..."}
+
+``queryStart`` (optional, same shape as ``offsets``) pins where the query started. Spark's
+Python data sources have no metadata log of their own, and a restart that re-runs the very
+first batch (planned, never committed) calls ``initialOffset()`` again, so ``latest`` or a
+timestamp would resolve to a later position and the records in between would be skipped.
+The initial offset therefore records its own positions as ``queryStart``, the end offset
+planned from it copies them, and planning a batch whose end carries ``queryStart`` reads from
+there instead of from the start Spark passes (see :meth:`SourceOffset.batch_start`).
+
+``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
+when channel state is pending and no record arrived (:mod:`unaligned.barriers.idle`); a change
+in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
+when the query first starts, and names the query's idle-barrier hint.
+
+The JSON options Spark's Kafka source takes are parsed here too: ``assign``
+(``{"topic": [0, 1]}``), ``startingOffsets`` (``{"topic": {"0": 23, "1": -2}}`` with ``-2`` for
+earliest and ``-1`` for latest), and ``startingOffsetsByTimestamp`` (milliseconds per partition).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Union
+
+from unaligned.errors import OffsetFormatError
+
+logger = logging.getLogger(__name__)
+
+
+class TopicPartition(NamedTuple):
+    """One Kafka partition. Sorts by topic, then partition number."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class Boundary(Enum):
+    """A position resolved against the broker when the query starts (Spark's -2 / -1)."""
+
+    EARLIEST = -2
+    LATEST = -1
+
+
+PartitionPosition = Union[int, Boundary]
+
+
+def format_partitions(tps: Iterable[TopicPartition]) -> str:
+    """``t-0, t-1`` in sorted order, for error messages."""
+    return ", ".join(str(tp) for tp in sorted(tps)) or "(none)"
+
+
+# --- JSON options ----------------------------------------------------------------------------
+
+
+def _load_json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise OffsetFormatError(f"{what} is not valid JSON ({exc}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise OffsetFormatError(f"{what} must be a JSON object keyed by topic, got: {text!r}")
+    return value
+
+
+def _partition_number(raw: object, what: str, topic: str) -> int:
+    if isinstance(raw, bool):
+        raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not a number")
+    try:
+        number = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise OffsetFormatError(
+            f"{what}: partition {raw!r} of topic {topic!r} is not a number"
+        ) from None
+    if number < 0 or (isinstance(raw, str) and raw.strip() != str(number)):
+        raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not valid")
+    return number
+
+
+def _whole_number(raw: object, what: str, tp: TopicPartition) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise OffsetFormatError(f"{what}: the value for {tp} must be a whole number, got {raw!r}")
+    return raw
+
+
+def parse_assign(text: str, what: str = "option 'assign'") -> tuple[TopicPartition, ...]:
+    """``{"topicA": [0, 1], "topicB": [2]}`` -> sorted topic-partitions."""
+    obj = _load_json_object(text, what)
+    tps: set[TopicPartition] = set()
+    for topic, partitions in obj.items():
+        if not topic:
+            raise OffsetFormatError(f"{what}: empty topic name")
+        if not isinstance(partitions, list):
+            raise OffsetFormatError(
+                f"{what}: topic {topic!r} must map to a list of partition numbers, "
+                f"got {partitions!r}"
+            )
+        for raw in partitions:
+            if not isinstance(raw, int) or isinstance(raw, bool):
+                raise OffsetFormatError(
+                    f"{what}: partition {raw!r} of topic {topic!r} is not a number"
+                )
+            tps.add(TopicPartition(topic, _partition_number(raw, what, topic)))
+    if not tps:
+        raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
+    return tuple(sorted(tps))
+
+
+def parse_partition_values(text: str, what: str) -> dict[TopicPartition, int]:
+    """``{"topic": {"0": 23, "1": -1}}`` -> ``{TopicPartition: int}`` (values as written)."""
+    obj = _load_json_object(text, what)
+    values: dict[TopicPartition, int] = {}
+    for topic, per_partition in obj.items():
+        if not topic:
+            raise OffsetFormatError(f"{what}: empty topic name")
+        if not isinstance(per_partition, dict):
+            raise OffsetFormatError(
+                f"{what}: topic {topic!r} must map to an object of partition -> value, "
+                f"got {per_partition!r}"
+            )
+        for raw_partition, raw_value in per_partition.items():
+            tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
+            values[tp] = _whole_number(raw_value, what, tp)
+    if not values:
+        raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
+    return values
+
+
+def parse_starting_offsets(
+    text: str, what: str = "option 'startingOffsets'"
+) -> dict[TopicPartition, PartitionPosition]:
+    """Spark's per-partition ``startingOffsets``: an offset >= 0, -2 (earliest) or -1 (latest)."""
+    positions: dict[TopicPartition, PartitionPosition] = {}
+    for tp, value in parse_partition_values(text, what).items():
+        if value == Boundary.EARLIEST.value:
+            positions[tp] = Boundary.EARLIEST
+        elif value == Boundary.LATEST.value:
+            positions[tp] = Boundary.LATEST
+        elif value >= 0:
+            positions[tp] = value
+        else:
+            raise OffsetFormatError(
+                f"{what}: offset {value} for {tp} is invalid (use an offset >= 0, -2 for earliest, "
+                "-1 for latest)"
+            )
+    return positions
+
+
+def parse_partition_timestamps(
+    text: str, what: str = "option 'startingOffsetsByTimestamp'"
+) -> dict[TopicPartition, int]:
+    """Milliseconds since the epoch per partition (``>= 0``)."""
+    timestamps = parse_partition_values(text, what)
+    for tp, ts in timestamps.items():
+        if ts < 0:
+            raise OffsetFormatError(f"{what}: timestamp {ts} for {tp} must be >= 0 (milliseconds)")
+    return timestamps
+
+
+# --- the checkpointed source offset ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """The source's offset: the next offset to read for every known partition.
+
+    ``positions`` holds, per topic-partition, the first offset NOT yet covered by the batches up
+    to this offset. ``idle_barrier`` counts forced idle-barrier batches (see module docstring).
+    """
+
+    positions: Mapping[TopicPartition, int] = field(default_factory=dict)
+    idle_barrier: int = 0
+    barrier_token: Optional[str] = None
+    """Names this query's idle-barrier hint; ``None`` only in offsets written without one."""
+    query_start: Optional[Mapping[TopicPartition, int]] = None
+    """Where the query started (next offset to read per partition): set on the initial offset
+    and on the end offset of the first batch, ``None`` on every later offset."""
+
+    @classmethod
+    def initial(
+        cls, positions: Mapping[TopicPartition, int], barrier_token: str
+    ) -> "SourceOffset":
+        """A new query's start offset: it records its own positions as the query start."""
+        return cls(positions, 0, barrier_token, dict(positions))
+
+    def next(self, positions: Mapping[TopicPartition, int], idle_barrier: int) -> "SourceOffset":
+        """The end offset of a batch that starts at this offset. It keeps the token, and keeps
+        the query start only when this offset is the query's start (the first batch)."""
+        return SourceOffset(
+            positions,
+            idle_barrier,
+            self.barrier_token,
+            self.query_start if self.is_query_start() else None,
+        )
+
+    def is_query_start(self) -> bool:
+        """Whether this is a query's start offset (what ``initialOffset()`` returned)."""
+        return self.query_start is not None and dict(self.query_start) == dict(self.positions)
+
+    def batch_start(self, start: "SourceOffset") -> "SourceOffset":
+        """The start of the batch that ends at this offset: ``start`` as Spark passed it, or,
+        when this is the end of the first batch, the query start recorded when that batch was
+        planned (Spark passes a freshly resolved ``initialOffset()`` when it re-runs the first
+        batch after a restart)."""
+        if (
+            self.query_start is None
+            or not start.is_query_start()
+            or dict(self.query_start) == dict(start.positions)
+        ):
+            return start
+        logger.info(
+            "re-running the first batch: reading from the recorded query start %s, not from the "
+            "re-resolved initial offset %s",
+            dict(self.query_start),
+            dict(start.positions),
+        )
+        return SourceOffset(
+            self.query_start, start.idle_barrier, start.barrier_token, self.query_start
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Deterministic JSON-able dict: topics sorted, partitions in numeric order."""
+        result: dict[str, Any] = {
+            "offsets": _positions_json(self.positions),
+            "idleBarrier": self.idle_barrier,
+        }
+        if self.barrier_token is not None:
+            result["barrierToken"] = self.barrier_token
+        if self.query_start is not None:
+            result["queryStart"] = _positions_json(self.query_start)
+        return result
+
+    @classmethod
+    def from_json(cls, value: object, what: str) -> "SourceOffset":
+        """Parse a dict (or JSON text) written by :meth:`to_json`; ``what`` names it in errors."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise OffsetFormatError(f"{what} is not valid JSON ({exc}): {value!r}") from exc
+        if not isinstance(value, dict) or set(value) - _OPTIONAL_KEYS != {"offsets", "idleBarrier"}:
+            raise OffsetFormatError(
+                f'{what} must look like {{"offsets": {{"topic": {{"0": 23}}}}, "idleBarrier": 0}}, '
+                f"got {value!r}"
+            )
+        barrier = value["idleBarrier"]
+        if isinstance(barrier, bool) or not isinstance(barrier, int) or barrier < 0:
+            raise OffsetFormatError(
+                f"{what}: idleBarrier must be a whole number >= 0, got {barrier!r}"
+            )
+        positions = _positions_from_json(value["offsets"], what, "offsets")
+        token = value.get("barrierToken")
+        if token is not None and (not isinstance(token, str) or not token.isalnum()):
+            raise OffsetFormatError(f"{what}: barrierToken must be an alphanumeric string, got {token!r}")
+        query_start = (
+            _positions_from_json(value["queryStart"], what, "queryStart")
+            if "queryStart" in value
+            else None
+        )
+        return cls(positions, barrier, token, query_start)
+
+
+_OPTIONAL_KEYS = frozenset({"barrierToken", "queryStart"})
+
+
+def _positions_json(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    offsets: dict[str, dict[str, int]] = {}
+    for tp in sorted(positions):
+        offsets.setdefault(tp.topic, {})[str(tp.partition)] = int(positions[tp])
+    return offsets
+
+
+def _positions_from_json(offsets: object, what: str, key: str) -> dict[TopicPartition, int]:
+    if not isinstance(offsets, dict):
+        raise OffsetFormatError(f"{what}: {key} must be an object keyed by topic, got {offsets!r}")
+    positions: dict[TopicPartition, int] = {}
+    for topic, per_partition in offsets.items():
+        if not isinstance(per_partition, dict) or not topic:
+            raise OffsetFormatError(
+                f"{what}: topic {topic!r} must map to an object of partition -> offset"
+            )
+        for raw_partition, raw_offset in per_partition.items():
+            tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
+            offset = _whole_number(raw_offset, what, tp)
+            if offset < 0:
+                raise OffsetFormatError(f"{what}: offset {offset} for {tp} is negative")
+            positions[tp] = offset
+    return positions

@@ -1,0 +1,402 @@
+"""Options of ``spark.readStream.format("unaligned")``: Spark's Kafka source option names.
+
+Keys are case-insensitive, as Spark's are. Every option is validated when the query is defined;
+an unknown option, a malformed value, or options that contradict each other raise
+:class:`~unaligned.errors.OptionError` naming the option (in Spark's spelling).
+
+Accepted (meanings as in Spark's Kafka source):
+
+- exactly one of ``subscribe`` (comma list), ``subscribePattern`` (regex, searched within the
+  topic name as Spark does; topics created later are picked up), ``assign`` (``{"t": [0, 1]}``);
+- ``kafka.bootstrap.servers`` (required) and other ``kafka.*`` settings
+  (see :mod:`unaligned.kafka.client_options`);
+- starting position, by precedence as in Spark: ``startingTimestamp`` (ms, all partitions),
+  ``startingOffsetsByTimestamp`` (JSON of ms per partition), ``startingOffsets`` (``earliest``,
+  ``latest`` (default) or JSON with -2 / -1); ``startingOffsetsByTimestampStrategy`` ``error``
+  (default) | ``latest`` for partitions with no record at or after the timestamp;
+- ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (Spark time string,
+  default ``15m``), ``minPartitions``, ``maxRecordsPerPartition``, ``includeHeaders``,
+  ``failOnDataLoss`` (default true);
+- ``kafkaConsumer.pollTimeoutMs`` (default 120000: how long a task waits without progress),
+  ``fetchOffset.numRetries`` and ``fetchOffset.retryIntervalMs`` (retries of the driver's offset
+  lookups), ``groupIdPrefix`` (accepted; the source joins no consumer group).
+
+Rejected with a reason: ``endingOffsets`` / ``endingOffsetsByTimestamp`` / ``endingTimestamp``
+(not valid in streaming queries), and names reserved for later work on this source
+(:data:`RESERVED_OPTIONS`).
+
+Adding an option: add a field to :class:`SourceOptions` and one :class:`_Option` entry to
+``_OPTIONS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Mapping, Union
+
+from unaligned.errors import OffsetFormatError, OptionError
+from unaligned.kafka.client_options import PREFIX, KafkaClientConfig, client_config_from_options, is_secret
+from unaligned.source.offsets import (
+    PartitionPosition,
+    TopicPartition,
+    format_partitions,
+    parse_assign,
+    parse_partition_timestamps,
+    parse_starting_offsets,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# --- parsed values -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    """``subscribe``: these topics (each must exist when first looked up)."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SubscribePattern:
+    """``subscribePattern``: every non-internal topic the regex finds a match in."""
+
+    pattern: str
+
+    def matches(self, topic: str) -> bool:
+        return re.search(self.pattern, topic) is not None
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``assign``: exactly these partitions."""
+
+    partitions: tuple[TopicPartition, ...]
+
+
+Subscription = Union[Subscribe, SubscribePattern, Assign]
+
+
+@dataclass(frozen=True)
+class EarliestStart:
+    """Start at the earliest offset still stored."""
+
+
+@dataclass(frozen=True)
+class LatestStart:
+    """Start at the latest offset (only records produced after the query starts)."""
+
+
+@dataclass(frozen=True)
+class OffsetsStart:
+    """``startingOffsets`` JSON: a position per partition (must name every partition)."""
+
+    positions: Mapping[TopicPartition, PartitionPosition]
+
+
+@dataclass(frozen=True)
+class TimestampStart:
+    """``startingTimestamp``: the first offset at or after this time, in every partition."""
+
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class PartitionTimestampsStart:
+    """``startingOffsetsByTimestamp``: per partition (must name every partition)."""
+
+    timestamps: Mapping[TopicPartition, int]
+
+
+StartingPosition = Union[
+    EarliestStart, LatestStart, OffsetsStart, TimestampStart, PartitionTimestampsStart
+]
+
+
+class NoMatchStrategy(Enum):
+    """``startingOffsetsByTimestampStrategy``: a partition with no record at/after the time."""
+
+    ERROR = "error"
+    LATEST = "latest"
+
+
+# --- value parsers (name is the option's Spark spelling) ----------------------------------------
+
+
+def _bool(name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise OptionError(f"option '{name}' must be 'true' or 'false', got {raw!r}")
+    return lowered == "true"
+
+
+def _int(name: str, raw: str, minimum: int) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(f"option '{name}' must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise OptionError(f"option '{name}' must be >= {minimum}, got {value}")
+    return value
+
+
+def _positive(name: str, raw: str) -> int:
+    return _int(name, raw, 1)
+
+
+def _non_negative(name: str, raw: str) -> int:
+    return _int(name, raw, 0)
+
+
+_TIME_UNITS_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+
+
+def parse_duration_ms(name: str, raw: str) -> int:
+    """Spark's time strings (``Utils.timeStringAsMs``): ``500``, ``500ms``, ``10s``, ``15m``, ..."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]+)?\s*", raw.lower())
+    if match is None or (match.group(2) is not None and match.group(2) not in _TIME_UNITS_MS):
+        raise OptionError(
+            f"option '{name}' must be a duration like 500ms, 30s, 15m or 1h, got {raw!r}"
+        )
+    return int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
+
+
+def _no_match(name: str, raw: str) -> NoMatchStrategy:
+    try:
+        return NoMatchStrategy(raw.strip().lower())
+    except ValueError:
+        raise OptionError(f"option '{name}' must be 'error' or 'latest', got {raw!r}") from None
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+@dataclass(frozen=True)
+class _Option:
+    name: str  # Spark's spelling, used in messages
+    field: str | None  # the SourceOptions field it sets; None: validated, no effect
+    parse: Callable[[str, str], Any]
+
+
+_OPTIONS: dict[str, _Option] = {
+    o.name.lower(): o
+    for o in (
+        _Option("failOnDataLoss", "fail_on_data_loss", _bool),
+        _Option("includeHeaders", "include_headers", _bool),
+        _Option("minPartitions", "min_partitions", _positive),
+        _Option("maxRecordsPerPartition", "max_records_per_partition", _positive),
+        _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", _positive),
+        _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", _positive),
+        _Option("maxTriggerDelay", "max_trigger_delay_ms", parse_duration_ms),
+        _Option("targetBatchDuration", "target_batch_duration_ms", parse_duration_ms),
+        _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", _positive),
+        _Option("fetchOffset.numRetries", "fetch_offset_num_retries", _positive),
+        _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", _non_negative),
+        _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", _no_match),
+        _Option("groupIdPrefix", None, _text),
+    )
+}
+
+_SUBSCRIPTIONS = {
+    "subscribe": "subscribe",
+    "subscribepattern": "subscribePattern",
+    "assign": "assign",
+}
+_STARTING = {
+    "startingtimestamp": "startingTimestamp",
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "startingoffsets": "startingOffsets",
+}
+_NOT_FOR_STREAMING = {
+    "endingoffsets": "endingOffsets",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "endingtimestamp": "endingTimestamp",
+}
+
+#: Source options reserved for later work: rejected with a message saying so, never ignored.
+RESERVED_OPTIONS: dict[str, str] = {}
+
+KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
+    sorted(
+        [
+            *_SUBSCRIPTIONS.values(),
+            *_STARTING.values(),
+            *(o.name for o in _OPTIONS.values()),
+            "kafka.*",
+        ]
+    )
+)
+
+
+def _parse_subscription(key: str, raw: str) -> Subscription:
+    name = _SUBSCRIPTIONS[key]
+    if key == "subscribe":
+        topics = tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+        if not topics:
+            raise OptionError(f"option 'subscribe' names no topics: {raw!r}")
+        return Subscribe(topics)
+    if key == "subscribepattern":
+        pattern = raw.strip()
+        if not pattern:
+            raise OptionError("option 'subscribePattern' is empty")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError(
+                f"option 'subscribePattern' is not a valid regex ({exc}): {raw!r}"
+            ) from None
+        return SubscribePattern(pattern)
+    if not raw.strip().startswith("{"):
+        raise OptionError(f"option '{name}' must be JSON like {{\"topic\": [0, 1]}}, got {raw!r}")
+    return Assign(parse_assign(raw, f"option '{name}'"))
+
+
+def _parse_starting(given: Mapping[str, str]) -> StartingPosition:
+    present = [_STARTING[k] for k in _STARTING if k in given]
+    if len(present) > 1:
+        logger.warning(
+            "options %s are all set; %s takes precedence (as in Spark)",
+            ", ".join(present),
+            present[0],
+        )
+    if "startingtimestamp" in given:
+        raw = given["startingtimestamp"]
+        return TimestampStart(_non_negative("startingTimestamp", raw))
+    if "startingoffsetsbytimestamp" in given:
+        return PartitionTimestampsStart(
+            parse_partition_timestamps(given["startingoffsetsbytimestamp"])
+        )
+    raw = given.get("startingoffsets")
+    if raw is None or raw.strip().lower() == "latest":
+        return LatestStart()
+    if raw.strip().lower() == "earliest":
+        return EarliestStart()
+    if not raw.strip().startswith("{"):
+        raise OffsetFormatError(
+            f"option 'startingOffsets' must be 'earliest', 'latest' or JSON like "
+            f'{{"topic": {{"0": 23, "1": -2}}}}, got {raw!r}'
+        )
+    return OffsetsStart(parse_starting_offsets(raw))
+
+
+def _lower_keys(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(lower-case key -> value, lower-case key -> the key as the user wrote it)."""
+    lowered: dict[str, str] = {}
+    spelled: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if value is None:
+            raise OptionError(f"option '{key}' has no value")
+        if low in lowered and lowered[low] != str(value):
+            shown = " (values not shown)" if is_secret(low) else ""
+            raise OptionError(
+                f"option '{spelled[low]}' is given twice with different values, "
+                f"also as '{key}'{shown}"
+            )
+        lowered[low] = str(value)
+        spelled.setdefault(low, key)
+    return lowered, spelled
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The validated options of one ``readStream.format("unaligned")``."""
+
+    subscription: Subscription
+    kafka: KafkaClientConfig
+    starting: StartingPosition = field(default_factory=LatestStart)
+    no_match_strategy: NoMatchStrategy = NoMatchStrategy.ERROR
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    target_batch_duration_ms: int | None = None
+    """Size batches so they take about this long (:mod:`unaligned.source.batch_sizing`)."""
+    poll_timeout_ms: int = 120_000
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SourceOptions":
+        """Validate Spark Kafka source options (any key case). Raises :class:`OptionError`."""
+        given, spelled = _lower_keys(options)
+
+        for key, name in _NOT_FOR_STREAMING.items():
+            if key in given:
+                raise OptionError(f"option '{name}' is not valid in streaming queries")
+        for key, name in RESERVED_OPTIONS.items():
+            if key in given:
+                raise OptionError(
+                    f"option '{name}' is reserved for a later version of this source and not "
+                    "supported yet"
+                )
+
+        chosen = [k for k in _SUBSCRIPTIONS if k in given]
+        if len(chosen) != 1:
+            names = ", ".join(_SUBSCRIPTIONS.values())
+            verb = "One" if not chosen else "Only one"
+            got = f" (got {', '.join(_SUBSCRIPTIONS[k] for k in chosen)})" if chosen else ""
+            raise OptionError(
+                f"{verb} of the options {names} must be specified for the Kafka source{got}"
+            )
+        subscription = _parse_subscription(chosen[0], given[chosen[0]])
+
+        kafka_params = {k[len(PREFIX) :]: v for k, v in given.items() if k.startswith(PREFIX)}
+        kafka = client_config_from_options(kafka_params)
+
+        values: dict[str, Any] = {}
+        for key, raw in given.items():
+            if key in _SUBSCRIPTIONS or key in _STARTING or key.startswith(PREFIX):
+                continue
+            option = _OPTIONS.get(key)
+            if option is None:
+                raise OptionError(
+                    f"unknown option '{spelled[key]}' for the unaligned Kafka source; "
+                    "known options: " + ", ".join(KNOWN_OPTION_NAMES)
+                )
+            value = option.parse(option.name, raw)
+            if option.field is not None:
+                values[option.field] = value
+
+        parsed = cls(
+            subscription=subscription, kafka=kafka, starting=_parse_starting(given), **values
+        )
+        parsed._check_consistency()
+        return parsed
+
+    def _check_consistency(self) -> None:
+        low, high = self.min_offsets_per_trigger, self.max_offsets_per_trigger
+        if low is not None and high is not None and low > high:
+            raise OptionError(
+                f"option 'minOffsetsPerTrigger' ({low}) is higher than option "
+                f"'maxOffsetsPerTrigger' ({high})"
+            )
+        if isinstance(self.subscription, Assign):
+            assigned = set(self.subscription.partitions)
+            named: set[TopicPartition] | None = None
+            option = ""
+            if isinstance(self.starting, OffsetsStart):
+                named, option = set(self.starting.positions), "startingOffsets"
+            elif isinstance(self.starting, PartitionTimestampsStart):
+                named, option = set(self.starting.timestamps), "startingOffsetsByTimestamp"
+            if named is not None and named != assigned:
+                raise OptionError(
+                    f"option '{option}' must name exactly the assigned partitions; "
+                    f"assigned: {format_partitions(assigned)}; named: {format_partitions(named)}"
+                )

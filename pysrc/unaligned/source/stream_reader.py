@@ -1,0 +1,387 @@
+"""``spark.readStream.format("unaligned")``: the Kafka stream reader (a drop-in for Spark's).
+
+Driver side (one :class:`KafkaStreamReader` per query run, kept across batches): it discovers
+partitions, resolves the starting position, computes each batch's end offsets under the read
+limits, and plans one task per topic-partition. Executor side (:meth:`KafkaStreamReader.read`):
+:func:`~unaligned.source.partition_reader.read_partition` runs on a fresh, unpickled reader per
+task and uses only what the :class:`~unaligned.source.partition_reader.KafkaInputPartition`
+carries.
+
+Offsets are "next offset to read" positions; ranges are ``[start, end)``; the checkpointed
+offset is :class:`~unaligned.source.offsets.SourceOffset` JSON, with room for an ``idleBarrier`` counter.
+
+Per batch Spark calls ``latestOffset(start, limit)`` -> ``commit(previous end)`` ->
+``partitions(start, end)``; after a restart it replays the last planned batch with
+``partitions(start, end)`` straight from its offset log. Planning therefore never depends on
+state set by ``latestOffset``.
+
+Data loss (``failOnDataLoss``, default true): records below a partition's log start offset
+(retention, delete-records), a partition or topic that disappeared, an offset that went
+backwards (topic recreated), or a new partition not starting at 0 stop the query with a
+:class:`~unaligned.errors.DataLossError` naming the topic-partition and offsets; with
+``failOnDataLoss=false`` the source logs a warning and reads what is still there.
+
+Known limit: Spark's own Kafka source stores the initial offsets of a new query in its
+checkpoint; a Python source sees no checkpoint location, so if the very first batch fails before
+it is committed, ``startingOffsets=latest`` (or a timestamp) is resolved again on restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Collection, Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
+from unaligned.errors import OptionError, TopicNotFoundError
+from unaligned.barriers.idle import IdleBarrierTrigger, new_token
+from unaligned.kafka.connections import OffsetLookup
+from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
+from unaligned.source.offset_ranges import (
+    OffsetRange,
+    available_records,
+    min_rows_delay_passed,
+    rate_limit,
+    split_ranges,
+)
+from unaligned.source.offsets import Boundary, SourceOffset, TopicPartition, format_partitions
+from unaligned.source.options import (
+    Assign,
+    EarliestStart,
+    LatestStart,
+    NoMatchStrategy,
+    OffsetsStart,
+    PartitionTimestampsStart,
+    SourceOptions,
+    Subscribe,
+    SubscribePattern,
+    TimestampStart,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The driver-side reader; one instance serves every batch of a query run."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._lookup = OffsetLookup(
+            options.kafka, options.fetch_offset_num_retries, options.fetch_offset_retry_interval_ms
+        )
+        self._idle_barriers = IdleBarrierTrigger()
+        self._sizer = (
+            BatchSizer(options.target_batch_duration_ms, time.monotonic)
+            if options.target_batch_duration_ms is not None
+            else None
+        )
+        self._available_now_target: dict[TopicPartition, int] | None = None
+        self._latest: dict[TopicPartition, int] | None = None
+        self._last_trigger_ms = 0
+
+    # --- partition discovery --------------------------------------------------------------
+
+    def _covered(
+        self, topics: Mapping[str, list[int]], known: Collection[TopicPartition]
+    ) -> tuple[list[TopicPartition], str | None]:
+        """(partitions the subscription covers in ``topics``, what is missing or None). Only
+        topics and partitions never read (not in ``known``) count as missing."""
+        sub = self._options.subscription
+        if isinstance(sub, SubscribePattern):
+            matching = [t for t in sorted(topics) if sub.matches(t)]
+            return [TopicPartition(t, p) for t in matching for p in topics[t]], None
+        if isinstance(sub, Subscribe):
+            covered = [TopicPartition(t, p) for t in sub.topics if t in topics for p in topics[t]]
+            seen = {tp.topic for tp in known}
+            missing = [t for t in sub.topics if t not in topics and t not in seen]
+            return covered, (
+                f"topic(s) {', '.join(missing)} named by option 'subscribe'" if missing else None
+            )
+        assert isinstance(sub, Assign)
+        covered = [tp for tp in sub.partitions if tp.partition in topics.get(tp.topic, ())]
+        absent = [tp for tp in sub.partitions if tp not in covered and tp not in known]
+        if not absent:
+            return covered, None
+        no_topic = sorted({tp.topic for tp in absent if tp.topic not in topics})
+        if no_topic:
+            return covered, f"topic(s) {', '.join(no_topic)} named by option 'assign'"
+        return covered, f"partition(s) {format_partitions(absent)} named by option 'assign'"
+
+    def _discover(self, known: Collection[TopicPartition]) -> list[TopicPartition]:
+        """The partitions the subscription covers now, sorted. A topic (or assigned partition)
+        that does not exist and was never read raises TopicNotFoundError once
+        ``fetchOffset.numRetries`` lookups ``fetchOffset.retryIntervalMs`` apart did not find it
+        (as Spark does); one read before (in ``known``) is left out: planning reports it lost."""
+        attempts = self._options.fetch_offset_num_retries
+        for attempt in range(1, attempts + 1):
+            covered, missing = self._covered(self._lookup.topics(), known)
+            if missing is None:
+                return sorted(covered)
+            if attempt < attempts:
+                time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
+        raise TopicNotFoundError(
+            f"{missing} do(es) not exist on Kafka at {self._options.kafka.bootstrap_servers}"
+        )
+
+    def _latest_positions(self, known: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Latest offsets (last stable offsets with read_committed) of the current partitions,
+        re-fetched (fetchOffset.numRetries) while one is below a known position: a stale
+        leader can answer with an old end offset (KAFKA-7703, as Spark handles it)."""
+        tps = self._discover(known)
+        latest = self._lookup.latest(tps)
+        for _ in range(1, self._options.fetch_offset_num_retries):
+            behind = [tp for tp, off in latest.items() if off < known.get(tp, off)]
+            if not behind:
+                break
+            logger.warning(
+                "latest offsets of %s are below the query's positions; fetching again",
+                format_partitions(behind),
+            )
+            time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
+            latest = self._lookup.latest(tps)
+        return latest
+
+    # --- the starting position --------------------------------------------------------------
+
+    def _resolve_timestamps(
+        self, timestamps: Mapping[TopicPartition, int], option: str
+    ) -> dict[TopicPartition, int]:
+        found = self._lookup.offsets_for_times(timestamps)
+        unmatched = [tp for tp, off in found.items() if off is None]
+        if unmatched and self._options.no_match_strategy is NoMatchStrategy.ERROR:
+            tp = sorted(unmatched)[0]
+            raise OptionError(
+                f"option '{option}': no record at or after timestamp {timestamps[tp]} in {tp} "
+                "(set startingOffsetsByTimestampStrategy=latest to start such partitions at their "
+                "latest offset)"
+            )
+        latest = self._lookup.latest(unmatched)
+        return {tp: latest[tp] if off is None else off for tp, off in found.items()}
+
+    def _check_named(
+        self, named: Collection[TopicPartition], tps: Collection[TopicPartition], option: str
+    ) -> None:
+        if set(named) != set(tps):
+            raise OptionError(
+                f"option '{option}' must name every partition the query reads (-2: earliest, "
+                f"-1: latest); named: {format_partitions(named)}; "
+                f"partitions: {format_partitions(tps)}"
+            )
+
+    def initialOffset(self) -> dict:
+        """The starting position of a new query (startingTimestamp > startingOffsetsByTimestamp >
+        startingOffsets, as in Spark)."""
+        tps = self._discover(())
+        start = self._options.starting
+        if isinstance(start, EarliestStart):
+            positions = self._lookup.earliest(tps)
+        elif isinstance(start, LatestStart):
+            positions = self._lookup.latest(tps)
+        elif isinstance(start, OffsetsStart):
+            self._check_named(start.positions, tps, "startingOffsets")
+            wanted = start.positions
+            positions = {tp: p for tp, p in wanted.items() if isinstance(p, int)}
+            positions.update(
+                self._lookup.earliest([tp for tp in wanted if wanted[tp] is Boundary.EARLIEST])
+            )
+            positions.update(
+                self._lookup.latest([tp for tp in wanted if wanted[tp] is Boundary.LATEST])
+            )
+        elif isinstance(start, TimestampStart):
+            positions = self._resolve_timestamps(
+                {tp: start.timestamp_ms for tp in tps}, "startingTimestamp"
+            )
+        else:
+            assert isinstance(start, PartitionTimestampsStart)
+            self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
+            positions = self._resolve_timestamps(start.timestamps, "startingOffsetsByTimestamp")
+        logger.info("initial offsets: %s", positions)
+        return SourceOffset.initial(positions, new_token()).to_json()
+
+    # --- admission control -----------------------------------------------------------------
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxOffsetsPerTrigger`` -> ReadMaxRows; else ``minOffsetsPerTrigger`` -> ReadMinRows;
+        else ReadAllAvailable. pyspark has no composite limit: when both are set, ReadMaxRows is
+        returned and :meth:`latestOffset` applies ``minOffsetsPerTrigger`` / ``maxTriggerDelay``
+        from the options whenever the engine passes this default (not ReadAllAvailable)."""
+        if self._options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self._options.max_offsets_per_trigger)
+        if self._options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self._options.min_offsets_per_trigger)
+        if self._options.target_batch_duration_ms is not None:
+            # Not ReadAllAvailable, so that latestOffset may size the batch; no row cap itself.
+            return ReadMaxRows(UNCAPPED_ROWS)
+        return ReadAllAvailable()
+
+    def _min_rows_hold_back(self, min_rows: int | None, available: int) -> bool:
+        """Spark's minOffsetsPerTrigger + maxTriggerDelay: wait while fewer records are
+        available, until the delay since the last batch has passed. Not applied with
+        Trigger.AvailableNow (it would wait for records that never come)."""
+        if min_rows is None or self._available_now_target is not None:
+            return False
+        now_ms = int(time.time() * 1000)
+        if min_rows_delay_passed(now_ms, self._last_trigger_ms, self._options.max_trigger_delay_ms):
+            self._last_trigger_ms = now_ms
+            return False
+        if available < min_rows:
+            return True
+        self._last_trigger_ms = now_ms
+        return False
+
+    def _idle_barrier_due(self, begin: SourceOffset) -> bool:
+        """Whether to force an empty idle-barrier batch now that no records arrived: the sink
+        left channel state pending (see :mod:`unaligned.barriers.idle`)."""
+        return begin.barrier_token is not None and self._idle_barriers.due(begin.barrier_token)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next batch: the latest offsets, under the read limit. Returns
+        ``start`` itself when there is nothing new (Spark then plans no batch)."""
+        begin = SourceOffset.from_json(start, "the start offset from Spark's offset log")
+        if self._available_now_target is not None:
+            latest = dict(self._available_now_target)
+        else:
+            latest = self._latest_positions(begin.positions)
+        self._latest = latest
+        froms = dict(begin.positions)
+        new = [tp for tp in latest if tp not in froms]
+        if new:
+            froms.update(self._lookup.earliest(new))
+            froms.update({tp: latest[tp] for tp in new if tp not in froms})
+        end = latest
+        if not isinstance(limit, ReadAllAvailable):
+            # The engine passes ReadAllAvailable or our default limit; a ReadMaxRows /
+            # ReadMinRows it passes wins over the option, the other option still applies.
+            max_rows = self._options.max_offsets_per_trigger
+            min_rows = self._options.min_offsets_per_trigger
+            if isinstance(limit, ReadMaxRows):
+                max_rows = limit.max_rows
+            if isinstance(limit, ReadMinRows):
+                min_rows = limit.min_rows
+            if self._min_rows_hold_back(min_rows, available_records(froms, latest)):
+                end = dict(begin.positions)
+            else:
+                if max_rows is not None:
+                    end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
+                if self._sizer is not None:
+                    end = self._size_batch({tp: froms[tp] for tp in end}, end)
+        if end == dict(begin.positions):
+            if self._idle_barrier_due(begin):
+                return begin.next(begin.positions, begin.idle_barrier + 1).to_json()
+            return start
+        return begin.next(end, begin.idle_barrier).to_json()
+
+    def _size_batch(
+        self, froms: dict[TopicPartition, int], end: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Apply ``targetBatchDuration`` on top of the other limits."""
+        assert self._sizer is not None
+        backlog = sum(1 for tp in end if end[tp] > froms[tp])
+        cap = self._sizer.cap(backlog)
+        sized = rate_limit(froms, end, cap)
+        self._sizer.planned(available_records(froms, sized), cap)
+        return sized
+
+    def reportLatestOffset(self) -> dict | None:
+        return None if not self._latest else SourceOffset(self._latest).to_json()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the target: the query reads up to the latest offsets of now and never past them."""
+        self._available_now_target = self._latest_positions({})
+        logger.info("Trigger.AvailableNow target offsets: %s", self._available_now_target)
+
+    # --- planning ---------------------------------------------------------------------------
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+        """One task per topic-partition of ``end`` in (topic, partition) order, empty ranges
+        included; split further with minPartitions / maxRecordsPerPartition."""
+        finish = SourceOffset.from_json(end, "the end offset from Spark's offset log")
+        passed = SourceOffset.from_json(start, "the start offset from Spark's offset log")
+        begin = finish.batch_start(passed)
+        if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
+            return []
+        pieces = split_ranges(
+            self._plan_ranges(begin, finish),
+            self._options.min_partitions,
+            self._options.max_records_per_partition,
+        )
+        return [
+            KafkaInputPartition(
+                index=i,
+                range=piece,
+                kafka=self._options.kafka,
+                include_headers=self._options.include_headers,
+                fail_on_data_loss=self._options.fail_on_data_loss,
+                poll_timeout_ms=self._options.poll_timeout_ms,
+            )
+            for i, piece in enumerate(pieces)
+        ]
+
+    def _plan_ranges(self, begin: SourceOffset, finish: SourceOffset) -> list[OffsetRange]:
+        """The range of every partition of ``finish``, after the data-loss checks:
+
+        1. partitions of ``begin`` missing from ``finish`` (topic deleted): lost;
+        2. partitions of ``finish`` that no longer exist: lost, planned as empty ranges;
+        3. a new partition starts at its earliest offset, which should be 0;
+        4. an end below the start (topic recreated): lost, planned empty;
+        5. a start below the log start offset (retention, delete-records): the gap is lost.
+        """
+        fail = self._options.fail_on_data_loss
+        gone = sorted(set(begin.positions) - set(finish.positions))
+        if gone:
+            unread = ", ".join(f"{tp} from offset {begin.positions[tp]}" for tp in gone)
+            on_data_loss(
+                fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}"
+            )
+        topics = self._lookup.topics() if finish.positions else {}
+        existing = [tp for tp in finish.positions if tp.partition in topics.get(tp.topic, ())]
+        vanished = set(finish.positions) - set(existing)
+        if vanished:
+            on_data_loss(
+                fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)"
+            )
+        earliest = self._lookup.earliest(existing)
+        ranges: list[OffsetRange] = []
+        for tp in sorted(finish.positions):
+            until = finish.positions[tp]
+            if tp in vanished:
+                ranges.append(OffsetRange(tp, until, until))
+                continue
+            frm = begin.positions.get(tp, earliest[tp])
+            if tp not in begin.positions and frm != 0:
+                on_data_loss(fail, f"partition {tp} was added and starts at offset {frm}, not 0")
+            if until < frm:
+                on_data_loss(
+                    fail, f"the offset of {tp} went back from {frm} to {until} (topic recreated?)"
+                )
+                frm = until
+            elif frm < earliest[tp]:
+                lost_to = min(earliest[tp], until)
+                on_data_loss(
+                    fail,
+                    f"records of {tp} at offsets [{frm}, {lost_to}) are gone before the "
+                    "query read them (retention or deleted records)",
+                )
+                frm = lost_to
+            ranges.append(OffsetRange(tp, frm, until))
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, never in Kafka."""
+
+    def stop(self) -> None:
+        self._lookup.close()

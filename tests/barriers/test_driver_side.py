@@ -1,0 +1,301 @@
+"""The driver at a barrier: pending state for the commit record, garbage collection of channel
+state no record needs, barrier metrics, and the idle-barrier hint. Local files only: real
+channel-state files written by the writer, real commit records, a Spark-format offset log."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import pyarrow as pa
+import pytest
+
+from unaligned.barriers import idle as idle_barriers
+from unaligned.barriers.driver_side import after_barrier, collect_channel_state_garbage, pending_after
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
+from unaligned.channel_state.files import list_barrier_ids, list_state_files
+from unaligned.channel_state.reader import read_all
+from unaligned.channel_state.writer import ChannelStateWriter
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
+from unaligned.barriers.metrics import TaskBarrierStats, read_metrics
+from unaligned.sink.options import SinkOptions
+from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False)])
+
+
+@pytest.fixture
+def options(tmp_path: Path) -> SinkOptions:
+    return SinkOptions.parse(
+        {"checkpointLocation": str(tmp_path / "ck"), "path": str(tmp_path / "out")}
+    )
+
+
+@pytest.fixture
+def hint_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "hints"
+    monkeypatch.setenv(HINT_DIR_ENV, str(directory))
+    return directory
+
+
+def state(
+    options: SinkOptions, barrier_id: int, task: int, rows: int, *, attempt: str = "a0", inline: bool = False
+) -> ChannelStateRef:
+    """Real channel state of ``rows`` rows, written by the sink's writer (a file unless inline)."""
+    writer = ChannelStateWriter(
+        state_dir=options.alignment.state_dir,
+        barrier_id=barrier_id,
+        query_id="q1",
+        task_index=task,
+        attempt=attempt,
+        schema=SCHEMA,
+        inline_threshold_bytes=10**6 if inline else 0,
+    )
+    writer.append(pa.record_batch([pa.array(range(rows), pa.int64())], schema=SCHEMA))
+    ref = writer.finish()
+    assert isinstance(ref, InlineChannelState if inline else FileChannelState)
+    return ref
+
+
+def ref_json(*refs: ChannelStateRef) -> tuple[dict[str, Any], ...]:
+    return tuple(ref.to_dict() for ref in refs)
+
+
+def message(
+    batch_id: int,
+    partition: int,
+    pending: Sequence[ChannelStateRef] = (),
+    stats: Optional[TaskBarrierStats] = None,
+) -> SinkCommitMessage:
+    return SinkCommitMessage(
+        batch_id=batch_id,
+        partition_id=partition,
+        attempt_number=0,
+        rows=0,
+        outcome=TaskOutcome.PREPARED,
+        prepared={"task": partition},
+        pending=ref_json(*pending),
+        stats=stats.to_dict() if stats else None,
+    )
+
+
+def decide(
+    options: SinkOptions, batch_id: int, channel_state: Mapping[int, Sequence[ChannelStateRef]]
+) -> CommitRecord:
+    record = CommitRecord(
+        batch_id=batch_id,
+        participant="files",
+        prepared=(),
+        decided_at_ms=0,
+        channel_state={index: ref_json(*refs) for index, refs in channel_state.items()},
+    )
+    CommitLog.under_checkpoint(options.checkpoint_location).write(record)
+    return record
+
+
+def write_offset_log(options: SinkOptions, batch_id: int, start_ms: int, *source_lines: str) -> None:
+    """``<checkpoint>/offsets/<batchId>`` as Spark writes it (v1: one line per source)."""
+    offsets = Path(options.checkpoint_location) / "offsets"
+    offsets.mkdir(parents=True, exist_ok=True)
+    metadata = '{"batchWatermarkMs":0,"batchTimestampMs":%d,"conf":{}}' % start_ms
+    (offsets / str(batch_id)).write_text("\n".join(["v1", metadata, *source_lines]))
+
+
+def source_offset(token: Optional[str]) -> str:
+    token_part = f',"barrierToken":"{token}"' if token else ""
+    return '{"offsets":{"t":{"0":10}},"idleBarrier":0%s}' % token_part
+
+
+def state_files(options: SinkOptions) -> set[tuple[int, str]]:
+    """(barrier id, file name) of every channel-state file on disk."""
+    return {
+        (barrier, Path(f.path).name)
+        for barrier in list_barrier_ids(options.alignment.state_dir)
+        for f in list_state_files(options.alignment.state_dir, barrier)
+    }
+
+
+# --- pending_after: what the commit record keeps ------------------------------------------------
+
+
+def test_first_barrier_keeps_each_tasks_new_pending_state(options: SinkOptions) -> None:
+    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    a, b = state(options, 0, 0, 5), state(options, 0, 2, 7)
+    messages = [message(0, 0, [a]), message(0, 1), message(0, 2, [b])]
+
+    pending = pending_after(log, messages, 0)
+
+    assert pending == {0: ref_json(a), 2: ref_json(b)}  # task 1 left nothing: no entry
+    # What it returns is what the commit record stores and a later run reads back.
+    decide(options, 0, {i: [ChannelStateRef.from_dict(dict(r)) for r in refs] for i, refs in pending.items()})
+    assert log.read(0).channel_state == pending  # type: ignore[union-attr]
+
+
+def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(options: SinkOptions) -> None:
+    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    old0, old1 = state(options, 1, 0, 10), state(options, 1, 1, 10)
+    decide(options, 1, {0: [old0], 1: [old1]})
+    # Barrier 2: task 0 replayed everything; task 1 carried part of its state forward.
+    carried = old1.advanced(4)
+    pending = pending_after(log, [message(2, 0), message(2, 1, [carried])], 2)
+    assert pending == {1: ref_json(carried)}
+
+
+def test_state_of_task_indexes_that_did_not_run_moves_ahead_of_the_survivors_state(
+    options: SinkOptions,
+) -> None:
+    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    orphan2, orphan3 = state(options, 1, 2, 3), state(options, 1, 3, 4)
+    decide(options, 1, {2: [orphan2], 3: [orphan3]})
+    new1 = state(options, 2, 1, 6)
+    # The sink now runs with 2 tasks: index 2 -> 0, index 3 -> 1 (before task 1's own state).
+    pending = pending_after(log, [message(2, 0), message(2, 1, [new1])], 2)
+    assert pending == {0: ref_json(orphan2), 1: ref_json(orphan3, new1)}
+
+
+def test_only_the_newest_record_before_the_barrier_counts(options: SinkOptions) -> None:
+    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    older, newest_before, own = state(options, 1, 4, 1), state(options, 3, 5, 2), state(options, 5, 6, 3)
+    decide(options, 1, {4: [older]})
+    decide(options, 3, {5: [newest_before]})
+    decide(options, 5, {6: [own]})  # barrier 5's own record (commit run again): not inherited
+    pending = pending_after(log, [message(5, 0), message(5, 1)], 5)
+    assert pending == {1: ref_json(newest_before)}  # 5 % 2 == 1
+
+
+# --- garbage collection of channel state ---------------------------------------------------------
+
+
+def test_garbage_collection_keeps_exactly_what_the_newest_record_references(
+    options: SinkOptions,
+) -> None:
+    replayed = state(options, 1, 0, 10)  # pending after barrier 1, replayed by barrier 2
+    decide(options, 1, {0: [replayed]})
+    carried = state(options, 2, 0, 10)  # pending after 2, carried forward by 3 by reference
+    denied = state(options, 2, 1, 10)  # written by an attempt Spark denied: in no record
+    decide(options, 2, {0: [carried]})
+    new = state(options, 3, 1, 10)
+    ChannelStateWriter(  # a failed attempt's temporary file, never finished
+        state_dir=options.alignment.state_dir, barrier_id=3, query_id="q1", task_index=0,
+        attempt="failed1", schema=SCHEMA, inline_threshold_bytes=0,
+    ).append(pa.record_batch([pa.array([1], pa.int64())], schema=SCHEMA))
+    undecided = state(options, 4, 0, 10)  # a batch that never got a commit record
+    decide(options, 3, {0: [carried.advanced(3)], 1: [new]})
+    assert len(state_files(options)) == 6
+    assert not isinstance(undecided, InlineChannelState)
+
+    collect_channel_state_garbage(options)
+
+    assert state_files(options) == {(2, "task-0.avro"), (3, "task-1.avro")}
+    assert list_barrier_ids(options.alignment.state_dir) == [2, 3]  # barrier 1 and 4 dirs gone
+    assert not Path(replayed.path).exists() and not Path(denied.path).exists()  # type: ignore[attr-defined]
+    # What is kept still replays completely.
+    assert read_all(carried.advanced(3)).column("id").to_pylist() == list(range(3, 10))
+    assert read_all(new).num_rows == 10
+    collect_channel_state_garbage(options)  # idempotent
+    assert state_files(options) == {(2, "task-0.avro"), (3, "task-1.avro")}
+
+
+def test_garbage_collection_without_any_record_removes_all_state(options: SinkOptions) -> None:
+    state(options, 0, 0, 5)
+    state(options, 0, 1, 5)
+    collect_channel_state_garbage(options)
+    assert state_files(options) == set()
+    collect_channel_state_garbage(options)  # nothing there at all: fine
+
+
+def test_garbage_collection_with_only_inline_state_pending_removes_every_file(
+    options: SinkOptions,
+) -> None:
+    state(options, 1, 0, 5)
+    inline = state(options, 2, 0, 5, inline=True)
+    decide(options, 2, {0: [inline]})
+    collect_channel_state_garbage(options)
+    assert state_files(options) == set()
+
+
+def test_garbage_collection_looks_in_the_configured_state_path(tmp_path: Path) -> None:
+    options = SinkOptions.parse(
+        {
+            "checkpointLocation": str(tmp_path / "ck"),
+            "path": str(tmp_path / "out"),
+            "channelStatePath": str(tmp_path / "elsewhere"),
+        }
+    )
+    kept, dropped = state(options, 1, 0, 5), state(options, 1, 1, 5)
+    decide(options, 1, {0: [kept]})
+    collect_channel_state_garbage(options)
+    assert Path(kept.path).exists() and not Path(dropped.path).exists()  # type: ignore[attr-defined]
+    assert Path(kept.path).is_relative_to(tmp_path / "elsewhere")  # type: ignore[attr-defined]
+
+
+# --- after the barrier: metrics and the idle-barrier hint ---------------------------------------
+
+
+def test_barrier_metrics_are_written_from_the_tasks_stats(options: SinkOptions, hint_dir: Path) -> None:
+    start_ms = int(time.time() * 1000) - 5_000
+    write_offset_log(options, 4, start_ms, source_offset("tok1"))
+    record = decide(options, 4, {})
+    stats = [
+        TaskBarrierStats(task_index=0, start_ms=start_ms + 30, cut=False, rows_written=100),
+        TaskBarrierStats(
+            task_index=1, start_ms=start_ms + 10, cut=True, rows_written=40, rows_replayed=15,
+            rows_carried=5, rows_spilled=60, state_file_bytes=900,
+        ),
+    ]
+    before_ms = int(time.time() * 1000)
+    after_barrier(options, record, [message(4, 0, stats=stats[0]), message(4, 1, stats=stats[1])])
+    after_ms = int(time.time() * 1000)
+
+    (metrics,) = read_metrics(options.checkpoint_location)
+    assert metrics.batch_id == 4 and metrics.tasks == 2 and metrics.tasks_cut == 1
+    assert metrics.mode == "unaligned"
+    assert (metrics.rows_written, metrics.rows_replayed, metrics.rows_carried, metrics.rows_spilled) == (
+        140, 15, 5, 60,
+    )
+    assert metrics.start_delay_ms == 10  # first task start minus the batch start in the offset log
+    assert before_ms - start_ms <= metrics.duration_ms <= after_ms - start_ms
+    assert metrics.channel_state_files == 1 and metrics.channel_state_bytes == 900
+
+
+def test_no_metrics_without_task_stats(options: SinkOptions, hint_dir: Path) -> None:
+    write_offset_log(options, 4, int(time.time() * 1000), source_offset("tok1"))
+    record = decide(options, 4, {})
+    after_barrier(options, record, [message(4, 0), message(4, 1)])
+    assert read_metrics(options.checkpoint_location) == []
+
+
+def test_hint_counts_the_rows_still_to_replay(options: SinkOptions, hint_dir: Path) -> None:
+    write_offset_log(options, 6, int(time.time() * 1000), source_offset("tok1"))
+    carried = state(options, 5, 0, 100).advanced(40)  # 60 rows left
+    record = decide(options, 6, {0: [carried], 3: [state(options, 6, 3, 5, inline=True)]})
+    after_barrier(options, record, [message(6, 0, [carried])])
+    assert idle_barriers.read("tok1") == PendingHint(batch_id=6, pending_rows=65)
+
+
+def test_hint_is_cleared_once_nothing_is_pending(options: SinkOptions, hint_dir: Path) -> None:
+    now = int(time.time() * 1000)
+    write_offset_log(options, 6, now, source_offset("tok1"))
+    write_offset_log(options, 7, now, source_offset("tok1"))
+    pending = state(options, 6, 0, 5)
+    after_barrier(options, decide(options, 6, {0: [pending]}), [message(6, 0, [pending])])
+    assert idle_barriers.read("tok1") == PendingHint(6, 5)
+    after_barrier(options, decide(options, 7, {}), [message(7, 0)])
+    assert idle_barriers.read("tok1") is None
+    assert not any(hint_dir.iterdir())
+
+
+def test_hint_goes_to_every_source_token_and_only_to_tokens(
+    options: SinkOptions, hint_dir: Path
+) -> None:
+    # Three sources: two of ours (one token each), one without a token; plus one Spark wrote "-".
+    write_offset_log(
+        options, 2, int(time.time() * 1000),
+        source_offset("tokA"), source_offset(None), "-", source_offset("tokB"),
+    )
+    pending = state(options, 2, 0, 3, inline=True)
+    after_barrier(options, decide(options, 2, {0: [pending]}), [message(2, 0, [pending])])
+    assert sorted(p.name for p in hint_dir.iterdir()) == ["tokA.json", "tokB.json"]
+    assert idle_barriers.read("tokA") == idle_barriers.read("tokB") == PendingHint(2, 3)

@@ -1,0 +1,180 @@
+"""The sink task's barrier logic: replay first, cut at the deadline, spill, carry forward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pytest
+
+from unaligned.barriers.barrier import Barrier, Deadline
+from unaligned.barriers.task_side import (
+    AlignmentSettings,
+    BarrierAlignment,
+    CheckpointMode,
+    TaskBarrierOutcome,
+    reassign_pending,
+)
+from unaligned.channel_state.refs import FileChannelState, InlineChannelState
+from unaligned.channel_state.reader import read_all
+
+SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
+
+
+def rows(start: int, count: int, per_batch: int = 10) -> Iterator[pa.RecordBatch]:
+    for first in range(start, start + count, per_batch):
+        n = min(per_batch, start + count - first)
+        yield pa.record_batch(
+            [
+                pa.array([f"k{i % 3}".encode() for i in range(first, first + n)]),
+                pa.array([f"v{i:06d}".encode() + b"x" * 100 for i in range(first, first + n)]),
+            ],
+            schema=SCHEMA,
+        )
+
+
+def values(batches: list[pa.RecordBatch]) -> list[int]:
+    return [int(v[1:7]) for b in batches for v in b.column("value").to_pylist()]
+
+
+class Clock:
+    """Wall clock in ms that advances a fixed step each time a chunk is written."""
+
+    def __init__(self, start_ms: int) -> None:
+        self.now = float(start_ms)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def settings(tmp_path: Path, mode: CheckpointMode = CheckpointMode.UNALIGNED, **kw: int) -> AlignmentSettings:
+    return AlignmentSettings(
+        mode=mode,
+        timeout_ms=kw.get("timeout_ms", 100),
+        max_inflight_bytes=kw.get("max_inflight_bytes", 10**9),
+        chunk_rows=kw.get("chunk_rows", 10),
+        state_dir=str(tmp_path / "state"),
+        codec="deflate",
+        inline_threshold_bytes=kw.get("inline", 0),
+    )
+
+
+def run_barrier(
+    tmp_path: Path,
+    batch_id: int,
+    inherited: tuple,
+    new_rows: Iterator[pa.RecordBatch],
+    *,
+    ms_per_chunk: int,
+    mode: CheckpointMode = CheckpointMode.UNALIGNED,
+    **kw: int,
+) -> tuple[TaskBarrierOutcome, list[pa.RecordBatch]]:
+    clock = Clock(1_000_000)
+    barrier = Barrier(batch_id=batch_id, start_ms=1_000_000, query_id="q1")
+    written: list[pa.RecordBatch] = []
+
+    def write_chunk(chunk: pa.RecordBatch) -> None:
+        written.append(chunk)
+        clock.now += ms_per_chunk
+
+    alignment = BarrierAlignment(
+        settings(tmp_path, mode, **kw),
+        barrier,
+        Deadline(barrier.start_ms, kw.get("timeout_ms", 100), clock),
+        task_index=0,
+        attempt_number=0,
+        attempt_id=f"a{batch_id}",
+        inherited=inherited,
+    )
+    return alignment.run(new_rows, write_chunk, clock), written
+
+
+def test_aligned_mode_writes_everything_whatever_the_time(tmp_path: Path) -> None:
+    outcome, written = run_barrier(
+        tmp_path, 1, (), rows(0, 100), ms_per_chunk=1000, mode=CheckpointMode.ALIGNED
+    )
+    assert values(written) == list(range(100))
+    assert outcome.pending == ()
+    assert not outcome.stats.cut and outcome.stats.rows_written == 100
+
+
+def test_unaligned_cut_spills_the_rest_and_next_barrier_replays_it_first(tmp_path: Path) -> None:
+    # 25 ms per 10-row chunk, 100 ms timeout: 4 chunks written, then the cut.
+    outcome, written = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=25)
+    assert values(written) == list(range(40))
+    assert outcome.stats.cut and outcome.stats.rows_spilled == 60
+    (state,) = outcome.pending
+    assert isinstance(state, FileChannelState) and state.row_count == 60
+    assert outcome.stats.state_file_bytes == state.byte_size > 0
+
+    # Next barrier, fast sink: replays the 60 spilled rows before its own 50 new rows.
+    outcome2, written2 = run_barrier(tmp_path, 2, outcome.pending, rows(100, 50), ms_per_chunk=1)
+    assert values(written2) == list(range(40, 100)) + list(range(100, 150))
+    assert outcome2.pending == () and outcome2.stats.rows_replayed == 60
+
+
+def test_timeout_during_replay_carries_the_rest_forward_by_reference(tmp_path: Path) -> None:
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=50)  # 2 chunks, 80 spilled
+    (state,) = first.pending
+    second, written = run_barrier(tmp_path, 2, first.pending, rows(100, 30), ms_per_chunk=50)
+    assert values(written) == list(range(20, 40))  # two replayed chunks, then the cut
+    carried, spilled = second.pending
+    assert isinstance(carried, FileChannelState)
+    assert carried.path == state.path and carried.start_row == 20  # same file, not rewritten
+    assert second.stats.rows_carried == 60 and second.stats.rows_spilled == 30
+    third, written3 = run_barrier(tmp_path, 3, second.pending, rows(130, 0), ms_per_chunk=0)
+    assert values(written3) == list(range(40, 130))
+    assert third.pending == ()
+
+
+def test_every_barrier_makes_progress_even_past_its_deadline(tmp_path: Path) -> None:
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 50), ms_per_chunk=1000)
+    assert first.stats.rows_written == 10  # one chunk, then the cut
+    pending = first.pending
+    seen: list[int] = list(range(10))
+    for batch_id in range(2, 10):
+        outcome, written = run_barrier(tmp_path, batch_id, pending, rows(0, 0), ms_per_chunk=1000)
+        seen += values(written)
+        pending = outcome.pending
+        if not pending:
+            break
+    assert seen == list(range(50))
+
+
+def test_small_state_goes_inline(tmp_path: Path) -> None:
+    outcome, _ = run_barrier(tmp_path, 1, (), rows(0, 20), ms_per_chunk=200, inline=1 << 20)
+    (state,) = outcome.pending
+    assert isinstance(state, InlineChannelState)
+    assert outcome.stats.state_inline_bytes > 0 and outcome.stats.state_file_bytes == 0
+    assert values(read_all(state).to_batches()) == list(range(10, 20))
+
+
+def test_pending_state_above_max_inflight_bytes_disables_the_cut(tmp_path: Path) -> None:
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=50)
+    second, written = run_barrier(
+        tmp_path, 2, first.pending, rows(100, 50), ms_per_chunk=50, max_inflight_bytes=10
+    )
+    assert not second.stats.cut and second.pending == ()
+    assert values(written) == list(range(20, 150))
+
+
+def test_corrupt_inherited_state_stops_the_task(tmp_path: Path) -> None:
+    from unaligned.errors import ChannelStateError
+
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=50)
+    (state,) = first.pending
+    assert isinstance(state, FileChannelState)
+    data = Path(state.path).read_bytes()
+    Path(state.path).write_bytes(data[: len(data) // 2])
+    with pytest.raises(ChannelStateError, match="barrier"):
+        run_barrier(tmp_path, 2, first.pending, rows(100, 10), ms_per_chunk=1)
+
+
+def test_reassign_pending_moves_state_of_vanished_tasks_to_j_mod_n(tmp_path: Path) -> None:
+    a, b, c = (object() for _ in range(3))
+    previous = {0: (a,), 3: (b,)}
+    new = {1: (c,)}
+    assert reassign_pending(previous, new, task_count=2) == {1: (b, c)}  # type: ignore[arg-type]
+    assert reassign_pending(previous, {}, task_count=4) == {}  # tasks 0 and 3 ran: their own business
+    assert reassign_pending(previous, {}, task_count=0) == previous  # type: ignore[arg-type]

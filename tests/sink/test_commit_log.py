@@ -1,0 +1,113 @@
+"""Commit records: atomic, write-once, readable by any later process, pruned only when done."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from unaligned.sink.commit_log import CommitLog, CommitRecord, atomic_write
+from unaligned.barriers.barrier import resolve_location
+from unaligned.errors import CommitLogError
+
+
+def _record(batch_id: int, n: int = 2) -> CommitRecord:
+    return CommitRecord(
+        batch_id=batch_id,
+        participant="kafka",
+        prepared=tuple({"transactionalId": f"p-{batch_id}-{i}-0", "partition": i} for i in range(n)),
+        decided_at_ms=1_700_000_000_000 + batch_id,
+    )
+
+
+def test_record_round_trip_and_layout(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    assert log.read(0) is None
+    log.write(_record(0))
+    assert (tmp_path / "unaligned-sink" / "commits" / "0.json").is_file()
+    # A fresh object (another process) reads the same decision.
+    assert CommitLog.under_checkpoint(str(tmp_path)).read(0) == _record(0)
+    assert log.decided_batch_ids() == [0]
+    assert log.unfinished_batch_ids() == [0]
+
+
+def test_a_decision_is_never_replaced(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    log.write(_record(3, n=1))
+    with pytest.raises(CommitLogError, match="already exists"):
+        log.write(_record(3, n=2))
+    assert log.read(3) == _record(3, n=1)
+
+
+def test_file_uri_checkpoint(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(f"file://{tmp_path}")
+    log.write(_record(1))
+    assert CommitLog.under_checkpoint(str(tmp_path)).read(1) == _record(1)
+
+
+def test_done_markers_and_unfinished(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    for b in range(3):
+        log.write(_record(b))
+    log.mark_done(0, commit_ms=12.5)
+    log.mark_done(2)
+    assert log.unfinished_batch_ids() == [1]
+    assert log.is_done(0) and not log.is_done(1)
+    info = log.done_info(0)
+    assert info is not None and info["commitMs"] == 12.5
+    assert log.done_info(1) is None
+
+
+def test_temporary_files_are_invisible(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    commits = tmp_path / "unaligned-sink" / "commits"
+    commits.mkdir(parents=True)
+    (commits / ".5.json.abc.tmp").write_text("{half")
+    assert log.decided_batch_ids() == []
+    assert log.read(5) is None
+
+
+def test_corrupt_record_is_a_loud_error(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    commits = tmp_path / "unaligned-sink" / "commits"
+    commits.mkdir(parents=True)
+    (commits / "4.json").write_text("{not json")
+    with pytest.raises(CommitLogError, match="4.json"):
+        log.read(4)
+    (commits / "6.json").write_text(json.dumps(json.loads(_record(7).to_json())))
+    with pytest.raises(CommitLogError, match="names batch 7"):
+        log.read(6)
+
+
+def test_unknown_version_refused(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    doc = json.loads(_record(1).to_json())
+    doc["version"] = 99
+    commits = tmp_path / "unaligned-sink" / "commits"
+    commits.mkdir(parents=True)
+    (commits / "1.json").write_text(json.dumps(doc))
+    with pytest.raises(CommitLogError, match="version 99"):
+        log.read(1)
+
+
+def test_prune_keeps_newest_done_and_every_unfinished(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    for b in range(6):
+        log.write(_record(b))
+    for b in (0, 1, 2, 4, 5):
+        log.mark_done(b)
+    assert log.prune(retain=2) == [0, 1, 2]
+    assert log.decided_batch_ids() == [3, 4, 5]
+    assert log.unfinished_batch_ids() == [3]
+    with pytest.raises(CommitLogError):
+        log.prune(retain=0)
+
+
+def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
+    location = resolve_location(str(tmp_path)).child("sub", "f.json")
+    atomic_write(location, b"first")
+    atomic_write(location, b"second")
+    assert (tmp_path / "sub" / "f.json").read_bytes() == b"second"
+    assert sorted(os.listdir(tmp_path / "sub")) == ["f.json"]

@@ -1,0 +1,391 @@
+"""The 2PC protocol core, without Spark or a broker: a stand-in TaskContext, the file
+participant on a local directory, and a recording participant for the call sequence.
+
+Decide / roll forward / recover on their own: test_sink_recovery.py; the Kafka sink's input
+columns: test_kafka_sink_columns.py; its transactional ids: test_kafka_sink.py."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from unaligned.sink import two_phase_commit as tpc
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.sink.committed_files import read_committed_files
+from unaligned.errors import CommitLogError
+from unaligned.sink.file_participant import STAGING_DIR
+from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
+from unaligned.sink.recovery import recover
+from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter, build_stream_writer
+from unaligned.sink.writer_role import COMMIT_RUNNER_MODULE, PLANNER_MODULE
+
+SCHEMA = StructType([StructField("id", LongType(), False), StructField("s", StringType(), True)])
+
+
+# --- a frame that looks like a Spark worker module -----------------------------------------------
+
+
+def _call_in_module(module_name: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` from a frame whose globals look like module ``module_name``."""
+    namespace: dict[str, Any] = {"__name__": module_name, "fn": fn}
+    exec("def call():\n    return fn()\n", namespace)
+    return namespace["call"]()
+
+
+# --- a stand-in task context --------------------------------------------------------------------
+
+
+class FakeTaskContext:
+    def __init__(self, batch_id: int, partition_id: int, attempt: int = 0) -> None:
+        self._props = {tpc.BATCH_ID_PROPERTY: str(batch_id), tpc.QUERY_ID_PROPERTY: "q-1"}
+        self._partition = partition_id
+        self._attempt = attempt
+
+    def getLocalProperty(self, key: str) -> Optional[str]:
+        return self._props.get(key)
+
+    def partitionId(self) -> int:
+        return self._partition
+
+    def attemptNumber(self) -> int:
+        return self._attempt
+
+    def taskAttemptId(self) -> int:
+        return 1000 * self._partition + self._attempt
+
+
+def write_spark_checkpoint(checkpoint: Path, batches: int = 10) -> None:
+    """What Spark writes before a batch runs: the query metadata and an offset log entry
+    (a batch start time the sink's barrier reads)."""
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "metadata").write_text('{"id":"q-1"}')
+    for batch_id in range(batches):
+        (checkpoint / "offsets" / str(batch_id)).write_text(
+            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":%d,"conf":{}}\n{"offsets":{},"idleBarrier":0}'
+            % (int(time.time() * 1000))
+        )
+
+
+@pytest.fixture
+def task_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., None]:
+    import pyspark
+
+    write_spark_checkpoint(tmp_path / "ck")
+
+    def set_context(batch_id: int, partition_id: int, attempt: int = 0) -> None:
+        context = FakeTaskContext(batch_id, partition_id, attempt)
+        monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: context))
+
+    return set_context
+
+
+def _batches(start: int, rows: int, per_batch: int = 7) -> Iterator[pa.RecordBatch]:
+    for offset in range(start, start + rows, per_batch):
+        ids = list(range(offset, min(offset + per_batch, start + rows)))
+        yield pa.record_batch(
+            [pa.array(ids, pa.int64()), pa.array([f"r{i}" for i in ids])],
+            schema=pa.schema([pa.field("id", pa.int64(), False), pa.field("s", pa.string())]),
+        )
+
+
+def _file_writer(tmp_path: Path, **extra: str) -> TwoPhaseCommitWriter:
+    options = {
+        "checkpointlocation": str(tmp_path / "ck"),
+        "path": str(tmp_path / "out"),
+        "chunkrows": "5",
+        **extra,
+    }
+    return build_stream_writer(options, SCHEMA)
+
+
+def _write(writer: TwoPhaseCommitWriter, set_context: Callable[..., None], batch_id: int,
+           partition_id: int, start: int, rows: int, attempt: int = 0) -> SinkCommitMessage:
+    set_context(batch_id, partition_id, attempt)
+    return writer.write(_batches(start, rows))
+
+
+def _ids(tmp_path: Path) -> list[int]:
+    table = read_committed_files(str(tmp_path / "out"))
+    return sorted(table.column("id").to_pylist()) if table.num_columns else []
+
+
+def _staging_files(tmp_path: Path) -> list[Path]:
+    return [p for p in (tmp_path / "out" / STAGING_DIR).rglob("*") if p.is_file()]
+
+
+# --- the protocol with the file participant --------------------------------------------------------
+
+
+def test_write_commit_read_back(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    writer = _file_writer(tmp_path)
+    m0 = _write(writer, task_context, 0, 0, 0, 23)
+    m1 = _write(writer, task_context, 0, 1, 100, 0)
+    assert m0.outcome is TaskOutcome.PREPARED and m0.rows == 23
+    assert m1.outcome is TaskOutcome.EMPTY and m1.prepared is None
+    assert _ids(tmp_path) == []  # prepared is invisible
+    # Spark builds a new writer in a new process for commit.
+    _file_writer(tmp_path).commit([m0, m1], 0)
+    assert _ids(tmp_path) == list(range(23))
+    assert _staging_files(tmp_path) == []
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    assert log.is_done(0) and log.unfinished_batch_ids() == []
+
+
+def test_empty_task_opens_nothing(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    writer = _file_writer(tmp_path)
+    message = _write(writer, task_context, 0, 3, 0, 0)
+    assert message.outcome is TaskOutcome.EMPTY
+    assert not (tmp_path / "out" / STAGING_DIR).exists()
+
+
+def test_replayed_decided_batch_opens_nothing_and_rolls_forward(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    writer = _file_writer(tmp_path)
+    m0 = _write(writer, task_context, 4, 0, 0, 10)
+    m1 = _write(writer, task_context, 4, 1, 10, 10)
+    # As if the driver crashed right after writing the commit record.
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log.write(CommitRecord(4, "files", (m0.prepared, m1.prepared), 0))  # type: ignore[arg-type]
+    staged_before = sorted(_staging_files(tmp_path))
+    # Spark replays batch 4: the tasks find the record, consume their input, open nothing.
+    r0 = _write(writer, task_context, 4, 0, 0, 10, attempt=0)
+    assert r0.outcome is TaskOutcome.ALREADY_DECIDED and r0.rows == 10
+    assert sorted(_staging_files(tmp_path)) == staged_before
+    _file_writer(tmp_path).commit([r0, _write(writer, task_context, 4, 1, 10, 10)], 4)
+    assert _ids(tmp_path) == list(range(20))
+    assert _staging_files(tmp_path) == []
+
+
+def test_recovery_runs_only_when_spark_plans(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    writer = _file_writer(tmp_path)
+    _write(writer, task_context, 0, 0, 0, 10)  # prepared, never decided
+    assert _staging_files(tmp_path)
+    _call_in_module(COMMIT_RUNNER_MODULE, lambda: _file_writer(tmp_path))
+    assert _staging_files(tmp_path), "a commit process must never run recovery"
+    _call_in_module(PLANNER_MODULE, lambda: _file_writer(tmp_path))
+    assert _staging_files(tmp_path) == []
+
+
+def test_abort_removes_what_messages_prepared(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    writer = _file_writer(tmp_path)
+    messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
+    _file_writer(tmp_path).abort([messages[0], None], 0)
+    assert _staging_files(tmp_path) == []
+    assert _ids(tmp_path) == []
+
+
+def test_abort_never_touches_a_decided_batch(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    writer = _file_writer(tmp_path)
+    messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log.write(CommitRecord(0, "files", tuple(m.prepared for m in messages), 0))  # type: ignore[misc]
+    _file_writer(tmp_path).abort(messages, 0)  # e.g. Spark aborts after a failed commit()
+    assert len(_staging_files(tmp_path)) == 2
+    recover(log, writer.participant)
+    assert _ids(tmp_path) == list(range(20))
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda ms: ms[:1] + [None], "NoneType"),
+        (lambda ms: ms + ms[:1], "two commit messages for partition 0"),
+    ],
+)
+def test_commit_refuses_incomplete_messages(
+    tmp_path: Path, task_context: Callable[..., None], mutate: Callable[[list[Any]], list[Any]], match: str
+) -> None:
+    writer = _file_writer(tmp_path)
+    messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
+    with pytest.raises(CommitLogError, match=match):
+        _file_writer(tmp_path).commit(mutate(messages), 0)
+    assert CommitLog.under_checkpoint(str(tmp_path / "ck")).read(0) is None
+
+
+def test_commit_refuses_message_of_another_batch(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    writer = _file_writer(tmp_path)
+    message = _write(writer, task_context, 3, 0, 0, 10)
+    with pytest.raises(CommitLogError, match="message of batch 3"):
+        _file_writer(tmp_path).commit([message], 4)
+
+
+def test_commit_rolls_forward_earlier_unfinished_batches(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    writer = _file_writer(tmp_path)
+    first = _write(writer, task_context, 0, 0, 0, 10)
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log.write(CommitRecord(0, "files", (first.prepared,), 0))  # type: ignore[arg-type]
+    second = _write(writer, task_context, 1, 0, 10, 10)
+    _file_writer(tmp_path).commit([second], 1)  # no recovery ran in between
+    assert _ids(tmp_path) == list(range(20))
+
+
+def test_record_of_other_participant_is_refused(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log.write(CommitRecord(0, "kafka", (), 0))
+    writer = _file_writer(tmp_path)
+    message = _write(writer, task_context, 0, 0, 0, 5)
+    with pytest.raises(CommitLogError, match="'kafka' sink"):
+        _file_writer(tmp_path).commit([message], 0)
+
+
+def test_pruning_keeps_min_batches(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    writer = _file_writer(tmp_path, minbatchestoretain="2")
+    for b in range(5):
+        _file_writer(tmp_path, minbatchestoretain="2").commit(
+            [_write(writer, task_context, b, 0, b * 10, 10)], b
+        )
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    assert log.decided_batch_ids() == [3, 4]
+    assert _ids(tmp_path) == list(range(50))  # manifests are never pruned
+
+
+# --- call sequence with a recording participant -----------------------------------------------------
+
+
+class RecordingTask:
+    def __init__(self, calls: list[str], fail_after_chunks: Optional[int]) -> None:
+        self.calls = calls
+        self.chunks: list[int] = []
+        self.fail_after_chunks = fail_after_chunks
+
+    def write_chunk(self, chunk: pa.RecordBatch) -> None:
+        self.chunks.append(chunk.num_rows)
+        self.calls.append(f"chunk:{chunk.num_rows}")
+        if self.fail_after_chunks is not None and len(self.chunks) >= self.fail_after_chunks:
+            raise RuntimeError("send failed")
+
+    def between_chunks(self) -> None:
+        self.calls.append("between")
+
+    def prepare(self) -> dict[str, Any]:
+        self.calls.append("prepare")
+        return {"id": "t", "partition": 0, "rows": sum(self.chunks)}
+
+    def abort(self) -> None:
+        self.calls.append("abort")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+class RecordingParticipant:
+    kind = "files"
+
+    def __init__(self, fail_after_chunks: Optional[int] = None) -> None:
+        self.calls: list[str] = []
+        self.fail_after_chunks = fail_after_chunks
+
+    def check_at_query_start(self) -> None:
+        self.calls.append("check")
+
+    def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> RecordingTask:
+        self.calls.append(f"open:{batch_id}-{partition_id}-{attempt_number}")
+        return RecordingTask(self.calls, self.fail_after_chunks)
+
+    def commit(self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]) -> None:
+        self.calls.append(f"commit:{batch_id}:{len(items)}")
+
+    def finish_batch(self, record: CommitRecord) -> None:
+        self.calls.append(f"finish:{record.batch_id}")
+
+    def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        self.calls.append(f"abort:{batch_id}:{len(items)}")
+
+    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int:
+        self.calls.append(f"clean:{up_to_batch}")
+        return 0
+
+    def describe(self, item: Mapping[str, Any]) -> str:
+        return str(item)
+
+    def item_key(self, item: Mapping[str, Any]) -> str:
+        return str(item["id"])
+
+
+def _recording_writer(tmp_path: Path, participant: RecordingParticipant, chunk_rows: int = 3) -> TwoPhaseCommitWriter:
+    from unaligned.sink.options import SinkOptions
+
+    options = SinkOptions.parse(
+        {"checkpointlocation": str(tmp_path / "ck"), "path": str(tmp_path / "o"), "chunkrows": str(chunk_rows)}
+    )
+    return TwoPhaseCommitWriter(options, participant)  # type: ignore[arg-type]
+
+
+def test_rows_are_written_in_chunks_with_a_check_between(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    participant = RecordingParticipant()
+    writer = _recording_writer(tmp_path, participant, chunk_rows=3)
+    task_context(0, 0)
+    writer.write(_batches(0, 10, per_batch=7))  # batches of 7 and 3 rows
+    assert participant.calls == [
+        "open:0-0-0",
+        "chunk:3", "between", "chunk:3", "between", "chunk:1", "between",
+        "chunk:3", "between",
+        "prepare", "close",
+    ]
+
+
+def test_failed_write_aborts_its_transaction(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    participant = RecordingParticipant(fail_after_chunks=2)
+    writer = _recording_writer(tmp_path, participant)
+    task_context(0, 0)
+    with pytest.raises(RuntimeError, match="send failed"):
+        writer.write(_batches(0, 10))
+    assert participant.calls[-2:] == ["abort", "close"]
+    assert "prepare" not in participant.calls
+
+
+def test_commit_sequence_decide_commit_finish_done_clean(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    participant = RecordingParticipant()
+    writer = _recording_writer(tmp_path, participant)
+    task_context(2, 0)
+    message = writer.write(_batches(0, 4))
+    participant.calls.clear()
+    writer.commit([message], 2)
+    assert participant.calls == ["commit:2:1", "finish:2", "clean:2"]
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    assert log.read(2) is not None and log.is_done(2)
+    # Spark calls commit again for the same batch after a restart: nothing is committed twice.
+    participant.calls.clear()
+    writer.commit([message], 2)
+    assert participant.calls == ["clean:2"]
+
+
+def test_new_messages_for_a_decided_batch_are_aborted(tmp_path: Path, task_context: Callable[..., None]) -> None:
+    participant = RecordingParticipant()
+    writer = _recording_writer(tmp_path, participant)
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log.write(CommitRecord(5, "files", ({"id": "old", "partition": 0},), 0))
+    stray = SinkCommitMessage(5, 0, 1, 4, TaskOutcome.PREPARED, {"id": "new", "partition": 0})
+    writer.commit([stray], 5)
+    assert participant.calls == ["abort:5:1", "commit:5:1", "finish:5", "clean:5"]
+
+
+# --- build_stream_writer ---------------------------------------------------------------------------
+
+
+def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
+    (tmp_path / "metadata").write_text('{"id":"0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"}\n')
+    writer = build_stream_writer(
+        {"checkpointlocation": str(tmp_path), "kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"},
+        StructType([StructField("value", StringType())]),
+    )
+    assert writer.participant.transactional_id_prefix == (  # type: ignore[attr-defined]
+        "unaligned-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+    )
+    assert writer.participant.transactional_id(7, 2, 1).endswith("-7-2-1")  # type: ignore[attr-defined]
+
+
+def test_writer_is_picklable(tmp_path: Path) -> None:
+    import pickle
+
+    writer = _file_writer(tmp_path)
+    clone = pickle.loads(pickle.dumps(writer))
+    assert isinstance(clone, TwoPhaseCommitWriter)

@@ -1,0 +1,140 @@
+"""The checkpointed source offset JSON (with the query start) and the offsets JSON options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from unaligned.errors import OffsetFormatError
+from unaligned.source.offsets import (
+    Boundary,
+    SourceOffset,
+    TopicPartition,
+    parse_assign,
+    parse_partition_timestamps,
+    parse_starting_offsets,
+)
+
+A0, A1, A2, B0 = (
+    TopicPartition("a", 0),
+    TopicPartition("a", 1),
+    TopicPartition("a", 2),
+    TopicPartition("b", 0),
+)
+
+
+# --- SourceOffset ---------------------------------------------------------------------------
+
+
+def test_source_offset_json_has_the_documented_shape() -> None:
+    offset = SourceOffset({TopicPartition("topic", 1): 40, TopicPartition("topic", 0): 23})
+    assert offset.to_json() == {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0}
+
+
+def test_source_offset_round_trips_through_json_text() -> None:
+    offset = SourceOffset({A0: 5, A1: 0, TopicPartition("a", 10): 7, B0: 2**40}, idle_barrier=3)
+    text = json.dumps(offset.to_json())
+    assert SourceOffset.from_json(json.loads(text), "x") == offset
+    assert SourceOffset.from_json(text, "x") == offset
+
+
+def test_source_offset_json_is_deterministic_with_numeric_partition_order() -> None:
+    a = SourceOffset({TopicPartition("t", 10): 1, TopicPartition("t", 2): 1, B0: 1})
+    b = SourceOffset({B0: 1, TopicPartition("t", 2): 1, TopicPartition("t", 10): 1})
+    assert json.dumps(a.to_json()) == json.dumps(b.to_json())
+    assert list(a.to_json()["offsets"]["t"]) == ["2", "10"]
+    assert list(a.to_json()["offsets"]) == ["b", "t"]
+
+
+def test_the_query_start_is_recorded_by_the_initial_offset_and_the_first_batch_only() -> None:
+    initial = SourceOffset.initial({A0: 5, A1: 7}, "tok")
+    assert initial.to_json()["queryStart"] == {"a": {"0": 5, "1": 7}}
+    first_end = initial.next({A0: 9, A1: 7}, 0)
+    assert first_end.query_start == {A0: 5, A1: 7} and first_end.barrier_token == "tok"
+    assert SourceOffset.from_json(json.dumps(first_end.to_json()), "x") == first_end
+    second_end = first_end.next({A0: 12, A1: 8}, 0)
+    assert second_end.query_start is None and "queryStart" not in second_end.to_json()
+    idle = initial.next(initial.positions, 1)  # an idle barrier before any record: still batch 0
+    assert idle.query_start == {A0: 5, A1: 7}
+
+
+def test_a_rerun_first_batch_starts_at_the_recorded_query_start() -> None:
+    first_end = SourceOffset.initial({A0: 5}, "tok").next({A0: 9}, 0)
+    re_resolved = SourceOffset.initial({A0: 30}, "new")  # initialOffset() again after a restart
+    assert first_end.batch_start(re_resolved).positions == {A0: 5}
+    same = SourceOffset.initial({A0: 5}, "tok")
+    assert first_end.batch_start(same) is same
+    later = SourceOffset({A0: 9}, 0, "tok")
+    assert later.next({A0: 11}, 0).batch_start(later) is later  # no query start: as passed
+    assert first_end.batch_start(first_end) is first_end  # an empty plan stays empty
+
+
+def test_empty_source_offset_round_trips() -> None:
+    assert SourceOffset.from_json({"offsets": {}, "idleBarrier": 0}, "x") == SourceOffset()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not json",
+        "[]",
+        {"offsets": {"t": {"0": 1}}},
+        {"offsets": {"t": {"0": 1}}, "idleBarrier": 0, "extra": 1},
+        {"offsets": {"t": {"0": 1}}, "idleBarrier": 0, "queryStart": [1]},
+        {"offsets": {"t": {"0": 1}}, "idleBarrier": 0, "queryStart": {"t": {"0": -3}}},
+        {"offsets": {"t": {"0": -1}}, "idleBarrier": 0},
+        {"offsets": {"t": {"x": 1}}, "idleBarrier": 0},
+        {"offsets": {"t": {"0": "1"}}, "idleBarrier": 0},
+        {"offsets": {"t": {"0": 1.5}}, "idleBarrier": 0},
+        {"offsets": {"t": [1]}, "idleBarrier": 0},
+        {"offsets": {"t": {"0": 1}}, "idleBarrier": -1},
+        {"offsets": {"t": {"0": True}}, "idleBarrier": 0},
+        {"t": {"0": 1}},
+    ],
+)
+def test_malformed_checkpointed_offset_raises_offset_format_error_naming_it(bad: object) -> None:
+    with pytest.raises(OffsetFormatError, match="the end offset from the log"):
+        SourceOffset.from_json(bad, "the end offset from the log")
+
+
+# --- option JSON ------------------------------------------------------------------------------
+
+
+def test_parse_assign_sorts_and_dedupes() -> None:
+    assert parse_assign('{"b": [0], "a": [2, 0, 2]}') == (A0, A2, B0)
+
+
+@pytest.mark.parametrize(
+    "bad", ['{"a": 1}', '{"a": ["0"]}', '{"a": [-1]}', "{}", '{"a": []}', "[1]", "{"]
+)
+def test_parse_assign_rejects_malformed_json(bad: str) -> None:
+    with pytest.raises(OffsetFormatError, match="assign"):
+        parse_assign(bad)
+
+
+def test_parse_starting_offsets_maps_minus_two_and_minus_one() -> None:
+    parsed = parse_starting_offsets('{"a": {"0": 23, "1": -2, "2": -1}}')
+    assert parsed == {A0: 23, A1: Boundary.EARLIEST, A2: Boundary.LATEST}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"a": {"0": -3}}',
+        '{"a": {"0": "5"}}',
+        '{"a": {"p": 5}}',
+        '{"a": 5}',
+        '{"a": {"01": 5}}',
+        "latest-ish",
+    ],
+)
+def test_parse_starting_offsets_rejects_malformed_values(bad: str) -> None:
+    with pytest.raises(OffsetFormatError, match="startingOffsets"):
+        parse_starting_offsets(bad)
+
+
+def test_parse_partition_timestamps_rejects_negative_times() -> None:
+    assert parse_partition_timestamps('{"a": {"0": 1000}}') == {A0: 1000}
+    with pytest.raises(OffsetFormatError, match="startingOffsetsByTimestamp"):
+        parse_partition_timestamps('{"a": {"0": -1}}')
