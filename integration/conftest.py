@@ -7,8 +7,8 @@ import itertools
 import os
 import sys
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional
 
 import pytest
 
@@ -55,7 +55,7 @@ def new_topic(kafka: EmbeddedKafka) -> TopicFactory:
     """``new_topic(partitions=4, config={...}) -> name``: a fresh topic with a unique name."""
     counter = itertools.count()
 
-    def make(partitions: int = 1, config: Optional[Mapping[str, str]] = None) -> str:
+    def make(partitions: int = 1, config: Mapping[str, str] | None = None) -> str:
         name = f"t{next(counter)}-{uuid.uuid4().hex[:10]}"
         kafka.create_topic(name, partitions=partitions, config=config)
         return name

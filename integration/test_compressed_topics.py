@@ -8,14 +8,14 @@ decodes are exactly what a Java producer or a recompressing broker would store.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from pyspark.sql import SparkSession
 
-from unaligned.testing import EmbeddedKafka
 from harness import kafka_stream, wait_until
+from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]
 CODECS = ("gzip", "snappy", "lz4", "zstd")

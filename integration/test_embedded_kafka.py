@@ -9,12 +9,12 @@ import sys
 import textwrap
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-from kafka import KafkaProducer
 
+from kafka import KafkaProducer
 from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing import EmbeddedKafka
 
@@ -32,7 +32,13 @@ def test_round_trip_keeps_keys_values_headers_and_timestamps(
 ) -> None:
     topic = new_topic(partitions=3)
     sent = [
-        (i % 3, f"k{i}".encode(), f"v{i}".encode(), [("h", f"{i}".encode()), ("empty", b"")], 1_700_000_000_000 + i)
+        (
+            i % 3,
+            f"k{i}".encode(),
+            f"v{i}".encode(),
+            [("h", f"{i}".encode()), ("empty", b"")],
+            1_700_000_000_000 + i,
+        )
         for i in range(30)
     ]
     sent.append((1, b"gone", None, None, None))  # a tombstone without headers or timestamp
@@ -43,7 +49,11 @@ def test_round_trip_keeps_keys_values_headers_and_timestamps(
 
     assert len(records) == 31
     assert [r.partition for r in records] == sorted(r.partition for r in records)
-    got = {(r.partition, r.key, r.value, tuple(r.headers), r.timestamp) for r in records if r.value is not None}
+    got = {
+        (r.partition, r.key, r.value, tuple(r.headers), r.timestamp)
+        for r in records
+        if r.value is not None
+    }
     assert got == {(p, k, v, tuple(h), ts) for p, k, v, h, ts in sent if v is not None}
     tombstone = [r for r in records if r.value is None]
     assert len(tombstone) == 1
@@ -73,9 +83,13 @@ def test_add_partitions_grows_the_topic(kafka: EmbeddedKafka, new_topic: TopicFa
     assert [(r.partition, r.value) for r in records] == [(4, b"in the new partition")]
 
 
-def test_delete_records_moves_the_first_readable_offset(kafka: EmbeddedKafka, new_topic: TopicFactory) -> None:
+def test_delete_records_moves_the_first_readable_offset(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
     topic = new_topic(partitions=2)
-    kafka.produce(topic, [(p, None, f"{p}-{i}".encode(), None, None) for p in (0, 1) for i in range(10)])
+    kafka.produce(
+        topic, [(p, None, f"{p}-{i}".encode(), None, None) for p in (0, 1) for i in range(10)]
+    )
 
     kafka.delete_records(topic, 0, 7)
 
@@ -92,7 +106,9 @@ def test_delete_topic_removes_it(kafka: EmbeddedKafka, new_topic: TopicFactory) 
         kafka.partitions(topic)
 
 
-def test_read_committed_sees_committed_transactions_only(kafka: EmbeddedKafka, new_topic: TopicFactory) -> None:
+def test_read_committed_sees_committed_transactions_only(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
     topic = new_topic(partitions=2)
     producer = KafkaProducer(
         bootstrap_servers=kafka.bootstrap_servers,
@@ -153,7 +169,9 @@ def _produce_seconds(kafka: EmbeddedKafka, topic: str, total_bytes: int) -> floa
         producer.close()
 
 
-def test_throttle_producers_slows_every_producer_down(kafka: EmbeddedKafka, new_topic: TopicFactory) -> None:
+def test_throttle_producers_slows_every_producer_down(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
     topic = new_topic(partitions=1)
     total = 1_000_000
     rate = 150_000
@@ -187,7 +205,7 @@ def _listening_sockets(pid: int) -> list[tuple[str, int]]:
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
+            inodes.add(target[len("socket:[") : -1])
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:

@@ -3,8 +3,8 @@ through the manifest, with the package's reader and with spark.read.format("unal
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from pyspark.errors import StreamingQueryException
@@ -12,23 +12,28 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import unaligned
+from harness import kafka_stream
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
-from harness import kafka_stream
 
 TopicFactory = Callable[..., str]
 
 
 def test_kafka_to_files_and_back(
-    spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint_dir: Path, tmp_path: Path
+    spark: SparkSession,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    checkpoint_dir: Path,
+    tmp_path: Path,
 ) -> None:
     topic = new_topic(partitions=3)
-    kafka.produce(topic, [(i % 3, f"k{i}".encode(), f"v{i}".encode(), None, None) for i in range(600)])
+    kafka.produce(
+        topic, [(i % 3, f"k{i}".encode(), f"v{i}".encode(), None, None) for i in range(600)]
+    )
     output = tmp_path / "out"
-    df = (
-        kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="250")
-        .select("partition", "offset", F.col("value").cast("string").alias("text"), "timestamp")
+    df = kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="250").select(
+        "partition", "offset", F.col("value").cast("string").alias("text"), "timestamp"
     )
     query = (
         df.writeStream.format("unaligned")
@@ -52,13 +57,21 @@ def test_kafka_to_files_and_back(
     assert read_back.schema == df.schema
     rows = read_back.select("partition", "offset", "text").collect()
     assert sorted((r.partition, r.offset, r.text) for r in rows) == sorted(
-        zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), table.column("text").to_pylist())
+        zip(
+            table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(),
+            table.column("text").to_pylist(),
+        )
     )
     assert read_back.filter(F.col("timestamp").isNull()).count() == 0
 
 
 def test_path_and_kafka_target_together_is_refused(
-    spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint_dir: Path, tmp_path: Path
+    spark: SparkSession,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    checkpoint_dir: Path,
+    tmp_path: Path,
 ) -> None:
     topic = new_topic(partitions=1)
     kafka.produce(topic, [(0, None, b"x", None, None)])

@@ -7,23 +7,22 @@ before any record is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from harness import kafka_stream, wait_until
 from unaligned.kafka import transaction_coordinator
 from unaligned.sink.commit_log import CommitLog
-from unaligned.testing import EmbeddedKafka
 from unaligned.sink.two_phase_commit import default_transactional_id_prefix
-from harness import kafka_stream, wait_until
+from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]
-
-
 
 
 def _run_to_end(writer: Any, checkpoint: Path, timeout_s: float = 240) -> Any:
@@ -32,15 +31,19 @@ def _run_to_end(writer: Any, checkpoint: Path, timeout_s: float = 240) -> Any:
     return query
 
 
-
-
 def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
     spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint_dir: Path
 ) -> None:
     source_topic = new_topic(partitions=2)
     output = new_topic(partitions=3)
     records = [
-        (i % 2, f"k{i}".encode(), f"value-{i}".encode(), [("h", f"{i}".encode())] if i % 3 else None, None)
+        (
+            i % 2,
+            f"k{i}".encode(),
+            f"value-{i}".encode(),
+            [("h", f"{i}".encode())] if i % 3 else None,
+            None,
+        )
         for i in range(300)
     ]
     kafka.produce(source_topic, records)
@@ -52,7 +55,12 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
         F.lit(output).alias("topic"),  # per-row topic, no topic option
         (F.col("offset") % 3).cast("int").alias("partition"),
     )
-    query = _run_to_end(out.writeStream.format("unaligned").option("kafka.bootstrap.servers", kafka.bootstrap_servers), checkpoint_dir)
+    query = _run_to_end(
+        out.writeStream.format("unaligned").option(
+            "kafka.bootstrap.servers", kafka.bootstrap_servers
+        ),
+        checkpoint_dir,
+    )
 
     wait_until(lambda: kafka.last_stable_offsets(output) == kafka.end_offsets(output), "LSO == end")
     got = kafka.consume_all(output, read_committed=True)
@@ -76,7 +84,12 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
         for item in record.prepared:
             assert item["transactionalId"].startswith(f"{prefix}-{batch_id}-")
     wait_until(
-        lambda: transaction_coordinator.list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == [],
+        lambda: (
+            transaction_coordinator.list_transactional_ids(
+                {"bootstrap_servers": kafka.bootstrap_servers}, prefix
+            )
+            == []
+        ),
         "no open transaction of the sink",
     )
 
@@ -107,7 +120,11 @@ def test_a_second_run_continues_without_duplicates(
     ["acks", "timeout_above_broker_max", "value_type", "missing_topic"],
 )
 def test_bad_input_is_refused_before_any_data_moves(
-    case: str, spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint_dir: Path
+    case: str,
+    spark: SparkSession,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    checkpoint_dir: Path,
 ) -> None:
     source_topic = new_topic(partitions=1)
     output = new_topic(partitions=1)

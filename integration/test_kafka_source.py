@@ -12,19 +12,20 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pytest
-from kafka import KafkaProducer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from unaligned.errors import OffsetFormatError
-from unaligned.source.stream_reader import KafkaStreamReader
-from unaligned.source.arrow_rows import kafka_source_schema
-from unaligned.source.options import SourceOptions
-from unaligned.testing import EmbeddedKafka
 from harness import kafka_stream, wait_for_query
+from kafka import KafkaProducer
+from unaligned.errors import OffsetFormatError
+from unaligned.kafka.record_columns import kafka_source_schema
+from unaligned.source.options import SourceOptions
+from unaligned.source.stream_reader import KafkaStreamReader
+from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]
 QUERY_TIMEOUT_S = 180
@@ -32,8 +33,6 @@ QUERY_TIMEOUT_S = 180
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
 
 
 def run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
@@ -239,7 +238,9 @@ def test_max_offsets_per_trigger_bounds_every_batch(
     topic = new_topic(partitions=4)
     produce_numbered(kafka, topic, 4, 0, 130)
     query = run_available_now(
-        kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="25"), tmp_path / "out", tmp_path / "cp"
+        kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="25"),
+        tmp_path / "out",
+        tmp_path / "cp",
     )
     sizes = [p["numInputRows"] for p in query.recentProgress]
     assert sum(sizes) == 130
@@ -277,7 +278,9 @@ def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
         producer.send(topic, value=b"more", partition=0)
         producer.flush()
         producer.close()
-        wait_for_query(query, lambda: len(seen) >= 26, "the new partition's records", QUERY_TIMEOUT_S)
+        wait_for_query(
+            query, lambda: len(seen) >= 26, "the new partition's records", QUERY_TIMEOUT_S
+        )
     finally:
         query.stop()
     assert sorted(seen)[-5:] == [(2, i, b"new-%d" % i) for i in range(5)]

@@ -11,15 +11,16 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from unaligned.kafka import transactions as kt
-from unaligned.kafka import transaction_coordinator as tc
-from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
-from unaligned.testing import EmbeddedKafka
 from harness import wait_until
+from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
+from unaligned.kafka import transaction_coordinator as tc
+from unaligned.kafka import transactions as kt
+from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]
 
@@ -31,8 +32,6 @@ def client_kwargs(kafka: EmbeddedKafka) -> dict[str, Any]:
 
 def _txn_id(label: str) -> str:
     return f"it-{label}-{uuid.uuid4().hex[:8]}"
-
-
 
 
 def _lso_reached_end(kafka: EmbeddedKafka, topic: str) -> bool:
@@ -81,9 +80,19 @@ def test_prepared_in_a_dead_process_is_committed_by_another(
     topic = new_topic(partitions=3)
     transactional_id = _txn_id("dead")
     done = subprocess.run(
-        [sys.executable, "-c", _PREPARE_AND_DIE, kafka.bootstrap_servers, topic,
-         transactional_id, "50", "3"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            _PREPARE_AND_DIE,
+            kafka.bootstrap_servers,
+            topic,
+            transactional_id,
+            "50",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     prepared = kt.PreparedTransaction(**json.loads(done.stdout.strip().splitlines()[-1]))
@@ -133,8 +142,9 @@ def test_commit_is_idempotent_and_refusals_are_errors(
     wait_until(lambda: _lso_reached_end(kafka, topic), "abort markers")
     assert len(_values(kafka, topic)) == 5
 
-    unknown = kt.PreparedTransaction(_txn_id("unknown"), producer_id=aborted.producer_id,
-                                     epoch=aborted.epoch, record_count=1)
+    unknown = kt.PreparedTransaction(
+        _txn_id("unknown"), producer_id=aborted.producer_id, epoch=aborted.epoch, record_count=1
+    )
     with pytest.raises(TransactionCommitError, match="INVALID_PRODUCER_ID_MAPPING"):
         tc.commit_prepared(client_kwargs, unknown)
 

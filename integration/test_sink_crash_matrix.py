@@ -24,21 +24,22 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 
+from harness import wait_until
 from unaligned import crash_points
+from unaligned.barriers.offset_log import read_query_id
 from unaligned.kafka import transaction_coordinator
-from unaligned.barriers.barrier import read_query_id
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR
-from unaligned.testing import EmbeddedKafka
 from unaligned.sink.two_phase_commit import default_transactional_id_prefix
-from harness import wait_until
+from unaligned.testing import EmbeddedKafka
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +64,7 @@ class Run:
     marker: list[str]
 
 
-def _run(config: dict[str, Any], tmp_path: Path, crash_at: Optional[str]) -> Run:
+def _run(config: dict[str, Any], tmp_path: Path, crash_at: str | None) -> Run:
     marker = tmp_path / f"marker-{time.monotonic_ns()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("UNALIGNED_CRASH")}
     env["PYSPARK_PYTHON"] = sys.executable
@@ -94,7 +95,7 @@ def _crash(config: dict[str, Any], tmp_path: Path, spec: str) -> None:
     assert run.marker and set(run.marker) == {spec}, f"crashed at {run.marker}, armed {spec}"
 
 
-def _finish(config: dict[str, Any], tmp_path: Path, crash_at: Optional[str] = None) -> Run:
+def _finish(config: dict[str, Any], tmp_path: Path, crash_at: str | None = None) -> Run:
     run = _run(config, tmp_path, crash_at)
     assert run.returncode == 0, f"restarted query failed; {_tail(run)}"
     return run
@@ -114,8 +115,6 @@ def _input_topic(kafka: EmbeddedKafka, new_topic: TopicFactory) -> str:
         ((p, v, v, None, None) for p in range(PARTITIONS) for v in _expected(p)),
     )
     return topic
-
-
 
 
 def _prefix(checkpoint: Path) -> str:
@@ -146,17 +145,23 @@ def _assert_kafka_exactly_once(kafka: EmbeddedKafka, output: str, checkpoint: Pa
     for p in range(PARTITIONS):
         got = by_partition.get(p, [])
         assert len(got) == len(set(got)), f"duplicates in output partition {p}"
-        assert got == _expected(p), f"output partition {p}: {len(got)} records, order or content differs"
+        assert got == _expected(p), (
+            f"output partition {p}: {len(got)} records, order or content differs"
+        )
     _assert_commit_log_finished(checkpoint)
 
 
 def _assert_files_exactly_once(output: Path, checkpoint: Path) -> None:
     table = read_committed_files(str(output))
     by_partition: dict[int, list[bytes]] = defaultdict(list)
-    for partition, value in zip(table.column("partition").to_pylist(), table.column("value").to_pylist()):
+    for partition, value in zip(
+        table.column("partition").to_pylist(), table.column("value").to_pylist()
+    ):
         by_partition[partition].append(value)
     for p in range(PARTITIONS):
-        assert by_partition.get(p, []) == _expected(p), f"input partition {p} not exactly once in order"
+        assert by_partition.get(p, []) == _expected(p), (
+            f"input partition {p} not exactly once in order"
+        )
     staged = [f for f in (output / STAGING_DIR).rglob("*") if f.is_file()]
     assert staged == [], f"staging files left: {staged}"
     listed = set()
@@ -196,7 +201,9 @@ FILE_POINTS = [
 # --- Kafka sink ---------------------------------------------------------------------------------------
 
 
-def _kafka_config(kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint: Path) -> tuple[dict[str, Any], str]:
+def _kafka_config(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, checkpoint: Path
+) -> tuple[dict[str, Any], str]:
     output = new_topic(partitions=PARTITIONS)
     config = {
         "bootstrap": kafka.bootstrap_servers,
@@ -272,6 +279,8 @@ def test_file_sink_crash_point(
     _crash(config, tmp_path, spec)
     assert _after_crash_state(checkpoint) == EXPECTED_STATE[point]
     if point != "driver_after_sink_commit":
-        assert any(f.is_file() for f in (output / STAGING_DIR).rglob("*")), "nothing staged to recover"
+        assert any(f.is_file() for f in (output / STAGING_DIR).rglob("*")), (
+            "nothing staged to recover"
+        )
     _finish(config, tmp_path)
     _assert_files_exactly_once(output, checkpoint)

@@ -12,16 +12,17 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import pytest
 
-from unaligned.sink.commit_log import CommitLog
-from unaligned.kafka.transaction_coordinator import list_transactional_ids
-from unaligned.barriers.metrics import BarrierMetrics, read_metrics
-from unaligned.testing import EmbeddedKafka
 from harness import kafka_stream
+from unaligned.barriers.metrics import BarrierMetrics, read_metrics
+from unaligned.kafka.transaction_coordinator import list_transactional_ids
+from unaligned.sink.commit_log import CommitLog
+from unaligned.testing import EmbeddedKafka
 
 RUNNER = Path(__file__).with_name("query_runner.py")
 PARTITIONS = 4
@@ -44,7 +45,7 @@ def _input(kafka: EmbeddedKafka, new_topic: Any) -> tuple[str, dict[int, list[by
     return topic, expected
 
 
-def _run(config: dict[str, Any], tmp_path: Path, crash_at: Optional[str] = None) -> int:
+def _run(config: dict[str, Any], tmp_path: Path, crash_at: str | None = None) -> int:
     env = dict(os.environ)
     env.pop("UNALIGNED_CRASH_AT", None)
     if crash_at:
@@ -73,7 +74,9 @@ def throttled(kafka: EmbeddedKafka) -> Iterator[None]:
         kafka.throttle_producers(None)
 
 
-def _config(kafka: EmbeddedKafka, topic: str, output: str, checkpoint: Path, **sink: str) -> dict[str, Any]:
+def _config(
+    kafka: EmbeddedKafka, topic: str, output: str, checkpoint: Path, **sink: str
+) -> dict[str, Any]:
     return {
         "bootstrap": kafka.bootstrap_servers,
         "input_topic": topic,
@@ -90,7 +93,11 @@ def _config(kafka: EmbeddedKafka, topic: str, output: str, checkpoint: Path, **s
 
 
 def _assert_exactly_once_in_order(
-    kafka: EmbeddedKafka, output: str, expected: dict[int, list[bytes]], checkpoint: Path, prefix: str
+    kafka: EmbeddedKafka,
+    output: str,
+    expected: dict[int, list[bytes]],
+    checkpoint: Path,
+    prefix: str,
 ) -> None:
     got: dict[int, list[bytes]] = defaultdict(list)
     for record in kafka.consume_all(output, read_committed=True):

@@ -4,12 +4,11 @@ builder: shared by the record decoder, record fields and columnar fetch unit tes
 from __future__ import annotations
 
 import struct
-from typing import Optional
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 
-Record = tuple[Optional[bytes], Optional[bytes], list[tuple[str, Optional[bytes]]], int]
+Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
 
 
 def build_batch(

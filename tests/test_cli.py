@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,12 @@ def demo_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     def record(records: int, partitions: int, workdir: Path) -> int:
         calls.append(
-            {"records": records, "partitions": partitions, "workdir": workdir,
-             "workdir_existed": workdir.is_dir()}
+            {
+                "records": records,
+                "partitions": partitions,
+                "workdir": workdir,
+                "workdir_existed": workdir.is_dir(),
+            }
         )
         return 0
 
@@ -61,10 +66,10 @@ def test_non_integer_counts_are_refused_naming_the_flag(
     assert demo_calls == []
 
 
-@pytest.mark.parametrize("args", [["--partitions", "0"], ["--partitions", "-2"], ["--records", "-1"]])
-def test_counts_below_the_minimum_are_usage_errors(
-    args: list[str], demo_calls: list
-) -> None:
+@pytest.mark.parametrize(
+    "args", [["--partitions", "0"], ["--partitions", "-2"], ["--records", "-1"]]
+)
+def test_counts_below_the_minimum_are_usage_errors(args: list[str], demo_calls: list) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["demo", *args])
     assert exit_info.value.code == 2
@@ -72,7 +77,7 @@ def test_counts_below_the_minimum_are_usage_errors(
 
 
 def test_demo_defaults_run_in_a_temporary_directory_removed_afterwards(
-    demo_calls: list[dict[str, Any]]
+    demo_calls: list[dict[str, Any]],
 ) -> None:
     assert cli.main(["demo"]) == 0
     (call,) = demo_calls
@@ -86,7 +91,9 @@ def test_demo_with_a_workdir_creates_and_keeps_it(
     tmp_path: Path, demo_calls: list[dict[str, Any]]
 ) -> None:
     workdir = tmp_path / "a" / "b"
-    assert cli.main(["demo", "--records", "10", "--partitions", "3", "--workdir", str(workdir)]) == 0
+    assert (
+        cli.main(["demo", "--records", "10", "--partitions", "3", "--workdir", str(workdir)]) == 0
+    )
     assert demo_calls == [
         {"records": 10, "partitions": 3, "workdir": workdir, "workdir_existed": True}
     ]

@@ -6,8 +6,8 @@ closed loopback port."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pyarrow as pa
 import pytest
@@ -16,14 +16,14 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 import pyspark_unaligned
 import unaligned
-from unaligned.sink.commit_log import CommitRecord
-from unaligned.sink.committed_files import CommittedFilesReader
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource
 from unaligned.errors import CommitLogError, OptionError, SinkConfigurationError
+from unaligned.sink.commit_log import CommitRecord
+from unaligned.sink.committed_files import CommittedFilesReader
 from unaligned.sink.file_participant import FileParticipant
-from unaligned.source.stream_reader import KafkaStreamReader
 from unaligned.sink.options import FileTarget
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
+from unaligned.source.stream_reader import KafkaStreamReader
 
 CLOSED_PORT = "127.0.0.1:1"
 KAFKA = {"kafka.bootstrap.servers": CLOSED_PORT, "subscribe": "events"}
@@ -133,7 +133,11 @@ def test_sink_without_checkpoint_location_names_the_option(tmp_path: Path) -> No
 
 
 def test_sink_with_two_targets_names_both(tmp_path: Path) -> None:
-    options = {"checkpointLocation": str(tmp_path / "ck"), "path": str(tmp_path / "out"), "topic": "t"}
+    options = {
+        "checkpointLocation": str(tmp_path / "ck"),
+        "path": str(tmp_path / "out"),
+        "topic": "t",
+    }
     with pytest.raises(SinkConfigurationError, match=r"path=.*topic"):
         source(options).streamWriter(FILE_SCHEMA, False)
 
@@ -155,7 +159,9 @@ def test_batch_read_of_a_path_reads_what_the_file_sink_committed(tmp_path: Path)
     reader = ds.reader(schema)
     assert isinstance(reader, CommittedFilesReader)
     ids = [
-        i for partition in reader.partitions() for batch in reader.read(partition)
+        i
+        for partition in reader.partitions()
+        for batch in reader.read(partition)
         for i in batch.column("id").to_pylist()
     ]
     assert sorted(ids) == [1, 2, 3]

@@ -6,8 +6,9 @@ nothing asserts on their timings."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

@@ -22,12 +22,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from benchmarks import write_results
 from unaligned.channel_state.avro_rows import CODECS, check_codec
 from unaligned.channel_state.reader import read_channel_state
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.errors import OptionError
-
-from benchmarks import write_results
 
 ROWS = 100_000
 BATCH_ROWS = 10_000
@@ -96,8 +95,14 @@ def measure(codec: str, batches: list[pa.RecordBatch], state_dir: str) -> dict[s
     for attempt in range(REPEATS):
         started = time.perf_counter()
         writer = ChannelStateWriter(
-            state_dir=state_dir, barrier_id=attempt, query_id="bench", task_index=0,
-            attempt="bench", schema=SCHEMA, codec=codec, inline_threshold_bytes=0,
+            state_dir=state_dir,
+            barrier_id=attempt,
+            query_id="bench",
+            task_index=0,
+            attempt="bench",
+            schema=SCHEMA,
+            codec=codec,
+            inline_threshold_bytes=0,
         )
         for batch in batches:
             writer.append(batch)

@@ -140,7 +140,11 @@ def main() -> dict[str, Any]:
                 print(
                     f"{target:>6}: {result['records_per_s']:>9,} records/s "
                     f"({result['batches']} batches, wall {result['wall_s']} s"
-                    + (f", commit() median {result['commit_ms_median']} ms" if "commit_ms" in result else "")
+                    + (
+                        f", commit() median {result['commit_ms_median']} ms"
+                        if "commit_ms" in result
+                        else ""
+                    )
                     + ")",
                     flush=True,
                 )

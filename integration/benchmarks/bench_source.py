@@ -30,7 +30,6 @@ from typing import Any
 
 from benchmarks import local_spark, write_results
 
-
 RECORDS = 1_000_000
 PARTITIONS = 8
 VALUE_BYTES = 100
@@ -89,10 +88,10 @@ def kcat_read(bootstrap: str, topic: str) -> float:
 
 
 def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> float:
-    from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+    from unaligned.kafka.partitions import TopicPartitionId
     from unaligned.source.offset_ranges import OffsetRange
-    from unaligned.source.offsets import TopicPartition
     from unaligned.source.options import SourceOptions
+    from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 
     options = SourceOptions.parse({"subscribe": topic, "kafka.bootstrap.servers": bootstrap})
     started = time.monotonic()
@@ -100,7 +99,7 @@ def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> floa
     for partition, end in sorted(end_offsets.items()):
         part = KafkaInputPartition(
             0,
-            OffsetRange(TopicPartition(topic, partition), 0, end),
+            OffsetRange(TopicPartitionId(topic, partition), 0, end),
             options.kafka,
             False,
             True,

@@ -40,8 +40,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from benchmarks import local_spark, write_results
 
@@ -73,12 +74,15 @@ def _throttled_input(kafka: Any, topic: str) -> dict[int, list[bytes]]:
     cold = THROTTLED_RECORDS - HOT_RECORDS
     counts = {0: HOT_RECORDS}
     for partition in range(1, PARTITIONS):
-        counts[partition] = cold // (PARTITIONS - 1) + (1 if partition <= cold % (PARTITIONS - 1) else 0)
+        counts[partition] = cold // (PARTITIONS - 1) + (
+            1 if partition <= cold % (PARTITIONS - 1) else 0
+        )
     expected: dict[int, list[bytes]] = {}
     records = []
     for partition, count in counts.items():
         values = [
-            f"p{partition}-{i:06d}-".encode().ljust(THROTTLED_VALUE_BYTES, b"x") for i in range(count)
+            f"p{partition}-{i:06d}-".encode().ljust(THROTTLED_VALUE_BYTES, b"x")
+            for i in range(count)
         ]
         expected[partition] = values
         records += [(partition, f"k{i % 7}".encode(), v, None, None) for i, v in enumerate(values)]
@@ -136,7 +140,9 @@ def _batch_table(checkpoint: Path, progress: list[dict[str, Any]]) -> list[dict[
     """One row per barrier the sink committed, joined with Spark's progress by batch id."""
     from unaligned.barriers.metrics import read_metrics
 
-    trigger_ms = {int(p["batchId"]): int(p["durationMs"].get("triggerExecution", 0)) for p in progress}
+    trigger_ms = {
+        int(p["batchId"]): int(p["durationMs"].get("triggerExecution", 0)) for p in progress
+    }
     input_rows = {int(p["batchId"]): int(p["numInputRows"]) for p in progress}
     rows = []
     for m in read_metrics(str(checkpoint)):
@@ -200,7 +206,11 @@ def _check_count(kafka: Any, output: str, records: int) -> dict[str, Any]:
         "missing": missing,
         "unknown": unknown,
         "no_open_transaction": stable,
-        "exactly_once": count == records and not duplicates and not missing and not unknown and stable,
+        "exactly_once": count == records
+        and not duplicates
+        and not missing
+        and not unknown
+        and stable,
     }
 
 
@@ -211,7 +221,9 @@ def _throttled_mode(spark: Any, kafka: Any, topic: str, mode: str, work: Path) -
     options = {**THROTTLED_SINK_OPTIONS, "checkpointMode": mode}
     if mode == "unaligned":
         options["alignedCheckpointTimeout"] = ALIGNED_CHECKPOINT_TIMEOUT
-    progress, wall_s = _run_query(spark, kafka, topic, checkpoint, THROTTLED_RECORDS * 10, output, options)
+    progress, wall_s = _run_query(
+        spark, kafka, topic, checkpoint, THROTTLED_RECORDS * 10, output, options
+    )
     batches = _batch_table(checkpoint, progress)
     working = [b for b in batches if b["rows_written"] or b["rows_spilled"] or b["rows_carried"]]
     sink_ms = [b["sink_duration_ms"] for b in working]
@@ -249,9 +261,13 @@ def _throughput_mode(
     kafka.create_topic(output, partitions=PARTITIONS)
     checkpoint = work / f"checkpoint-throughput-{mode}"
     options = {"checkpointMode": mode}
-    progress, wall_s = _run_query(spark, kafka, topic, checkpoint, THROUGHPUT_MAX_OFFSETS, output, options)
+    progress, wall_s = _run_query(
+        spark, kafka, topic, checkpoint, THROUGHPUT_MAX_OFFSETS, output, options
+    )
     rows = sum(int(p["numInputRows"]) for p in progress)
-    trigger_ms = [int(p["durationMs"]["triggerExecution"]) for p in progress if p["numInputRows"] > 0]
+    trigger_ms = [
+        int(p["durationMs"]["triggerExecution"]) for p in progress if p["numInputRows"] > 0
+    ]
     batches = _batch_table(checkpoint, progress)
     first = next((p for p in progress if p["numInputRows"] > 0), None)
     return {
@@ -267,9 +283,16 @@ def _throughput_mode(
         "records_per_s": round(rows / (sum(trigger_ms) / 1000)) if trigger_ms else None,
         "records_per_s_wall": round(rows / wall_s),
         "records_per_s_after_first_batch": (
-            round(sum(int(p["numInputRows"]) for p in progress if p["numInputRows"] > 0 and p is not first)
-                  / (sum(trigger_ms[1:]) / 1000))
-            if len(trigger_ms) > 1 else None
+            round(
+                sum(
+                    int(p["numInputRows"])
+                    for p in progress
+                    if p["numInputRows"] > 0 and p is not first
+                )
+                / (sum(trigger_ms[1:]) / 1000)
+            )
+            if len(trigger_ms) > 1
+            else None
         ),
         "output_topic": output,
     }
@@ -329,7 +352,13 @@ def main() -> dict[str, Any]:
         try:
             # Warm-up: the first query of a session pays for starting Spark's Python workers.
             _, warm_s = _run_query(
-                spark, kafka, throttled_topic, work / "checkpoint-warmup", THROTTLED_RECORDS * 10, None, {}
+                spark,
+                kafka,
+                throttled_topic,
+                work / "checkpoint-warmup",
+                THROTTLED_RECORDS * 10,
+                None,
+                {},
             )
             summary["warmup_noop_s"] = round(warm_s, 2)
             print(f"warm-up noop query: {warm_s:.1f} s", flush=True)
@@ -373,7 +402,9 @@ def main() -> dict[str, Any]:
             )
             throughput: list[dict[str, Any]] = []
             for mode in THROUGHPUT_ORDER:
-                result = _throughput_mode(spark, kafka, throughput_topic, throughput_records, mode, work)
+                result = _throughput_mode(
+                    spark, kafka, throughput_topic, throughput_records, mode, work
+                )
                 result["check"] = _check_count(kafka, result["output_topic"], throughput_records)
                 throughput.append(result)
                 print(

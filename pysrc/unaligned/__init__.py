@@ -18,7 +18,7 @@ __all__ = ["FORMAT_NAME", "UnalignedDataSource", "register", "read_committed_fil
 __version__ = "0.1.0"
 
 
-def read_committed_files(path: str, **kwargs: Any) -> "pyarrow.Table":
+def read_committed_files(path: str, **kwargs: Any) -> pyarrow.Table:
     """Read every row the file sink committed under ``path`` (and nothing uncommitted)."""
     from unaligned.sink.committed_files import read_committed_files as _read
 

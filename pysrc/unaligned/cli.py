@@ -16,8 +16,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -110,12 +110,16 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
         files = read_committed_files(str(workdir / "files"))
         file_counts = Counter(files.column("partition").to_pylist())
         kafka_counts = Counter(r.partition for r in broker.consume_all(output_topic))
-        print(f"\n{'partition':>9} {'produced':>9} {'to kafka':>9} {'to files':>9}   ({batches} batches)")
+        print(
+            f"\n{'partition':>9} {'produced':>9} {'to kafka':>9} {'to files':>9}   ({batches} batches)"
+        )
         for p in range(partitions):
             print(f"{p:>9} {produced[p]:>9} {kafka_counts[p]:>9} {file_counts[p]:>9}")
         from unaligned.barriers.metrics import read_metrics
 
-        print("\nKafka sink barriers (batch: mode, duration from batch start, rows written/spilled/replayed)")
+        print(
+            "\nKafka sink barriers (batch: mode, duration from batch start, rows written/spilled/replayed)"
+        )
         for m in read_metrics(str(workdir / "checkpoint-kafka")):
             print(
                 f"  {m.batch_id}: {m.mode}, {m.duration_ms} ms, "
@@ -139,13 +143,15 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unaligned", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the demo on the embedded Kafka broker")
     demo.add_argument("--records", type=_positive_int, default=20_000)
     demo.add_argument("--partitions", type=_positive_int, default=4)
-    demo.add_argument("--workdir", type=Path, default=None, help="keep files here (default: a temp dir)")
+    demo.add_argument(
+        "--workdir", type=Path, default=None, help="keep files here (default: a temp dir)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 

@@ -32,9 +32,10 @@ import enum
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, NoReturn, Optional
+from typing import NoReturn
 
 from unaligned.errors import InjectedFailureError, OptionError
 
@@ -82,9 +83,9 @@ class ArmedPoint:
     """One armed point; ``batch_id`` ``None`` fires at the first batch that reaches it."""
 
     name: str
-    batch_id: Optional[int]
+    batch_id: int | None
 
-    def matches(self, name: str, batch_id: Optional[int]) -> bool:
+    def matches(self, name: str, batch_id: int | None) -> bool:
         return self.name == name and (self.batch_id is None or self.batch_id == batch_id)
 
 
@@ -116,13 +117,13 @@ def armed_points(environ: Mapping[str, str] = os.environ) -> tuple[ArmedPoint, .
 
 def is_armed(
     point: CrashPoint | FailPoint,
-    batch_id: Optional[int] = None,
+    batch_id: int | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> bool:
     return any(a.matches(point.value, batch_id) for a in armed_points(environ))
 
 
-def reach(point: CrashPoint, batch_id: Optional[int] = None) -> None:
+def reach(point: CrashPoint, batch_id: int | None = None) -> None:
     """Kill the whole query here if ``point`` is armed for ``batch_id``; otherwise return."""
     if is_armed(point, batch_id):
         _write_marker(f"{point.value}@{batch_id}" if batch_id is not None else point.value)

@@ -51,14 +51,14 @@ class UnalignedDataSource(DataSource):
             from unaligned.sink.committed_files import committed_files_schema
 
             return committed_files_schema(dict(self.options))
+        from unaligned.kafka.record_columns import kafka_source_schema
         from unaligned.source.options import SourceOptions
-        from unaligned.source.arrow_rows import kafka_source_schema
 
         return kafka_source_schema(SourceOptions.parse(dict(self.options)).include_headers)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from unaligned.source.stream_reader import KafkaStreamReader
         from unaligned.source.options import SourceOptions
+        from unaligned.source.stream_reader import KafkaStreamReader
 
         return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
 
@@ -68,8 +68,8 @@ class UnalignedDataSource(DataSource):
         return build_stream_writer(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from unaligned.sink.committed_files import CommittedFilesReader
         from unaligned.errors import OptionError
+        from unaligned.sink.committed_files import CommittedFilesReader
 
         keys = {k.lower() for k in self.options}
         if keys & _SUBSCRIPTION_KEYS:
@@ -82,7 +82,7 @@ class UnalignedDataSource(DataSource):
         return CommittedFilesReader(dict(self.options), schema)
 
 
-def register(spark: "SparkSession") -> None:
+def register(spark: SparkSession) -> None:
     """Register ``format("unaligned")`` on ``spark`` explicitly.
 
     Not needed when the package is installed (Spark finds :mod:`pyspark_unaligned` by itself);

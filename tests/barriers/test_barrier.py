@@ -8,15 +8,13 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from unaligned.barriers.barrier import (
-    Barrier,
-    Deadline,
-    SourceOffset,
+from unaligned._fs import resolve_location
+from unaligned.barriers.barrier import Barrier, Deadline, read_barrier
+from unaligned.barriers.offset_log import (
+    LoggedOffset,
     parse_offset_log,
-    read_barrier,
     read_offset_log,
     read_query_id,
-    resolve_location,
     source_offsets,
 )
 from unaligned.errors import BarrierError, OptionError
@@ -42,8 +40,8 @@ def test_v1_offset_log_with_two_sources() -> None:
     assert entry.batch_watermark_ms == 0
     assert entry.conf["spark.sql.shuffle.partitions"] == "1"
     assert entry.sources == (
-        SourceOffset("0", 8),
-        SourceOffset("1", {"offset": 9, "timestamp": 3000}),
+        LoggedOffset("0", 8),
+        LoggedOffset("1", {"offset": 9, "timestamp": 3000}),
     )
 
 
@@ -61,7 +59,7 @@ def test_v2_offset_log_with_one_unnamed_source() -> None:
     entry = read_offset_log(str(FIXTURES / "v2_one_source"), 1)
     assert entry.version == 2
     assert entry.batch_timestamp_ms == 1795372375234
-    assert entry.sources == (SourceOffset("0", 4),)
+    assert entry.sources == (LoggedOffset("0", 4),)
 
 
 def test_read_barrier_takes_start_from_offset_log_and_id_from_metadata() -> None:
@@ -122,16 +120,16 @@ def test_void_offset_crlf_and_trailing_newline() -> None:
     text = 'v1\r\n{"batchTimestampMs":12,"conf":{}}\r\n-\r\n{"t":{"0":5}}\n'
     entry = parse_offset_log(text)
     assert entry.batch_timestamp_ms == 12
-    assert entry.sources == (SourceOffset("0", None), SourceOffset("1", {"t": {"0": 5}}))
+    assert entry.sources == (LoggedOffset("0", None), LoggedOffset("1", {"t": {"0": 5}}))
 
 
 def test_source_offsets_from_lines() -> None:
     lines = (FIXTURES / "v2_named_sources" / "offsets" / "2").read_text().split("\n")
     assert source_offsets(lines) == (
-        SourceOffset("rates", 10),
-        SourceOffset("micro_rates", {"offset": 9, "timestamp": 3000}),
+        LoggedOffset("rates", 10),
+        LoggedOffset("micro_rates", {"offset": 9, "timestamp": 3000}),
     )
-    assert source_offsets(["v2", "{}", "kafka:-"]) == (SourceOffset("kafka", None),)
+    assert source_offsets(["v2", "{}", "kafka:-"]) == (LoggedOffset("kafka", None),)
 
 
 def test_resolve_location_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

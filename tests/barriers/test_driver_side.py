@@ -5,21 +5,26 @@ channel-state files written by the writer, real commit records, a Spark-format o
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from unaligned.barriers import idle as idle_barriers
-from unaligned.barriers.driver_side import after_barrier, collect_channel_state_garbage, pending_after
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
-from unaligned.channel_state.files import list_barrier_ids, list_state_files
-from unaligned.channel_state.reader import read_all
-from unaligned.channel_state.writer import ChannelStateWriter
-from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.barriers.driver_side import (
+    after_barrier,
+    collect_channel_state_garbage,
+    pending_after,
+)
 from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
 from unaligned.barriers.metrics import TaskBarrierStats, read_metrics
+from unaligned.channel_state.files import list_barrier_ids, list_state_files
+from unaligned.channel_state.reader import read_all
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
+from unaligned.channel_state.writer import ChannelStateWriter
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
 
@@ -41,7 +46,13 @@ def hint_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def state(
-    options: SinkOptions, barrier_id: int, task: int, rows: int, *, attempt: str = "a0", inline: bool = False
+    options: SinkOptions,
+    barrier_id: int,
+    task: int,
+    rows: int,
+    *,
+    attempt: str = "a0",
+    inline: bool = False,
 ) -> ChannelStateRef:
     """Real channel state of ``rows`` rows, written by the sink's writer (a file unless inline)."""
     writer = ChannelStateWriter(
@@ -67,7 +78,7 @@ def message(
     batch_id: int,
     partition: int,
     pending: Sequence[ChannelStateRef] = (),
-    stats: Optional[TaskBarrierStats] = None,
+    stats: TaskBarrierStats | None = None,
 ) -> SinkCommitMessage:
     return SinkCommitMessage(
         batch_id=batch_id,
@@ -95,7 +106,9 @@ def decide(
     return record
 
 
-def write_offset_log(options: SinkOptions, batch_id: int, start_ms: int, *source_lines: str) -> None:
+def write_offset_log(
+    options: SinkOptions, batch_id: int, start_ms: int, *source_lines: str
+) -> None:
     """``<checkpoint>/offsets/<batchId>`` as Spark writes it (v1: one line per source)."""
     offsets = Path(options.checkpoint_location) / "offsets"
     offsets.mkdir(parents=True, exist_ok=True)
@@ -103,7 +116,7 @@ def write_offset_log(options: SinkOptions, batch_id: int, start_ms: int, *source
     (offsets / str(batch_id)).write_text("\n".join(["v1", metadata, *source_lines]))
 
 
-def source_offset(token: Optional[str]) -> str:
+def source_offset(token: str | None) -> str:
     token_part = f',"barrierToken":"{token}"' if token else ""
     return '{"offsets":{"t":{"0":10}},"idleBarrier":0%s}' % token_part
 
@@ -129,11 +142,17 @@ def test_first_barrier_keeps_each_tasks_new_pending_state(options: SinkOptions) 
 
     assert pending == {0: ref_json(a), 2: ref_json(b)}  # task 1 left nothing: no entry
     # What it returns is what the commit record stores and a later run reads back.
-    decide(options, 0, {i: [ChannelStateRef.from_dict(dict(r)) for r in refs] for i, refs in pending.items()})
+    decide(
+        options,
+        0,
+        {i: [ChannelStateRef.from_dict(dict(r)) for r in refs] for i, refs in pending.items()},
+    )
     assert log.read(0).channel_state == pending  # type: ignore[union-attr]
 
 
-def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(options: SinkOptions) -> None:
+def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(
+    options: SinkOptions,
+) -> None:
     log = CommitLog.under_checkpoint(options.checkpoint_location)
     old0, old1 = state(options, 1, 0, 10), state(options, 1, 1, 10)
     decide(options, 1, {0: [old0], 1: [old1]})
@@ -157,7 +176,11 @@ def test_state_of_task_indexes_that_did_not_run_moves_ahead_of_the_survivors_sta
 
 def test_only_the_newest_record_before_the_barrier_counts(options: SinkOptions) -> None:
     log = CommitLog.under_checkpoint(options.checkpoint_location)
-    older, newest_before, own = state(options, 1, 4, 1), state(options, 3, 5, 2), state(options, 5, 6, 3)
+    older, newest_before, own = (
+        state(options, 1, 4, 1),
+        state(options, 3, 5, 2),
+        state(options, 5, 6, 3),
+    )
     decide(options, 1, {4: [older]})
     decide(options, 3, {5: [newest_before]})
     decide(options, 5, {6: [own]})  # barrier 5's own record (commit run again): not inherited
@@ -178,8 +201,13 @@ def test_garbage_collection_keeps_exactly_what_the_newest_record_references(
     decide(options, 2, {0: [carried]})
     new = state(options, 3, 1, 10)
     ChannelStateWriter(  # a failed attempt's temporary file, never finished
-        state_dir=options.alignment.state_dir, barrier_id=3, query_id="q1", task_index=0,
-        attempt="failed1", schema=SCHEMA, inline_threshold_bytes=0,
+        state_dir=options.alignment.state_dir,
+        barrier_id=3,
+        query_id="q1",
+        task_index=0,
+        attempt="failed1",
+        schema=SCHEMA,
+        inline_threshold_bytes=0,
     ).append(pa.record_batch([pa.array([1], pa.int64())], schema=SCHEMA))
     undecided = state(options, 4, 0, 10)  # a batch that never got a commit record
     decide(options, 3, {0: [carried.advanced(3)], 1: [new]})
@@ -234,15 +262,23 @@ def test_garbage_collection_looks_in_the_configured_state_path(tmp_path: Path) -
 # --- after the barrier: metrics and the idle-barrier hint ---------------------------------------
 
 
-def test_barrier_metrics_are_written_from_the_tasks_stats(options: SinkOptions, hint_dir: Path) -> None:
+def test_barrier_metrics_are_written_from_the_tasks_stats(
+    options: SinkOptions, hint_dir: Path
+) -> None:
     start_ms = int(time.time() * 1000) - 5_000
     write_offset_log(options, 4, start_ms, source_offset("tok1"))
     record = decide(options, 4, {})
     stats = [
         TaskBarrierStats(task_index=0, start_ms=start_ms + 30, cut=False, rows_written=100),
         TaskBarrierStats(
-            task_index=1, start_ms=start_ms + 10, cut=True, rows_written=40, rows_replayed=15,
-            rows_carried=5, rows_spilled=60, state_file_bytes=900,
+            task_index=1,
+            start_ms=start_ms + 10,
+            cut=True,
+            rows_written=40,
+            rows_replayed=15,
+            rows_carried=5,
+            rows_spilled=60,
+            state_file_bytes=900,
         ),
     ]
     before_ms = int(time.time() * 1000)
@@ -252,8 +288,16 @@ def test_barrier_metrics_are_written_from_the_tasks_stats(options: SinkOptions, 
     (metrics,) = read_metrics(options.checkpoint_location)
     assert metrics.batch_id == 4 and metrics.tasks == 2 and metrics.tasks_cut == 1
     assert metrics.mode == "unaligned"
-    assert (metrics.rows_written, metrics.rows_replayed, metrics.rows_carried, metrics.rows_spilled) == (
-        140, 15, 5, 60,
+    assert (
+        metrics.rows_written,
+        metrics.rows_replayed,
+        metrics.rows_carried,
+        metrics.rows_spilled,
+    ) == (
+        140,
+        15,
+        5,
+        60,
     )
     assert metrics.start_delay_ms == 10  # first task start minus the batch start in the offset log
     assert before_ms - start_ms <= metrics.duration_ms <= after_ms - start_ms
@@ -292,8 +336,13 @@ def test_hint_goes_to_every_source_token_and_only_to_tokens(
 ) -> None:
     # Three sources: two of ours (one token each), one without a token; plus one Spark wrote "-".
     write_offset_log(
-        options, 2, int(time.time() * 1000),
-        source_offset("tokA"), source_offset(None), "-", source_offset("tokB"),
+        options,
+        2,
+        int(time.time() * 1000),
+        source_offset("tokA"),
+        source_offset(None),
+        "-",
+        source_offset("tokB"),
     )
     pending = state(options, 2, 0, 3, inline=True)
     after_barrier(options, decide(options, 2, {0: [pending]}), [message(2, 0, [pending])])

@@ -38,7 +38,9 @@ def test_new_tokens_are_distinct_and_usable_as_file_names(hint_dir: Path) -> Non
     assert len(tokens) == 50
     for token in list(tokens)[:3]:
         idle_barriers.publish(token, PendingHint(1, 1))  # raises if the token were refused
-    assert sorted(p.name for p in hint_dir.iterdir()) == sorted(f"{t}.json" for t in list(tokens)[:3])
+    assert sorted(p.name for p in hint_dir.iterdir()) == sorted(
+        f"{t}.json" for t in list(tokens)[:3]
+    )
 
 
 @pytest.mark.parametrize("token", ["", "../escape", "a/b", "a-b", "a.b", "tok en"])

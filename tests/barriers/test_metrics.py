@@ -8,7 +8,6 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from unaligned.errors import CommitLogError
 from unaligned.barriers.metrics import (
     BarrierMetrics,
     TaskBarrierStats,
@@ -18,6 +17,7 @@ from unaligned.barriers.metrics import (
     read_metrics,
     write_metrics,
 )
+from unaligned.errors import CommitLogError
 
 BATCH_START = 1_000_000
 
@@ -32,10 +32,24 @@ def task(index: int, start_ms: int, **counts) -> TaskBarrierStats:
 def unaligned_batch(batch_id: int = 5) -> BarrierMetrics:
     tasks = [
         task(0, BATCH_START + 40, rows_written=1000, rows_replayed=100),
-        task(1, BATCH_START + 25, cut=True, rows_written=300, rows_spilled=700,
-             state_file_bytes=80_000),
-        task(2, BATCH_START + 90, cut=True, rows_written=10, rows_replayed=10, rows_carried=5,
-             rows_spilled=20, state_inline_bytes=3_000),
+        task(
+            1,
+            BATCH_START + 25,
+            cut=True,
+            rows_written=300,
+            rows_spilled=700,
+            state_file_bytes=80_000,
+        ),
+        task(
+            2,
+            BATCH_START + 90,
+            cut=True,
+            rows_written=10,
+            rows_replayed=10,
+            rows_carried=5,
+            rows_spilled=20,
+            state_inline_bytes=3_000,
+        ),
     ]
     return aggregate(batch_id, BATCH_START, BATCH_START + 12_500, tasks)
 
@@ -67,7 +81,10 @@ def test_aggregate_aligned_batch_and_empty_batch() -> None:
     assert (aligned.channel_state_files, aligned.bytes_spilled) == (0, 0)
     empty = aggregate(7, BATCH_START, BATCH_START + 3, [])
     assert (empty.mode, empty.tasks, empty.start_delay_ms, empty.duration_ms) == (
-        "aligned", 0, None, 3
+        "aligned",
+        0,
+        None,
+        3,
     )
 
 
@@ -77,8 +94,9 @@ def test_aggregate_refuses_two_stats_for_one_task() -> None:
 
 
 def test_task_stats_validation_and_dict_round_trip() -> None:
-    stats = task(4, 77, cut=True, rows_written=9, rows_replayed=9, rows_spilled=3,
-                 state_file_bytes=100)
+    stats = task(
+        4, 77, cut=True, rows_written=9, rows_replayed=9, rows_spilled=3, state_file_bytes=100
+    )
     assert TaskBarrierStats.from_dict(json.loads(json.dumps(stats.to_dict()))) == stats
     with pytest.raises(ValueError, match="negative"):
         task(0, 0, rows_spilled=-1)
@@ -96,7 +114,9 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
     assert [m.batch_id for m in records] == [3, 7, 12]
     assert records[0] == unaligned_batch(3)
     assert sorted(p.name for p in (tmp_path / "cp" / "unaligned" / "metrics").iterdir()) == [
-        "12.json", "3.json", "7.json"
+        "12.json",
+        "3.json",
+        "7.json",
     ]  # no temporary files left behind
     lines = metrics_jsonl(checkpoint, filesystem=fs).splitlines()
     assert [json.loads(line)["batch_id"] for line in lines] == [3, 7, 12]

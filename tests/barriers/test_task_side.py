@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 import pytest
@@ -16,8 +16,8 @@ from unaligned.barriers.task_side import (
     TaskBarrierOutcome,
     reassign_pending,
 )
-from unaligned.channel_state.refs import FileChannelState, InlineChannelState
 from unaligned.channel_state.reader import read_all
+from unaligned.channel_state.refs import FileChannelState, InlineChannelState
 
 SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
 
@@ -48,7 +48,9 @@ class Clock:
         return self.now
 
 
-def settings(tmp_path: Path, mode: CheckpointMode = CheckpointMode.UNALIGNED, **kw: int) -> AlignmentSettings:
+def settings(
+    tmp_path: Path, mode: CheckpointMode = CheckpointMode.UNALIGNED, **kw: int
+) -> AlignmentSettings:
     return AlignmentSettings(
         mode=mode,
         timeout_ms=kw.get("timeout_ms", 100),
@@ -176,5 +178,7 @@ def test_reassign_pending_moves_state_of_vanished_tasks_to_j_mod_n(tmp_path: Pat
     previous = {0: (a,), 3: (b,)}
     new = {1: (c,)}
     assert reassign_pending(previous, new, task_count=2) == {1: (b, c)}  # type: ignore[arg-type]
-    assert reassign_pending(previous, {}, task_count=4) == {}  # tasks 0 and 3 ran: their own business
+    assert (
+        reassign_pending(previous, {}, task_count=4) == {}
+    )  # tasks 0 and 3 ran: their own business
     assert reassign_pending(previous, {}, task_count=0) == previous  # type: ignore[arg-type]

@@ -24,7 +24,6 @@ from unaligned.channel_state.avro_rows import (
 from unaligned.errors import OptionError, SchemaMismatchError
 
 
-
 def kafka_row(i: int) -> dict:
     return {
         "key": None if i % 3 == 0 else f"key-{i}".encode(),

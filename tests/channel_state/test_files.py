@@ -9,7 +9,6 @@ import pyarrow.fs as pafs
 import pytest
 
 import channel_state_rows
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.channel_state.files import (
     ATTEMPT_NAME,
     StateFile,
@@ -22,6 +21,7 @@ from unaligned.channel_state.files import (
     temp_file_name,
 )
 from unaligned.channel_state.reader import read_channel_state
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.errors import ChannelStateError
 

@@ -10,9 +10,9 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
-from unaligned.channel_state.reader import META_BARRIER_ID, META_SCHEMA_VERSION, read_channel_state
 from channel_state_rows import KAFKA_SCHEMA, kafka_batch, kafka_rows, rows_of, write_state
+from unaligned.channel_state.reader import META_BARRIER_ID, META_SCHEMA_VERSION, read_channel_state
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.errors import ChannelStateError
 
 # --- replay order and carry-forward ---------------------------------------------------------------
@@ -191,8 +191,14 @@ def test_file_replaced_by_another_attempt_is_detected(tmp_path: Path) -> None:
 
 def test_garbage_inline_state() -> None:
     ref = InlineChannelState(
-        barrier_id=9, task_index=1, query_id="q", write_id="w", row_count=3, byte_size=7,
-        crc32=zlib.crc32(b"garbage"), inline_avro=b"garbage",
+        barrier_id=9,
+        task_index=1,
+        query_id="q",
+        write_id="w",
+        row_count=3,
+        byte_size=7,
+        crc32=zlib.crc32(b"garbage"),
+        inline_avro=b"garbage",
     )
     with pytest.raises(ChannelStateError, match=r"inline state \(barrier 9, task 1\)"):
         read_channel_state(ref, batch_rows=10)

@@ -10,12 +10,20 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
+from channel_state_rows import (
+    KAFKA_SCHEMA,
+    kafka_batch,
+    kafka_rows,
+    make_writer,
+    rows_of,
+    write_state,
+)
 from unaligned.channel_state.avro_rows import CODECS, check_codec
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.channel_state.files import list_barrier_ids, list_state_files
 from unaligned.channel_state.reader import read_all, read_channel_state
-from channel_state_rows import KAFKA_SCHEMA, kafka_batch, kafka_rows, make_writer, rows_of, write_state
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.errors import ChannelStateError, OptionError, SchemaMismatchError
+
 
 def codec_or_skip(codec: str) -> str:
     try:

@@ -8,17 +8,16 @@ import inspect
 from typing import Any
 
 import numpy as np
-
-import kafka
 from kafka.consumer.fetcher import Fetcher
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+import kafka
 from record_batch_builder import Record, build_batch, control_batch
 from unaligned.kafka.columnar_fetch import PINNED_KAFKA_PYTHON, ColumnarPartitionRecords
-from unaligned.source.offsets import TopicPartition
+from unaligned.kafka.partitions import TopicPartitionId
 
-TP = TopicPartition("events", 3)
+TP = TopicPartitionId("events", 3)
 
 
 def data_batch(count: int) -> bytes:

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from unaligned.errors import KafkaUnavailableError
-from unaligned.kafka.connections import OffsetLookup, open_consumer
 from unaligned.kafka.client_options import client_config_from_options
-from unaligned.source.offsets import TopicPartition
+from unaligned.kafka.connections import OffsetLookup, open_consumer
+from unaligned.kafka.partitions import TopicPartitionId
 
 
 def _closed_port() -> int:
@@ -31,5 +31,5 @@ def test_unreachable_broker_gives_kafka_unavailable_naming_the_servers_in_bounde
 
     lookup = OffsetLookup(config, attempts=2, retry_interval_ms=10)
     with pytest.raises(KafkaUnavailableError, match=servers):
-        lookup.latest([TopicPartition("t", 0)])
+        lookup.latest([TopicPartitionId("t", 0)])
     lookup.close()

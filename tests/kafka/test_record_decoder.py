@@ -8,17 +8,18 @@ import random
 from typing import Any
 
 import pytest
-
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.record.memory_records import MemoryRecords
 
 from record_batch_builder import Record, build_batch, control_batch
 from unaligned.errors import RecordDecodeError
+from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.kafka.record_columns import columns_from_consumer_records
 from unaligned.kafka.record_decoder import decode_record_batches
-from unaligned.source.offsets import TopicPartition
-from unaligned.source.arrow_rows import columns_from_consumer_records
 
-TP = TopicPartition("events", 3)
+TP = TopicPartitionId("events", 3)
+
+
 def reference(buffer: bytes) -> list[Any]:
     """kafka-python's own decoding (no transaction filtering, control batches dropped)."""
     records = MemoryRecords(buffer)
@@ -59,7 +60,15 @@ def assert_matches_reference(columns: Any, expected: list[Any]) -> None:
 
 @pytest.mark.parametrize(
     "codecs",
-    [(0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2), (3, 3, 3, 3), (4, 4, 4, 4), (1, 2, 3, 4), (0, 4, 0, 2)],
+    [
+        (0, 0, 0, 0),
+        (1, 1, 1, 1),
+        (2, 2, 2, 2),
+        (3, 3, 3, 3),
+        (4, 4, 4, 4),
+        (1, 2, 3, 4),
+        (0, 4, 0, 2),
+    ],
     ids=["none", "gzip", "snappy", "lz4", "zstd", "mixed", "some"],
 )
 def test_decoded_columns_equal_kafka_pythons_records(codecs: tuple[int, ...]) -> None:

@@ -5,20 +5,19 @@ responses (framing, compression, transactions) are tested in tests/test_kafka_re
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 import pytest
-
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from unaligned.errors import RecordDecodeError
+from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_fields import RecordScan, decode_fields, read_varint
-from unaligned.source.offsets import TopicPartition
 
-TP = TopicPartition("events", 3)
+TP = TopicPartitionId("events", 3)
 HEADER_SIZE = 61  # a v2 batch header; the batch's records follow it
-Record = tuple[Optional[bytes], Optional[bytes], list[tuple[str, Optional[bytes]]]]
+Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
 def batch(records: list[Record], first_timestamp: int) -> bytes:

@@ -18,8 +18,8 @@ from kafka.protocol.broker_version_data import BrokerVersionData
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
 from kafka.protocol.producer import EndTxnRequest
 
-from unaligned.kafka import transaction_coordinator as tc
 from unaligned.errors import KafkaUnavailableError, TransactionAbortError, TransactionCommitError
+from unaligned.kafka import transaction_coordinator as tc
 from unaligned.kafka.transactions import PreparedTransaction
 
 PREPARED = PreparedTransaction(
@@ -167,7 +167,10 @@ def test_retriable_answers() -> None:
 
 def test_out_of_time_distinguishes_unreachable_from_busy() -> None:
     unreachable = tc._out_of_time(
-        PREPARED, kafka_errors.KafkaConnectionError("lost"), tc._EndTxnOutcome.COMMIT, 9,
+        PREPARED,
+        kafka_errors.KafkaConnectionError("lost"),
+        tc._EndTxnOutcome.COMMIT,
+        9,
         {"bootstrap_servers": "10.0.0.1:9092"},
     )
     assert isinstance(unreachable, KafkaUnavailableError)

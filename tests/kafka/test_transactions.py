@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import inspect
 
-import kafka
 import pytest
-from kafka import KafkaProducer
 from kafka.producer.transaction_manager import TransactionManager
 
-from unaligned.kafka import transactions as kt
+import kafka
+from kafka import KafkaProducer
 from unaligned.errors import OptionError, TransactionWriteError
-
+from unaligned.kafka import transactions as kt
 
 # --- pinned kafka-python internals -------------------------------------------------------------
 
@@ -44,7 +43,6 @@ def test_client_id_defaults_to_kafkas_producer_prefix_per_transactional_id() -> 
     writers = [kt.TransactionalWriter({}, f"sink-7-{task}-0") for task in range(2)]
     assert [w.client_id for w in writers] == ["producer-sink-7-0-0", "producer-sink-7-1-0"]
     assert kt.TransactionalWriter({"client_id": "mine"}, "sink-7-0-0").client_id == "mine"
-
 
 
 def test_writer_constructor_touches_no_network() -> None:

@@ -8,16 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from unaligned.sink.commit_log import CommitLog, CommitRecord, atomic_write
-from unaligned.barriers.barrier import resolve_location
+from unaligned._fs import atomic_write, resolve_location
 from unaligned.errors import CommitLogError
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 
 
 def _record(batch_id: int, n: int = 2) -> CommitRecord:
     return CommitRecord(
         batch_id=batch_id,
         participant="kafka",
-        prepared=tuple({"transactionalId": f"p-{batch_id}-{i}-0", "partition": i} for i in range(n)),
+        prepared=tuple(
+            {"transactionalId": f"p-{batch_id}-{i}-0", "partition": i} for i in range(n)
+        ),
         decided_at_ms=1_700_000_000_000 + batch_id,
     )
 

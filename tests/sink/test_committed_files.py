@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from unaligned import read_committed_files as public_read
+from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink.commit_log import CommitRecord
 from unaligned.sink.committed_files import (
     CommittedFilesReader,
@@ -18,7 +19,6 @@ from unaligned.sink.committed_files import (
     describe_committed,
     read_committed_files,
 )
-from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 
@@ -38,7 +38,9 @@ ARROW = pa.schema(
 )
 
 
-def _commit_batch(out: Path, batch_id: int, partitions: int, rows: int, finish: bool = True) -> None:
+def _commit_batch(
+    out: Path, batch_id: int, partitions: int, rows: int, finish: bool = True
+) -> None:
     participant = FileParticipant(FileTarget(str(out), "snappy"), SCHEMA)
     items = []
     for p in range(partitions):
@@ -47,7 +49,11 @@ def _commit_batch(out: Path, batch_id: int, partitions: int, rows: int, finish: 
         ids = list(range(start, start + rows))
         task.write_chunk(
             pa.record_batch(
-                [pa.array(ids, pa.int64()), pa.array([f"s{i}" for i in ids]), pa.array([i * 1_000_000 for i in ids], pa.timestamp("us", tz="UTC"))],
+                [
+                    pa.array(ids, pa.int64()),
+                    pa.array([f"s{i}" for i in ids]),
+                    pa.array([i * 1_000_000 for i in ids], pa.timestamp("us", tz="UTC")),
+                ],
                 schema=ARROW,
             )
         )
@@ -62,7 +68,20 @@ def test_reads_committed_batches_in_order(tmp_path: Path) -> None:
     _commit_batch(out, 0, 2, 3)
     _commit_batch(out, 1, 2, 3)
     table = read_committed_files(str(out))
-    assert table.column("id").to_pylist() == [0, 1, 2, 100, 101, 102, 1000, 1001, 1002, 1100, 1101, 1102]
+    assert table.column("id").to_pylist() == [
+        0,
+        1,
+        2,
+        100,
+        101,
+        102,
+        1000,
+        1001,
+        1002,
+        1100,
+        1101,
+        1102,
+    ]
     assert public_read(str(out)).equals(table)
     assert read_committed_files(str(out), columns=["s"]).column_names == ["s"]
     assert describe_committed(str(out)) == {"batches": [0, 1], "files": 4, "rows": 12}

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.errors import CommitLogError
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_participant import (
     MANIFEST_DIR,
     ROW_GROUP_ROWS,
@@ -28,14 +28,18 @@ ARROW = pa.schema([pa.field("id", pa.int64(), False), pa.field("s", pa.string())
 
 def _chunk(start: int, rows: int) -> pa.RecordBatch:
     ids = list(range(start, start + rows))
-    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([str(i) for i in ids])], schema=ARROW)
+    return pa.record_batch(
+        [pa.array(ids, pa.int64()), pa.array([str(i) for i in ids])], schema=ARROW
+    )
 
 
 def _participant(tmp_path: Path, compression: str = "snappy") -> FileParticipant:
     return FileParticipant(FileTarget(str(tmp_path / "out"), compression), SCHEMA)
 
 
-def _prepare(participant: FileParticipant, batch_id: int, partition: int, rows: int, attempt: int = 0) -> dict:
+def _prepare(
+    participant: FileParticipant, batch_id: int, partition: int, rows: int, attempt: int = 0
+) -> dict:
     task = participant.open_task(batch_id, partition, attempt)
     for start in range(0, rows, 10):
         task.write_chunk(_chunk(partition * 1000 + start, min(10, rows - start)))

@@ -8,15 +8,19 @@ from pathlib import Path
 
 from pyspark.sql.types import StringType, StructField, StructType
 
-from unaligned.sink.kafka_participant import KafkaParticipant, prepared_from_json, prepared_to_json
-from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.sink.kafka_columns import kafka_columns
+from unaligned.sink.kafka_participant import KafkaParticipant, prepared_from_json, prepared_to_json
 from unaligned.sink.options import KafkaTarget, SinkOptions
 
 
 def _participant(tmp_path: Path, prefix: str) -> KafkaParticipant:
     target = SinkOptions.parse(
-        {"checkpointlocation": str(tmp_path), "kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"}
+        {
+            "checkpointlocation": str(tmp_path),
+            "kafka.bootstrap.servers": "127.0.0.1:1",
+            "topic": "t",
+        }
     ).target
     assert isinstance(target, KafkaTarget)
     columns = kafka_columns(StructType([StructField("value", StringType())]), target)

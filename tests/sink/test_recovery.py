@@ -3,17 +3,18 @@ file participant on a local directory and task commit messages built directly.""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.committed_files import read_committed_files
 from unaligned.crash_points import CrashPoint
 from unaligned.errors import CommitLogError, TransactionCommitError
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_participant import STAGING_DIR, FileParticipant
 from unaligned.sink.options import FileTarget
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
@@ -31,7 +32,9 @@ def _log(tmp_path: Path) -> CommitLog:
     return CommitLog.under_checkpoint(str(tmp_path / "ck"))
 
 
-def _prepare(participant: FileParticipant, batch_id: int, partition: int, start: int, rows: int) -> dict:
+def _prepare(
+    participant: FileParticipant, batch_id: int, partition: int, start: int, rows: int
+) -> dict:
     """Step 1 of one task attempt: rows ``start .. start + rows - 1`` in one staged file."""
     task = participant.open_task(batch_id, partition, 0)
     ids = list(range(start, start + rows))
@@ -55,7 +58,7 @@ def _staging_files(tmp_path: Path) -> list[Path]:
 def _message(
     batch_id: int,
     partition: int,
-    prepared: Optional[Mapping[str, Any]],
+    prepared: Mapping[str, Any] | None,
     outcome: TaskOutcome = TaskOutcome.PREPARED,
 ) -> SinkCommitMessage:
     return SinkCommitMessage(batch_id, partition, 0, 1, outcome, prepared)
@@ -77,16 +80,26 @@ def test_prepared_items_skip_empty_tasks_in_partition_order() -> None:
 @pytest.mark.parametrize(
     "messages, match",
     [
-        ([_message(7, 0, {"partition": 0}), None], "commit got NoneType instead of a task's commit message"),
-        ([_message(3, 0, {"partition": 0})], "batch 7: commit got a message of batch 3 \\(partition 0\\)"),
-        ([_message(7, 0, {"partition": 0}), _message(7, 0, None, TaskOutcome.EMPTY)],
-         "two commit messages for partition 0"),
-        ([_message(7, 4, None, TaskOutcome.ALREADY_DECIDED)],
-         "partition 4 found a commit record for the batch, but the driver found none"),
+        (
+            [_message(7, 0, {"partition": 0}), None],
+            "commit got NoneType instead of a task's commit message",
+        ),
+        (
+            [_message(3, 0, {"partition": 0})],
+            "batch 7: commit got a message of batch 3 \\(partition 0\\)",
+        ),
+        (
+            [_message(7, 0, {"partition": 0}), _message(7, 0, None, TaskOutcome.EMPTY)],
+            "two commit messages for partition 0",
+        ),
+        (
+            [_message(7, 4, None, TaskOutcome.ALREADY_DECIDED)],
+            "partition 4 found a commit record for the batch, but the driver found none",
+        ),
     ],
 )
 def test_prepared_items_refuse_to_decide_on_inconsistent_messages(
-    messages: Sequence[Optional[SinkCommitMessage]], match: str
+    messages: Sequence[SinkCommitMessage | None], match: str
 ) -> None:
     with pytest.raises(CommitLogError, match=match):
         prepared_items(messages, 7)
@@ -103,13 +116,17 @@ def test_a_refused_commit_names_the_record_and_publishes_nothing(
     record = CommitRecord(0, "files", (_prepare(participant, 0, 0, 0, 5),), 0)
     log.write(record)
 
-    def refuse(items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]) -> None:
+    def refuse(
+        items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
+    ) -> None:
         raise TransactionCommitError("the broker refused t-0")
 
     monkeypatch.setattr(participant, "commit", refuse)
     with pytest.raises(TransactionCommitError) as raised:
         commit_record(log, participant, record, CrashPoint.DRIVER_PARTIAL_COMMIT)
-    assert str(raised.value).startswith(f"the broker refused t-0. Commit record: {log.describe(0)}.")
+    assert str(raised.value).startswith(
+        f"the broker refused t-0. Commit record: {log.describe(0)}."
+    )
     assert "unaligned.sink.recovery.roll_forward" in str(raised.value)
     assert _ids(tmp_path) == []  # finish_batch (the manifest entry) never ran
 

@@ -7,17 +7,18 @@ columns: test_kafka_sink_columns.py; its transactional ids: test_kafka_sink.py."
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from unaligned.errors import CommitLogError
 from unaligned.sink import two_phase_commit as tpc
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.committed_files import read_committed_files
-from unaligned.errors import CommitLogError
 from unaligned.sink.file_participant import STAGING_DIR
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
 from unaligned.sink.recovery import recover
@@ -46,7 +47,7 @@ class FakeTaskContext:
         self._partition = partition_id
         self._attempt = attempt
 
-    def getLocalProperty(self, key: str) -> Optional[str]:
+    def getLocalProperty(self, key: str) -> str | None:
         return self._props.get(key)
 
     def partitionId(self) -> int:
@@ -103,8 +104,15 @@ def _file_writer(tmp_path: Path, **extra: str) -> TwoPhaseCommitWriter:
     return build_stream_writer(options, SCHEMA)
 
 
-def _write(writer: TwoPhaseCommitWriter, set_context: Callable[..., None], batch_id: int,
-           partition_id: int, start: int, rows: int, attempt: int = 0) -> SinkCommitMessage:
+def _write(
+    writer: TwoPhaseCommitWriter,
+    set_context: Callable[..., None],
+    batch_id: int,
+    partition_id: int,
+    start: int,
+    rows: int,
+    attempt: int = 0,
+) -> SinkCommitMessage:
     set_context(batch_id, partition_id, attempt)
     return writer.write(_batches(start, rows))
 
@@ -162,7 +170,9 @@ def test_replayed_decided_batch_opens_nothing_and_rolls_forward(
     assert _staging_files(tmp_path) == []
 
 
-def test_recovery_runs_only_when_spark_plans(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_recovery_runs_only_when_spark_plans(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     writer = _file_writer(tmp_path)
     _write(writer, task_context, 0, 0, 0, 10)  # prepared, never decided
     assert _staging_files(tmp_path)
@@ -172,7 +182,9 @@ def test_recovery_runs_only_when_spark_plans(tmp_path: Path, task_context: Calla
     assert _staging_files(tmp_path) == []
 
 
-def test_abort_removes_what_messages_prepared(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_abort_removes_what_messages_prepared(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     writer = _file_writer(tmp_path)
     messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
     _file_writer(tmp_path).abort([messages[0], None], 0)
@@ -180,7 +192,9 @@ def test_abort_removes_what_messages_prepared(tmp_path: Path, task_context: Call
     assert _ids(tmp_path) == []
 
 
-def test_abort_never_touches_a_decided_batch(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_abort_never_touches_a_decided_batch(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     writer = _file_writer(tmp_path)
     messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
     log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
@@ -199,7 +213,10 @@ def test_abort_never_touches_a_decided_batch(tmp_path: Path, task_context: Calla
     ],
 )
 def test_commit_refuses_incomplete_messages(
-    tmp_path: Path, task_context: Callable[..., None], mutate: Callable[[list[Any]], list[Any]], match: str
+    tmp_path: Path,
+    task_context: Callable[..., None],
+    mutate: Callable[[list[Any]], list[Any]],
+    match: str,
 ) -> None:
     writer = _file_writer(tmp_path)
     messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
@@ -208,7 +225,9 @@ def test_commit_refuses_incomplete_messages(
     assert CommitLog.under_checkpoint(str(tmp_path / "ck")).read(0) is None
 
 
-def test_commit_refuses_message_of_another_batch(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_commit_refuses_message_of_another_batch(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     writer = _file_writer(tmp_path)
     message = _write(writer, task_context, 3, 0, 0, 10)
     with pytest.raises(CommitLogError, match="message of batch 3"):
@@ -227,7 +246,9 @@ def test_commit_rolls_forward_earlier_unfinished_batches(
     assert _ids(tmp_path) == list(range(20))
 
 
-def test_record_of_other_participant_is_refused(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_record_of_other_participant_is_refused(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
     log.write(CommitRecord(0, "kafka", (), 0))
     writer = _file_writer(tmp_path)
@@ -251,7 +272,7 @@ def test_pruning_keeps_min_batches(tmp_path: Path, task_context: Callable[..., N
 
 
 class RecordingTask:
-    def __init__(self, calls: list[str], fail_after_chunks: Optional[int]) -> None:
+    def __init__(self, calls: list[str], fail_after_chunks: int | None) -> None:
         self.calls = calls
         self.chunks: list[int] = []
         self.fail_after_chunks = fail_after_chunks
@@ -279,7 +300,7 @@ class RecordingTask:
 class RecordingParticipant:
     kind = "files"
 
-    def __init__(self, fail_after_chunks: Optional[int] = None) -> None:
+    def __init__(self, fail_after_chunks: int | None = None) -> None:
         self.calls: list[str] = []
         self.fail_after_chunks = fail_after_chunks
 
@@ -290,7 +311,9 @@ class RecordingParticipant:
         self.calls.append(f"open:{batch_id}-{partition_id}-{attempt_number}")
         return RecordingTask(self.calls, self.fail_after_chunks)
 
-    def commit(self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]) -> None:
+    def commit(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
+    ) -> None:
         self.calls.append(f"commit:{batch_id}:{len(items)}")
 
     def finish_batch(self, record: CommitRecord) -> None:
@@ -299,7 +322,7 @@ class RecordingParticipant:
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         self.calls.append(f"abort:{batch_id}:{len(items)}")
 
-    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int:
+    def clean_up(self, log: CommitLog, up_to_batch: int | None) -> int:
         self.calls.append(f"clean:{up_to_batch}")
         return 0
 
@@ -310,29 +333,46 @@ class RecordingParticipant:
         return str(item["id"])
 
 
-def _recording_writer(tmp_path: Path, participant: RecordingParticipant, chunk_rows: int = 3) -> TwoPhaseCommitWriter:
+def _recording_writer(
+    tmp_path: Path, participant: RecordingParticipant, chunk_rows: int = 3
+) -> TwoPhaseCommitWriter:
     from unaligned.sink.options import SinkOptions
 
     options = SinkOptions.parse(
-        {"checkpointlocation": str(tmp_path / "ck"), "path": str(tmp_path / "o"), "chunkrows": str(chunk_rows)}
+        {
+            "checkpointlocation": str(tmp_path / "ck"),
+            "path": str(tmp_path / "o"),
+            "chunkrows": str(chunk_rows),
+        }
     )
     return TwoPhaseCommitWriter(options, participant)  # type: ignore[arg-type]
 
 
-def test_rows_are_written_in_chunks_with_a_check_between(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_rows_are_written_in_chunks_with_a_check_between(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     participant = RecordingParticipant()
     writer = _recording_writer(tmp_path, participant, chunk_rows=3)
     task_context(0, 0)
     writer.write(_batches(0, 10, per_batch=7))  # batches of 7 and 3 rows
     assert participant.calls == [
         "open:0-0-0",
-        "chunk:3", "between", "chunk:3", "between", "chunk:1", "between",
-        "chunk:3", "between",
-        "prepare", "close",
+        "chunk:3",
+        "between",
+        "chunk:3",
+        "between",
+        "chunk:1",
+        "between",
+        "chunk:3",
+        "between",
+        "prepare",
+        "close",
     ]
 
 
-def test_failed_write_aborts_its_transaction(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_failed_write_aborts_its_transaction(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     participant = RecordingParticipant(fail_after_chunks=2)
     writer = _recording_writer(tmp_path, participant)
     task_context(0, 0)
@@ -342,7 +382,9 @@ def test_failed_write_aborts_its_transaction(tmp_path: Path, task_context: Calla
     assert "prepare" not in participant.calls
 
 
-def test_commit_sequence_decide_commit_finish_done_clean(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_commit_sequence_decide_commit_finish_done_clean(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     participant = RecordingParticipant()
     writer = _recording_writer(tmp_path, participant)
     task_context(2, 0)
@@ -358,7 +400,9 @@ def test_commit_sequence_decide_commit_finish_done_clean(tmp_path: Path, task_co
     assert participant.calls == ["clean:2"]
 
 
-def test_new_messages_for_a_decided_batch_are_aborted(tmp_path: Path, task_context: Callable[..., None]) -> None:
+def test_new_messages_for_a_decided_batch_are_aborted(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
     participant = RecordingParticipant()
     writer = _recording_writer(tmp_path, participant)
     log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
@@ -374,7 +418,11 @@ def test_new_messages_for_a_decided_batch_are_aborted(tmp_path: Path, task_conte
 def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
     (tmp_path / "metadata").write_text('{"id":"0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"}\n')
     writer = build_stream_writer(
-        {"checkpointlocation": str(tmp_path), "kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"},
+        {
+            "checkpointlocation": str(tmp_path),
+            "kafka.bootstrap.servers": "127.0.0.1:1",
+            "topic": "t",
+        },
         StructType([StructField("value", StringType())]),
     )
     assert writer.participant.transactional_id_prefix == (  # type: ignore[attr-defined]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from unaligned.sink.writer_role import COMMIT_RUNNER_MODULE, PLANNER_MODULE, WriterRole, writer_role
 
@@ -21,7 +22,7 @@ def test_pyspark_worker_modules_still_exist_and_call_stream_writer() -> None:
     assert "writer.commit(" in runner and "writer.abort(" in runner
 
 
-def _call_in_module(module_name: str, fn: Callable[[], Any], spec_name: Optional[str] = None) -> Any:
+def _call_in_module(module_name: str, fn: Callable[[], Any], spec_name: str | None = None) -> Any:
     """Run ``fn`` from a frame whose globals look like module ``module_name``."""
     namespace: dict[str, Any] = {"__name__": module_name, "fn": fn}
     if spec_name is not None:

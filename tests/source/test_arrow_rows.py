@@ -9,15 +9,11 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from unaligned.source.offsets import TopicPartition
-from unaligned.source.arrow_rows import (
-    RecordColumns,
-    kafka_arrow_schema,
-    kafka_source_schema,
-    to_record_batches,
-)
+from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema, kafka_source_schema
+from unaligned.source.arrow_rows import to_arrow_batches
 
-TP = TopicPartition("events", 3)
+TP = TopicPartitionId("events", 3)
 
 
 def make_columns(
@@ -69,7 +65,7 @@ def test_record_batches_have_sparks_schema_and_bounded_size() -> None:
         [5_000 + i for i in range(500)],
     )
     batches = list(
-        to_record_batches(columns, TP, include_headers=False, max_rows=128, max_bytes=50_000)
+        to_arrow_batches(columns, TP, include_headers=False, max_rows=128, max_bytes=50_000)
     )
     assert all(b.schema.equals(kafka_arrow_schema(False)) for b in batches)
     assert all(b.num_rows <= 128 and b.nbytes <= 60_000 for b in batches)

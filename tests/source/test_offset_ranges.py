@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offset_ranges import (
     OffsetRange,
     available_records,
@@ -12,13 +13,12 @@ from unaligned.source.offset_ranges import (
     rate_limit,
     split_ranges,
 )
-from unaligned.source.offsets import TopicPartition
 
 A0, A1, A2, B0 = (
-    TopicPartition("a", 0),
-    TopicPartition("a", 1),
-    TopicPartition("a", 2),
-    TopicPartition("b", 0),
+    TopicPartitionId("a", 0),
+    TopicPartitionId("a", 1),
+    TopicPartitionId("a", 2),
+    TopicPartitionId("b", 0),
 )
 
 
@@ -48,7 +48,7 @@ def test_min_partitions_splits_large_ranges_proportionally_and_covers_every_offs
     ranges = [OffsetRange(A0, 0, 900), OffsetRange(A1, 50, 150), OffsetRange(B0, 7, 7)]
     pieces = split_ranges(ranges, min_partitions=10)
     assert len(pieces) == 10
-    by_tp: dict[TopicPartition, list[OffsetRange]] = {}
+    by_tp: dict[TopicPartitionId, list[OffsetRange]] = {}
     for piece in pieces:
         by_tp.setdefault(piece.tp, []).append(piece)
     assert by_tp[B0] == [OffsetRange(B0, 7, 7)]  # the empty range keeps its task
@@ -68,7 +68,7 @@ def test_min_partitions_never_makes_more_pieces_than_offsets() -> None:
 
 
 def test_split_is_deterministic() -> None:
-    ranges = [OffsetRange(TopicPartition("t", i), 0, 17 * (i + 1)) for i in range(5)]
+    ranges = [OffsetRange(TopicPartitionId("t", i), 0, 17 * (i + 1)) for i in range(5)]
     assert split_ranges(ranges, min_partitions=23) == split_ranges(
         list(reversed(ranges)), min_partitions=23
     )

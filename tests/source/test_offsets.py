@@ -7,52 +7,54 @@ import json
 import pytest
 
 from unaligned.errors import OffsetFormatError
+from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import (
     Boundary,
-    SourceOffset,
-    TopicPartition,
+    KafkaSourceOffset,
     parse_assign,
     parse_partition_timestamps,
     parse_starting_offsets,
 )
 
 A0, A1, A2, B0 = (
-    TopicPartition("a", 0),
-    TopicPartition("a", 1),
-    TopicPartition("a", 2),
-    TopicPartition("b", 0),
+    TopicPartitionId("a", 0),
+    TopicPartitionId("a", 1),
+    TopicPartitionId("a", 2),
+    TopicPartitionId("b", 0),
 )
 
 
-# --- SourceOffset ---------------------------------------------------------------------------
+# --- KafkaSourceOffset ---------------------------------------------------------------------------
 
 
 def test_source_offset_json_has_the_documented_shape() -> None:
-    offset = SourceOffset({TopicPartition("topic", 1): 40, TopicPartition("topic", 0): 23})
+    offset = KafkaSourceOffset({TopicPartitionId("topic", 1): 40, TopicPartitionId("topic", 0): 23})
     assert offset.to_json() == {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0}
 
 
 def test_source_offset_round_trips_through_json_text() -> None:
-    offset = SourceOffset({A0: 5, A1: 0, TopicPartition("a", 10): 7, B0: 2**40}, idle_barrier=3)
+    offset = KafkaSourceOffset(
+        {A0: 5, A1: 0, TopicPartitionId("a", 10): 7, B0: 2**40}, idle_barrier=3
+    )
     text = json.dumps(offset.to_json())
-    assert SourceOffset.from_json(json.loads(text), "x") == offset
-    assert SourceOffset.from_json(text, "x") == offset
+    assert KafkaSourceOffset.from_json(json.loads(text), "x") == offset
+    assert KafkaSourceOffset.from_json(text, "x") == offset
 
 
 def test_source_offset_json_is_deterministic_with_numeric_partition_order() -> None:
-    a = SourceOffset({TopicPartition("t", 10): 1, TopicPartition("t", 2): 1, B0: 1})
-    b = SourceOffset({B0: 1, TopicPartition("t", 2): 1, TopicPartition("t", 10): 1})
+    a = KafkaSourceOffset({TopicPartitionId("t", 10): 1, TopicPartitionId("t", 2): 1, B0: 1})
+    b = KafkaSourceOffset({B0: 1, TopicPartitionId("t", 2): 1, TopicPartitionId("t", 10): 1})
     assert json.dumps(a.to_json()) == json.dumps(b.to_json())
     assert list(a.to_json()["offsets"]["t"]) == ["2", "10"]
     assert list(a.to_json()["offsets"]) == ["b", "t"]
 
 
 def test_the_query_start_is_recorded_by_the_initial_offset_and_the_first_batch_only() -> None:
-    initial = SourceOffset.initial({A0: 5, A1: 7}, "tok")
+    initial = KafkaSourceOffset.initial({A0: 5, A1: 7}, "tok")
     assert initial.to_json()["queryStart"] == {"a": {"0": 5, "1": 7}}
     first_end = initial.next({A0: 9, A1: 7}, 0)
     assert first_end.query_start == {A0: 5, A1: 7} and first_end.barrier_token == "tok"
-    assert SourceOffset.from_json(json.dumps(first_end.to_json()), "x") == first_end
+    assert KafkaSourceOffset.from_json(json.dumps(first_end.to_json()), "x") == first_end
     second_end = first_end.next({A0: 12, A1: 8}, 0)
     assert second_end.query_start is None and "queryStart" not in second_end.to_json()
     idle = initial.next(initial.positions, 1)  # an idle barrier before any record: still batch 0
@@ -60,18 +62,22 @@ def test_the_query_start_is_recorded_by_the_initial_offset_and_the_first_batch_o
 
 
 def test_a_rerun_first_batch_starts_at_the_recorded_query_start() -> None:
-    first_end = SourceOffset.initial({A0: 5}, "tok").next({A0: 9}, 0)
-    re_resolved = SourceOffset.initial({A0: 30}, "new")  # initialOffset() again after a restart
+    first_end = KafkaSourceOffset.initial({A0: 5}, "tok").next({A0: 9}, 0)
+    re_resolved = KafkaSourceOffset.initial(
+        {A0: 30}, "new"
+    )  # initialOffset() again after a restart
     assert first_end.batch_start(re_resolved).positions == {A0: 5}
-    same = SourceOffset.initial({A0: 5}, "tok")
+    same = KafkaSourceOffset.initial({A0: 5}, "tok")
     assert first_end.batch_start(same) is same
-    later = SourceOffset({A0: 9}, 0, "tok")
+    later = KafkaSourceOffset({A0: 9}, 0, "tok")
     assert later.next({A0: 11}, 0).batch_start(later) is later  # no query start: as passed
     assert first_end.batch_start(first_end) is first_end  # an empty plan stays empty
 
 
 def test_empty_source_offset_round_trips() -> None:
-    assert SourceOffset.from_json({"offsets": {}, "idleBarrier": 0}, "x") == SourceOffset()
+    assert (
+        KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0}, "x") == KafkaSourceOffset()
+    )
 
 
 @pytest.mark.parametrize(
@@ -95,7 +101,7 @@ def test_empty_source_offset_round_trips() -> None:
 )
 def test_malformed_checkpointed_offset_raises_offset_format_error_naming_it(bad: object) -> None:
     with pytest.raises(OffsetFormatError, match="the end offset from the log"):
-        SourceOffset.from_json(bad, "the end offset from the log")
+        KafkaSourceOffset.from_json(bad, "the end offset from the log")
 
 
 # --- option JSON ------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from unaligned.errors import OffsetFormatError, OptionError
-from unaligned.source.stream_reader import KafkaStreamReader
+from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.batch_sizing import UNCAPPED_ROWS
-from unaligned.source.offsets import Boundary, SourceOffset, TopicPartition
+from unaligned.source.offsets import Boundary, KafkaSourceOffset
 from unaligned.source.options import (
     Assign,
     EarliestStart,
@@ -23,6 +23,7 @@ from unaligned.source.options import (
     SubscribePattern,
     TimestampStart,
 )
+from unaligned.source.stream_reader import KafkaStreamReader
 
 BASE = {"subscribe": "events", "kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -83,7 +84,7 @@ def test_subscribe_pattern_and_assign() -> None:
     assign = SourceOptions.parse(
         {"assign": '{"t": [1, 0]}', "kafka.bootstrap.servers": "x:1"}
     ).subscription
-    assert assign == Assign((TopicPartition("t", 0), TopicPartition("t", 1)))
+    assert assign == Assign((TopicPartitionId("t", 0), TopicPartitionId("t", 1)))
 
 
 @pytest.mark.parametrize(
@@ -133,12 +134,12 @@ def test_starting_offsets_forms() -> None:
     assert parse(startingOffsets="latest").starting == LatestStart()
     assert parse(startingOffsets=" Earliest ").starting == EarliestStart()
     assert parse(startingOffsets='{"events": {"0": 5, "1": -2}}').starting == OffsetsStart(
-        {TopicPartition("events", 0): 5, TopicPartition("events", 1): Boundary.EARLIEST}
+        {TopicPartitionId("events", 0): 5, TopicPartitionId("events", 1): Boundary.EARLIEST}
     )
     assert parse(startingTimestamp="1700000000000").starting == TimestampStart(1700000000000)
     assert parse(
         startingOffsetsByTimestamp='{"events": {"0": 1000}}'
-    ).starting == PartitionTimestampsStart({TopicPartition("events", 0): 1000})
+    ).starting == PartitionTimestampsStart({TopicPartitionId("events", 0): 1000})
     assert (
         parse(startingOffsetsByTimestampStrategy="LATEST").no_match_strategy
         is NoMatchStrategy.LATEST
@@ -154,7 +155,7 @@ def test_starting_precedence_is_sparks() -> None:
     assert both.starting == TimestampStart(5)
     assert parse(
         startingOffsetsByTimestamp='{"e": {"0": 1}}', startingOffsets="earliest"
-    ).starting == (PartitionTimestampsStart({TopicPartition("e", 0): 1}))
+    ).starting == (PartitionTimestampsStart({TopicPartitionId("e", 0): 1}))
 
 
 @pytest.mark.parametrize(
@@ -349,5 +350,5 @@ def test_secret_values_never_show_in_repr_or_errors() -> None:
 def test_default_read_limit(extra: dict[str, str], expected: object) -> None:
     reader = KafkaStreamReader(SourceOptions.parse({**BASE, **extra}))  # no connection is made
     assert reader.getDefaultReadLimit() == expected
-    no_token = SourceOffset({}, 0, None)
+    no_token = KafkaSourceOffset({}, 0, None)
     assert reader._idle_barrier_due(no_token) is False

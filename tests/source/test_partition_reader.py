@@ -10,10 +10,10 @@ import pytest
 from pyspark.serializers import CPickleSerializer
 
 from unaligned.errors import DataLossError
-from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
+from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offset_ranges import OffsetRange
-from unaligned.source.offsets import TopicPartition
 from unaligned.source.options import SourceOptions
+from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
 
 #: Nothing listens here: a task that tried to connect would fail.
 NO_BROKER = "127.0.0.1:1"
@@ -30,7 +30,7 @@ def input_partition(start: int, end: int) -> KafkaInputPartition:
     )
     return KafkaInputPartition(
         index=2,
-        range=OffsetRange(TopicPartition("events", 3), start, end),
+        range=OffsetRange(TopicPartitionId("events", 3), start, end),
         kafka=options.kafka,
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from unaligned.testing import jvm
 from unaligned.errors import EmbeddedKafkaError
-
+from unaligned.testing import jvm
 
 # --- broker properties ---------------------------------------------------------------------------
 
@@ -59,7 +58,13 @@ def test_overrides_win_and_are_stringified(tmp_path: Path) -> None:
 
 def test_render_properties_escapes_what_java_properties_would_misread() -> None:
     text = jvm.render_properties(
-        {"log.dirs": "/tmp/a b", "odd key:x=y": " lead", "path": "C:\\dir", "uni": "é", "plain": "v"}
+        {
+            "log.dirs": "/tmp/a b",
+            "odd key:x=y": " lead",
+            "path": "C:\\dir",
+            "uni": "é",
+            "plain": "v",
+        }
     )
     lines = text.splitlines()
     assert "log.dirs=/tmp/a b" in lines
@@ -145,7 +150,9 @@ FAKE_MVN_OK = (
 )
 
 
-def test_ensure_built_builds_once_then_reuses_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_built_builds_once_then_reuses_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shim = _fake_shim(tmp_path)
     monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, {"java": "exit 0", "mvn": FAKE_MVN_OK})))
 
@@ -158,7 +165,9 @@ def test_ensure_built_builds_once_then_reuses_the_build(tmp_path: Path, monkeypa
     assert build.classpath_arg().split(os.pathsep)[0].endswith("unaligned-jvm-shim-0.1.0.jar")
 
 
-def test_ensure_built_rebuilds_after_a_source_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_built_rebuilds_after_a_source_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shim = _fake_shim(tmp_path)
     monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, {"java": "exit 0", "mvn": FAKE_MVN_OK})))
     jvm.ensure_built(shim)
@@ -184,10 +193,15 @@ def test_ensure_built_reports_the_tail_of_a_failed_maven_build(
     assert not (shim / "target" / jvm.BUILD_STAMP_NAME).exists()
 
 
-def test_maven_runs_offline_first_then_online(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_maven_runs_offline_first_then_online(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shim = _fake_shim(tmp_path)
     # Fails when offline (-o), builds when online; records its arguments.
-    mvn = 'echo "$@" >> ../mvn-args\ncase "$*" in *-o*) echo "[ERROR] offline: artifact missing"; exit 1;; esac\n' + FAKE_MVN_OK
+    mvn = (
+        'echo "$@" >> ../mvn-args\ncase "$*" in *-o*) echo "[ERROR] offline: artifact missing"; exit 1;; esac\n'
+        + FAKE_MVN_OK
+    )
     monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, {"java": "exit 0", "mvn": mvn})))
 
     jvm.ensure_built(shim)
@@ -199,7 +213,9 @@ def test_maven_runs_offline_first_then_online(tmp_path: Path, monkeypatch: pytes
 
 
 @pytest.mark.parametrize("missing", ["java", "mvn"])
-def test_ensure_built_names_a_missing_tool(missing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_built_names_a_missing_tool(
+    missing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shim = _fake_shim(tmp_path)
     present = {"java": "exit 0", "mvn": FAKE_MVN_OK}
     del present[missing]
@@ -213,7 +229,9 @@ def test_ensure_built_without_a_pom_names_the_directory(tmp_path: Path) -> None:
         jvm.ensure_built(tmp_path)
 
 
-def test_java_command_runs_the_main_class_with_a_bounded_heap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_java_command_runs_the_main_class_with_a_bounded_heap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, {"java": "exit 0"})))
     build = jvm.ShimBuild(shim_dir=tmp_path, classpath=(tmp_path / "a.jar", tmp_path / "b.jar"))
     command = jvm.java_command(build, jvm.BROKER_MAIN_CLASS, ["server.properties", "id"])
@@ -276,7 +294,9 @@ def test_closing_stdin_ends_the_process(tmp_path: Path) -> None:
 
 
 def test_exit_before_ready_reports_the_log_tail(tmp_path: Path) -> None:
-    process = _process(tmp_path, "import sys; sys.stderr.write('Address already in use\\n'); sys.exit(7)")
+    process = _process(
+        tmp_path, "import sys; sys.stderr.write('Address already in use\\n'); sys.exit(7)"
+    )
     with pytest.raises(EmbeddedKafkaError, match=r"(?s)exited with code 7.*Address already in use"):
         process.wait_ready(10)
     process.stop(5)

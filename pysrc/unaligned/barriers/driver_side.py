@@ -10,14 +10,16 @@ batch's task commit messages, already filtered to
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from unaligned.barriers import idle as idle_barriers
-from unaligned.barriers.barrier import read_offset_log, wall_clock_ms
+from unaligned.barriers.barrier import wall_clock_ms
+from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
+from unaligned.barriers.offset_log import read_offset_log
 from unaligned.barriers.task_side import collect_garbage, reassign_pending
 from unaligned.channel_state.refs import ChannelStateRef
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
 from unaligned.sink.options import SinkOptions
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def pending_after(
-    log: CommitLog, messages: Sequence["SinkCommitMessage"], batch_id: int
+    log: CommitLog, messages: Sequence[SinkCommitMessage], batch_id: int
 ) -> dict[int, tuple[Mapping[str, Any], ...]]:
     """The channel state pending after barrier ``batch_id``, per task index, for its record.
 
@@ -58,7 +60,7 @@ def collect_channel_state_garbage(options: SinkOptions) -> None:
 
 
 def after_barrier(
-    options: SinkOptions, record: CommitRecord, messages: Sequence["SinkCommitMessage"]
+    options: SinkOptions, record: CommitRecord, messages: Sequence[SinkCommitMessage]
 ) -> None:
     """Metrics of the barrier, and the idle-barrier hint for the source (liveness only)."""
     entry = read_offset_log(options.checkpoint_location, record.batch_id)

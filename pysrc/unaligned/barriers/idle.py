@@ -28,9 +28,10 @@ import logging
 import os
 import tempfile
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,9 @@ def new_token() -> str:
 
 def hint_dir() -> Path:
     configured = os.environ.get(HINT_DIR_ENV)
-    return Path(configured) if configured else Path(tempfile.gettempdir()) / "unaligned-idle-barriers"
+    return (
+        Path(configured) if configured else Path(tempfile.gettempdir()) / "unaligned-idle-barriers"
+    )
 
 
 def _hint_path(token: str) -> Path:
@@ -62,7 +65,7 @@ class PendingHint:
     pending_rows: int
 
 
-def publish(token: str, hint: Optional[PendingHint]) -> None:
+def publish(token: str, hint: PendingHint | None) -> None:
     """Publish (or, with ``None``, clear) the pending hint of ``token``. Atomic (rename)."""
     path = _hint_path(token)
     if hint is None:
@@ -75,7 +78,7 @@ def publish(token: str, hint: Optional[PendingHint]) -> None:
     logger.debug("idle-barrier hint %s: %s", token, hint)
 
 
-def read(token: str) -> Optional[PendingHint]:
+def read(token: str) -> PendingHint | None:
     """The current hint of ``token``, or ``None`` (none, or unreadable: a hint is only a hint)."""
     try:
         data = json.loads(_hint_path(token).read_text())
@@ -100,7 +103,7 @@ class IdleBarrierTrigger:
     """The source's side: says when to bump ``idleBarrier`` (driver, long-lived reader)."""
 
     def __init__(self) -> None:
-        self._answered_batch: Optional[int] = None
+        self._answered_batch: int | None = None
 
     def due(self, token: str) -> bool:
         """True once per hint batch id: state is pending and no idle barrier was asked for it."""

@@ -24,12 +24,13 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
-from unaligned.barriers.barrier import Location, read_text, resolve_location
+from unaligned._fs import Location, read_text, resolve_location
 from unaligned.errors import CommitLogError
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,12 @@ class TaskBarrierStats:
 
     def __post_init__(self) -> None:
         counts = (
-            self.rows_written, self.rows_replayed, self.rows_carried, self.rows_spilled,
-            self.state_file_bytes, self.state_inline_bytes,
+            self.rows_written,
+            self.rows_replayed,
+            self.rows_carried,
+            self.rows_spilled,
+            self.state_file_bytes,
+            self.state_inline_bytes,
         )
         if any(value < 0 for value in counts):
             raise ValueError(f"task {self.task_index}: negative count in {self}")
@@ -76,7 +81,7 @@ class TaskBarrierStats:
         return dataclasses.asdict(self)
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "TaskBarrierStats":
+    def from_dict(data: dict[str, Any]) -> TaskBarrierStats:
         return TaskBarrierStats(**data)
 
 
@@ -112,7 +117,7 @@ class BarrierMetrics:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "BarrierMetrics":
+    def from_dict(data: dict[str, Any]) -> BarrierMetrics:
         names = {f.name for f in dataclasses.fields(BarrierMetrics)}
         if set(data) != names:
             raise ValueError(f"fields {sorted(set(data) ^ names)} missing or unknown")

@@ -34,19 +34,20 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
 from unaligned import crash_points
-from unaligned.barriers.barrier import Barrier, Deadline, resolve_location
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
+from unaligned._fs import resolve_location
+from unaligned.barriers.barrier import Barrier, Deadline
+from unaligned.barriers.metrics import TaskBarrierStats
 from unaligned.channel_state.files import delete_barrier_state, list_barrier_ids, list_state_files
 from unaligned.channel_state.reader import read_channel_state
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.crash_points import FailPoint
-from unaligned.barriers.metrics import TaskBarrierStats
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +160,10 @@ class BarrierAlignment:
         )
 
     def run(
-        self, input_batches: Iterator[pa.RecordBatch], write_chunk: WriteChunk, clock: Callable[[], float]
+        self,
+        input_batches: Iterator[pa.RecordBatch],
+        write_chunk: WriteChunk,
+        clock: Callable[[], float],
     ) -> TaskBarrierOutcome:
         """Replay, write, cut if due; return what stays pending. Nothing is committed here."""
         started_ms = int(clock())
@@ -194,7 +198,7 @@ class BarrierAlignment:
         written += replayed
 
         # 2. New input; 3. after a cut, drain the rest into one new channel-state file.
-        state: Optional[ChannelStateWriter] = None
+        state: ChannelStateWriter | None = None
         try:
             for batch in input_batches:
                 for chunk in chunks(batch, chunk_rows):

@@ -279,8 +279,13 @@ def _encode_value(arr: pa.Array, arrow_type: pa.DataType) -> pa.Array:
     if t.is_float32(arrow_type) or t.is_float64(arrow_type):
         values = _numpy(arr, 0).astype("<f4" if t.is_float32(arrow_type) else "<f8")
         return _binary_from(np.full(n, values.itemsize, np.int64), values.view(np.uint8))
-    if (t.is_binary(arrow_type) or t.is_large_binary(arrow_type) or t.is_string(arrow_type)
-            or t.is_large_string(arrow_type) or t.is_fixed_size_binary(arrow_type)):
+    if (
+        t.is_binary(arrow_type)
+        or t.is_large_binary(arrow_type)
+        or t.is_string(arrow_type)
+        or t.is_large_string(arrow_type)
+        or t.is_fixed_size_binary(arrow_type)
+    ):
         data = pc.fill_null(arr.cast(_BIN), _EMPTY)
         return _concat(_varints(pc.binary_length(data).to_numpy()), data)
     if t.is_list(arrow_type) or t.is_large_list(arrow_type):

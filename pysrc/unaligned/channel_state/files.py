@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import pyarrow.fs as pafs
 
-from unaligned.barriers.barrier import resolve_location
+from unaligned._fs import resolve_location
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 
 logger = logging.getLogger(__name__)

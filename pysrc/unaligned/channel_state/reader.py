@@ -21,7 +21,8 @@ from __future__ import annotations
 import binascii
 import logging
 import zlib
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 import pyarrow as pa

@@ -39,7 +39,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from unaligned.barriers.barrier import Location, resolve_location
+from unaligned._fs import Location, resolve_location
 from unaligned.errors import ChannelStateError
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class ChannelStateRef:
         """True when every row has been replayed."""
         return self.start_row == self.row_count
 
-    def advanced(self, rows_consumed: int) -> "ChannelStateRef":
+    def advanced(self, rows_consumed: int) -> ChannelStateRef:
         """The same state with replay starting ``rows_consumed`` rows later (carry-forward)."""
         if not 0 <= rows_consumed <= self.remaining_rows:
             raise ValueError(
@@ -105,9 +105,7 @@ class ChannelStateRef:
         raise NotImplementedError
 
     def describe(self) -> str:
-        return (
-            f"channel state {self.where()} (barrier {self.barrier_id}, task {self.task_index})"
-        )
+        return f"channel state {self.where()} (barrier {self.barrier_id}, task {self.task_index})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with a ``kind`` of ``inline`` or ``file`` (bytes as base64)."""
@@ -121,7 +119,7 @@ class ChannelStateRef:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "ChannelStateRef":
+    def from_dict(data: dict[str, Any]) -> ChannelStateRef:
         """Inverse of :meth:`to_dict`; ChannelStateError if ``data`` is not a ref."""
         try:
             cls = {"inline": InlineChannelState, "file": FileChannelState}[data["kind"]]
@@ -139,7 +137,7 @@ class ChannelStateRef:
             ) from exc
 
     @staticmethod
-    def from_json(text: str) -> "ChannelStateRef":
+    def from_json(text: str) -> ChannelStateRef:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -40,6 +40,7 @@ import fastavro.write
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from unaligned._fs import Location, resolve_location
 from unaligned.channel_state.avro_rows import (
     EncodedBlock,
     avro_schema,
@@ -48,8 +49,6 @@ from unaligned.channel_state.avro_rows import (
     storage_schema,
     view_as,
 )
-from unaligned.barriers.barrier import Location, resolve_location
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.channel_state.files import (
     ATTEMPT_NAME,
     barrier_dir_name,
@@ -57,6 +56,7 @@ from unaligned.channel_state.files import (
     temp_file_name,
 )
 from unaligned.channel_state.reader import state_header
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.errors import ChannelStateError, SchemaMismatchError
 
 logger = logging.getLogger(__name__)
@@ -301,8 +301,11 @@ class ChannelStateWriter:
         self._closed = True
         self._stream = None
         logger.info(
-            "finished %s: %d rows, %d bytes, %s", self.describe(), ref.row_count,
-            ref.byte_size, ref.where()
+            "finished %s: %d rows, %d bytes, %s",
+            self.describe(),
+            ref.row_count,
+            ref.byte_size,
+            ref.where(),
         )
         return ref
 
@@ -324,7 +327,7 @@ class ChannelStateWriter:
                     except FileNotFoundError:
                         pass
 
-    def __enter__(self) -> "ChannelStateWriter":
+    def __enter__(self) -> ChannelStateWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

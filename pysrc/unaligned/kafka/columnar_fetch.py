@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import kafka
 from kafka.protocol.consumer import IsolationLevel
 
+import kafka
 from unaligned.errors import LegacyRecordFormatError
+from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.kafka.record_columns import RecordColumns, columns_from_consumer_records
 from unaligned.kafka.record_decoder import DecodedFetch, decode_record_batches
-from unaligned.source.offsets import TopicPartition
-from unaligned.source.arrow_rows import RecordColumns, columns_from_consumer_records
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class ColumnarPartitionRecords:
         try:
             decoded = decode_record_batches(
                 records._buffer,
-                TopicPartition(tp.topic, tp.partition),
+                TopicPartitionId(tp.topic, tp.partition),
                 fetch_offset,
                 read_committed=isolation_level == IsolationLevel.READ_COMMITTED,
                 aborted_transactions=aborted_transactions or (),

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
-
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.client_options import KafkaClientConfig
-from unaligned.source.offsets import TopicPartition
+from unaligned.kafka.partitions import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class OffsetLookup:
 
         return self._call("listing topics", fetch)
 
-    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def earliest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         """Log start offsets (the first offset still stored)."""
         wanted = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
         if not wanted:
@@ -142,9 +142,9 @@ class OffsetLookup:
             "looking up earliest offsets",
             lambda c, ms: c.beginning_offsets(wanted, timeout_ms=ms),
         )
-        return {TopicPartition(k.topic, k.partition): int(v) for k, v in found.items()}
+        return {TopicPartitionId(k.topic, k.partition): int(v) for k, v in found.items()}
 
-    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def latest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         """End offsets; the last stable offsets with ``read_committed``."""
         wanted = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
         if not wanted:
@@ -153,11 +153,11 @@ class OffsetLookup:
             "looking up latest offsets",
             lambda c, ms: c.end_offsets(wanted, timeout_ms=ms),
         )
-        return {TopicPartition(k.topic, k.partition): int(v) for k, v in found.items()}
+        return {TopicPartitionId(k.topic, k.partition): int(v) for k, v in found.items()}
 
     def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, int | None]:
+        self, timestamps: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int | None]:
         """First offset whose timestamp is >= the given one, or ``None`` when there is none."""
         wanted = {KafkaTopicPartition(tp.topic, tp.partition): ts for tp, ts in timestamps.items()}
         if not wanted:
@@ -166,10 +166,10 @@ class OffsetLookup:
             "looking up offsets by timestamp",
             lambda c, ms: c.offsets_for_times(dict(wanted), timeout_ms=ms),
         )
-        out: dict[TopicPartition, int | None] = {}
+        out: dict[TopicPartitionId, int | None] = {}
         for k in wanted:
             hit = found.get(k)
-            out[TopicPartition(k.topic, k.partition)] = None if hit is None else int(hit.offset)
+            out[TopicPartitionId(k.topic, k.partition)] = None if hit is None else int(hit.offset)
         return out
 
     def close(self) -> None:

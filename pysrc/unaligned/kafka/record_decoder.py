@@ -10,7 +10,7 @@ kafka-python's consumer.
 
 Memory: one fetch response is decoded at a time (at most ``max.partition.fetch.bytes``); its
 :class:`~unaligned.source.arrow_rows.RecordColumns` are cut into bounded Arrow batches by
-:func:`unaligned.source.arrow_rows.to_record_batches`.
+:func:`unaligned.source.arrow_rows.to_arrow_batches`.
 """
 
 from __future__ import annotations
@@ -18,16 +18,17 @@ from __future__ import annotations
 import logging
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
-from kafka import codec as kafka_codec
 from kafka.record.util import calc_crc32c
 
+from kafka import codec as kafka_codec
 from unaligned.errors import LegacyRecordFormatError, RecordDecodeError
+from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.kafka.record_columns import RecordColumns
 from unaligned.kafka.record_fields import RecordScan, decode_fields, read_varint
-from unaligned.source.offsets import TopicPartition
-from unaligned.source.arrow_rows import RecordColumns
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ _DECOMPRESS = {
 }
 
 
-def _decompress(codec: int, payload: memoryview, tp: TopicPartition, base: int) -> bytes:
+def _decompress(codec: int, payload: memoryview, tp: TopicPartitionId, base: int) -> bytes:
     if codec not in _DECOMPRESS:
         raise RecordDecodeError(
             f"{tp}: batch at offset {base} uses unknown compression codec {codec}"
@@ -126,7 +127,7 @@ class _AbortedTransactions:
 
 def decode_record_batches(
     buffer: bytes | memoryview,
-    tp: TopicPartition,
+    tp: TopicPartitionId,
     fetch_offset: int,
     *,
     read_committed: bool = False,

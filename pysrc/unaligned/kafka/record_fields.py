@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from unaligned.errors import RecordDecodeError
-from unaligned.source.offsets import TopicPartition
-from unaligned.source.arrow_rows import RecordColumns, kafka_arrow_schema
+from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ def decode_fields(
     scan: RecordScan,
     fetch_offset: int,
     include_headers: bool,
-    tp: TopicPartition,
+    tp: TopicPartitionId,
 ) -> RecordColumns:
     """Decode every record's fields at once; drop records before ``fetch_offset``."""
     arr = np.frombuffer(buf, np.uint8)

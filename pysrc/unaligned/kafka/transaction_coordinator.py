@@ -40,8 +40,9 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Union
 
 import kafka.errors as kafka_errors
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, TransactionState
@@ -160,7 +161,8 @@ def _end_all(
                 answers += _run_window(admin, window, outcome, remaining_ms)
             retry = [(p, a) for p, a in zip(pending, answers) if _is_retriable(a)]
             refused += [
-                (p, a) for p, a in zip(pending, answers)
+                (p, a)
+                for p, a in zip(pending, answers)
                 if a is not kafka_errors.NoError and not _is_retriable(a)
             ]
             if not retry:
@@ -168,8 +170,12 @@ def _end_all(
             if time.monotonic() + backoff >= deadline:
                 raise _out_of_time(retry[0][0], retry[0][1], outcome, rounds, client_kwargs)
             logger.info(
-                "%s: %d of %d transaction(s) answered %s, retrying in %.2f s", outcome.value,
-                len(retry), len(pending), _error_name(retry[0][1]), backoff,
+                "%s: %d of %d transaction(s) answered %s, retrying in %.2f s",
+                outcome.value,
+                len(retry),
+                len(pending),
+                _error_name(retry[0][1]),
+                backoff,
             )
             time.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF_S)
@@ -190,7 +196,9 @@ def _run_window(
     try:
         return admin._manager.run(_async_end_window, admin, window, outcome, request_timeout_ms)
     except kafka_errors.KafkaError as exc:  # not a broker answer: unsupported version, auth...
-        error = TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
+        error = (
+            TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
+        )
         raise error(
             f"could not {outcome.value} {', '.join(p.describe() for p in window)}: {exc!r}"
         ) from exc
@@ -378,7 +386,7 @@ def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def _admin_client(
-    client_kwargs: Mapping[str, Any], *, max_in_flight: Optional[int] = None
+    client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
 ) -> Iterator[KafkaAdminClient]:
     kwargs = admin_client_kwargs(client_kwargs)
     if max_in_flight is not None:
@@ -393,4 +401,3 @@ def _admin_client(
         yield admin
     finally:
         admin.close()
-

@@ -17,12 +17,13 @@ import enum
 import functools
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka import KafkaProducer
 
+from kafka import KafkaProducer
 from unaligned.errors import (
     KafkaUnavailableError,
     OptionError,
@@ -89,7 +90,7 @@ class TransactionalWriter:
             "transactional_id": transactional_id,
         }
         self._transactional_id = transactional_id
-        self._producer: Optional[KafkaProducer] = None
+        self._producer: KafkaProducer | None = None
         self._state = _WriterState.NEW
         self._producer_id = -1
         self._epoch = -1
@@ -98,7 +99,7 @@ class TransactionalWriter:
         self._unacknowledged_bytes = 0
         self._sent = 0
         self._acknowledged = 0
-        self._first_failure: Optional[BaseException] = None
+        self._first_failure: BaseException | None = None
 
     @property
     def transactional_id(self) -> str:
@@ -140,11 +141,11 @@ class TransactionalWriter:
     def send(
         self,
         topic: str,
-        value: Optional[bytes],
-        key: Optional[bytes] = None,
-        headers: Optional[list[tuple[str, bytes]]] = None,
-        partition: Optional[int] = None,
-        timestamp_ms: Optional[int] = None,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
     ) -> None:
         """Queue one record; returns before the broker acknowledges it.
 
@@ -160,7 +161,11 @@ class TransactionalWriter:
             self._sent += 1
         try:
             future = self._producer.send(
-                topic, value=value, key=key, headers=headers, partition=partition,
+                topic,
+                value=value,
+                key=key,
+                headers=headers,
+                partition=partition,
                 timestamp_ms=timestamp_ms,
             )
         except Exception as exc:
@@ -188,7 +193,7 @@ class TransactionalWriter:
         with self._lock:
             return self._unacknowledged_bytes
 
-    def flush(self, timeout_s: Optional[float] = None) -> None:
+    def flush(self, timeout_s: float | None = None) -> None:
         """Block until every record sent so far is acknowledged or failed.
 
         Raises :class:`TransactionWriteError` if ``timeout_s`` passes first or a record failed.
@@ -265,7 +270,7 @@ class TransactionalWriter:
             # kafka-python's close flushes and stops the I/O thread; it sends no EndTxn.
             producer.close(timeout=PRODUCER_CLOSE_TIMEOUT_S)
 
-    def __enter__(self) -> "TransactionalWriter":
+    def __enter__(self) -> TransactionalWriter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -300,7 +305,7 @@ def describe_servers(client_kwargs: Mapping[str, Any]) -> str:
 
 
 def _payload_size(
-    key: Optional[bytes], value: Optional[bytes], headers: Optional[list[tuple[str, bytes]]]
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]] | None
 ) -> int:
     size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
     for header_key, header_value in headers or ():

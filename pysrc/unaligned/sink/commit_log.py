@@ -22,16 +22,22 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
-import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Any, Mapping, Sequence
+from typing import Any
 
 import pyarrow.fs as pafs
 
-from unaligned.barriers.barrier import Location, resolve_location
+from unaligned._fs import (
+    Location,
+    atomic_write,
+    describe,
+    numbered_files,
+    read_bytes,
+    resolve_location,
+)
 from unaligned.errors import CommitLogError
 
 logger = logging.getLogger(__name__)
@@ -41,63 +47,6 @@ COMMITS_DIR = "commits"
 DONE_DIR = "done"
 RECORD_VERSION = 1
 _NAME = re.compile(r"^(\d+)\.json$")
-
-
-# --- atomic small files ----------------------------------------------------------------------
-
-
-def atomic_write(location: Location, data: bytes) -> None:
-    """Write ``data`` to ``location`` so that readers see all of it or nothing.
-
-    Write-then-rename inside the same directory. On a local filesystem the temporary file is
-    fsynced before the rename and the directory after it, so the file survives a power cut once
-    this returns. On object stores a single PUT is already atomic; pyarrow's ``move`` there is a
-    copy + delete of an object that is complete either way.
-    """
-    fs = location.filesystem
-    parent, _, name = location.path.rpartition("/")
-    fs.create_dir(parent, recursive=True)
-    temporary = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
-    with fs.open_output_stream(temporary) as stream:
-        stream.write(data)
-    local = isinstance(fs, pafs.LocalFileSystem)
-    if local:
-        _fsync_path(temporary)
-    fs.move(temporary, location.path)
-    if local:
-        _fsync_path(parent)
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def read_bytes(location: Location) -> bytes | None:
-    """The whole file, or ``None`` if it does not exist."""
-    try:
-        with location.filesystem.open_input_stream(location.path) as stream:
-            return stream.read()
-    except FileNotFoundError:
-        return None
-
-
-def numbered_files(directory: Location) -> list[int]:
-    """Sorted ``N`` of every ``N.json`` directly in ``directory`` (missing directory: none)."""
-    selector = pafs.FileSelector(directory.path, allow_not_found=True, recursive=False)
-    numbers = []
-    for info in directory.filesystem.get_file_info(selector):
-        match = _NAME.match(info.base_name)
-        if match and info.type == pafs.FileType.File:
-            numbers.append(int(match.group(1)))
-    return sorted(numbers)
-
-
-def _describe(location: Location) -> str:
-    return location.uri or location.path
 
 
 # --- commit records ----------------------------------------------------------------------------
@@ -137,7 +86,7 @@ class CommitRecord:
         ).encode("utf-8")
 
     @classmethod
-    def from_json(cls, data: bytes, name: str) -> "CommitRecord":
+    def from_json(cls, data: bytes, name: str) -> CommitRecord:
         try:
             doc = json.loads(data.decode("utf-8"))
             version = doc["version"]
@@ -169,7 +118,7 @@ class CommitLog:
         self._root = root
 
     @classmethod
-    def under_checkpoint(cls, checkpoint_location: str) -> "CommitLog":
+    def under_checkpoint(cls, checkpoint_location: str) -> CommitLog:
         """The log under ``<checkpoint>/unaligned-sink`` (resolves the filesystem; no I/O)."""
         return cls(resolve_location(checkpoint_location).child(SINK_STATE_DIR))
 
@@ -185,7 +134,7 @@ class CommitLog:
 
     def describe(self, batch_id: int) -> str:
         """Where batch ``batch_id``'s record is (for error messages)."""
-        return _describe(self._record_location(batch_id))
+        return describe(self._record_location(batch_id))
 
     def read(self, batch_id: int) -> CommitRecord | None:
         """Batch ``batch_id``'s commit record, ``None`` if the batch was never decided."""
@@ -193,13 +142,15 @@ class CommitLog:
         try:
             data = read_bytes(location)
         except OSError as exc:
-            raise CommitLogError(f"commit record {_describe(location)} is unreadable: {exc}") from exc
+            raise CommitLogError(
+                f"commit record {describe(location)} is unreadable: {exc}"
+            ) from exc
         if data is None:
             return None
-        record = CommitRecord.from_json(data, _describe(location))
+        record = CommitRecord.from_json(data, describe(location))
         if record.batch_id != batch_id:
             raise CommitLogError(
-                f"commit record {_describe(location)} names batch {record.batch_id}"
+                f"commit record {describe(location)} names batch {record.batch_id}"
             )
         return record
 
@@ -208,14 +159,14 @@ class CommitLog:
         location = self._record_location(record.batch_id)
         if location.filesystem.get_file_info(location.path).type != pafs.FileType.NotFound:
             raise CommitLogError(
-                f"commit record {_describe(location)} already exists; a decided batch is never "
+                f"commit record {describe(location)} already exists; a decided batch is never "
                 "decided again"
             )
         atomic_write(location, record.to_json())
         logger.info(
             "batch %d decided: commit record %s with %d prepared item(s)",
             record.batch_id,
-            _describe(location),
+            describe(location),
             len(record.prepared),
         )
 
@@ -238,13 +189,15 @@ class CommitLog:
         try:
             return dict(json.loads(data.decode("utf-8")))
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise CommitLogError(f"done marker {_describe(location)} is unreadable: {exc!r}") from exc
+            raise CommitLogError(
+                f"done marker {describe(location)} is unreadable: {exc!r}"
+            ) from exc
 
     def is_done(self, batch_id: int) -> bool:
         location = self._done_location(batch_id)
         return location.filesystem.get_file_info(location.path).type == pafs.FileType.File
 
-    def latest_before(self, batch_id: int) -> Optional[CommitRecord]:
+    def latest_before(self, batch_id: int) -> CommitRecord | None:
         """The newest commit record of a batch before ``batch_id`` (exclusive), or ``None``.
 
         Its channel state is what barrier ``batch_id`` must replay: Spark runs a batch only

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -26,10 +27,14 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from unaligned.barriers.barrier import Location, resolve_location
-from unaligned.sink.commit_log import read_bytes
+from unaligned._fs import Location, read_bytes, resolve_location
 from unaligned.errors import CommitLogError, OptionError
-from unaligned.sink.file_participant import MANIFEST_DIR, MANIFEST_VERSION, manifest_batch_ids, manifest_name
+from unaligned.sink.file_participant import (
+    MANIFEST_DIR,
+    MANIFEST_VERSION,
+    manifest_batch_ids,
+    manifest_name,
+)
 from unaligned.sink.options import absolute_path
 
 logger = logging.getLogger(__name__)
@@ -53,7 +58,7 @@ class ManifestEntry:
     files: tuple[CommittedFile, ...]
 
 
-def _location(path: str, filesystem: Optional[pafs.FileSystem]) -> Location:
+def _location(path: str, filesystem: pafs.FileSystem | None) -> Location:
     return resolve_location(path, filesystem)
 
 
@@ -89,8 +94,8 @@ def manifest_entries(output: Location) -> list[ManifestEntry]:
 def read_committed_files(
     path: str,
     *,
-    columns: Optional[Sequence[str]] = None,
-    filesystem: Optional[pafs.FileSystem] = None,
+    columns: Sequence[str] | None = None,
+    filesystem: pafs.FileSystem | None = None,
 ) -> pa.Table:
     """Every row the file sink committed under ``path``, in batch then partition order.
 

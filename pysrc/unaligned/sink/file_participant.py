@@ -22,16 +22,17 @@ import json
 import logging
 import os
 import uuid
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
-from unaligned.barriers.barrier import Location, resolve_location
-from unaligned.sink.commit_log import CommitLog, CommitRecord, atomic_write, numbered_files
+from unaligned._fs import Location, atomic_write, numbered_files, resolve_location
 from unaligned.errors import CommitLogError
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import FileTarget
 
 logger = logging.getLogger(__name__)
@@ -69,8 +70,8 @@ class FileTaskWriter:
         self._partition_id = partition_id
         name = f"part-{partition_id:05d}-{attempt_number}-{uuid.uuid4().hex[:12]}.parquet"
         self._staged = output.child(STAGING_DIR, str(batch_id), name)
-        self._stream: Optional[Any] = None
-        self._writer: Optional[pq.ParquetWriter] = None
+        self._stream: Any | None = None
+        self._writer: pq.ParquetWriter | None = None
         self._buffer: list[pa.RecordBatch] = []
         self._buffered_rows = 0
         self._rows = 0
@@ -210,7 +211,7 @@ class FileParticipant:
             except FileNotFoundError:
                 pass
 
-    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int:
+    def clean_up(self, log: CommitLog, up_to_batch: int | None) -> int:
         """Remove staging directories of batches <= ``up_to_batch`` (``None``: all).
 
         A batch decided but not finished keeps its staging directory (its roll-forward renames

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,10 +52,10 @@ class KafkaColumns:
     """Positions of the input columns the Kafka sink reads (``None``: column absent)."""
 
     value: int
-    key: Optional[int]
-    topic: Optional[int]
-    partition: Optional[int]
-    headers: Optional[int]
+    key: int | None
+    topic: int | None
+    partition: int | None
+    headers: int | None
 
 
 def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
@@ -65,7 +64,7 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
     for index, field in enumerate(schema.fields):
         by_name.setdefault(field.name.lower(), (index, field.dataType))
 
-    def column(name: str, allowed: tuple[DataType, ...], wanted: str) -> Optional[int]:
+    def column(name: str, allowed: tuple[DataType, ...], wanted: str) -> int | None:
         found = by_name.get(name)
         if found is None:
             return None
@@ -93,21 +92,23 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
         key=column("key", (StringType(), BinaryType()), "string or binary"),
         topic=topic if target.topic is None else None,
         partition=column("partition", (IntegerType(),), "int"),
-        headers=column(
-            "headers", (_HEADERS_TYPE,), "array<struct<key: string, value: binary>>"
-        ),
+        headers=column("headers", (_HEADERS_TYPE,), "array<struct<key: string, value: binary>>"),
     )
 
 
 def _same_type(actual: DataType, expected: DataType) -> bool:
     """Type equality ignoring nullability (Spark's sink accepts nullable and non-null alike)."""
     if isinstance(expected, ArrayType):
-        return isinstance(actual, ArrayType) and _same_type(actual.elementType, expected.elementType)
+        return isinstance(actual, ArrayType) and _same_type(
+            actual.elementType, expected.elementType
+        )
     if isinstance(expected, StructType):
         return (
             isinstance(actual, StructType)
             and [f.name.lower() for f in actual.fields] == [f.name for f in expected.fields]
-            and all(_same_type(a.dataType, e.dataType) for a, e in zip(actual.fields, expected.fields))
+            and all(
+                _same_type(a.dataType, e.dataType) for a, e in zip(actual.fields, expected.fields)
+            )
         )
     return type(actual) is type(expected)
 
@@ -115,7 +116,7 @@ def _same_type(actual: DataType, expected: DataType) -> bool:
 # --- values, in the task ------------------------------------------------------------------------
 
 
-def bytes_list(column: pa.Array) -> list[Optional[bytes]]:
+def bytes_list(column: pa.Array) -> list[bytes | None]:
     """A string or binary Arrow column as Python bytes (strings UTF-8 encoded, in C++)."""
     if pa.types.is_string(column.type):
         column = pc.cast(column, pa.binary())
@@ -124,9 +125,9 @@ def bytes_list(column: pa.Array) -> list[Optional[bytes]]:
     return column.to_pylist()
 
 
-def headers_list(column: pa.Array) -> list[Optional[list[tuple[str, bytes]]]]:
+def headers_list(column: pa.Array) -> list[list[tuple[str, bytes]] | None]:
     """A ``headers`` column as per-row lists of ``(key, value)``; refuses a null key or value."""
-    result: list[Optional[list[tuple[str, bytes]]]] = []
+    result: list[list[tuple[str, bytes]] | None] = []
     for entry in column.to_pylist():
         if entry is None:
             result.append(None)

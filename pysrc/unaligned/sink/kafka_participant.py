@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
-from unaligned.kafka import transaction_coordinator
-from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.errors import (
     SchemaMismatchError,
     SinkConfigurationError,
@@ -39,8 +38,10 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
-from unaligned.sink.kafka_columns import KafkaColumns, bytes_list, headers_list
+from unaligned.kafka import transaction_coordinator
 from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.sink.kafka_columns import KafkaColumns, bytes_list, headers_list
 from unaligned.sink.options import KafkaTarget
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,9 @@ class KafkaTaskWriter:
         rows = len(values)
         keys = bytes_list(chunk.column(cols.key)) if cols.key is not None else None
         topics = chunk.column(cols.topic).to_pylist() if cols.topic is not None else None
-        partitions = chunk.column(cols.partition).to_pylist() if cols.partition is not None else None
+        partitions = (
+            chunk.column(cols.partition).to_pylist() if cols.partition is not None else None
+        )
         headers = headers_list(chunk.column(cols.headers)) if cols.headers is not None else None
         send = self._writer.send
         fixed_topic = self._target.topic
@@ -143,7 +146,9 @@ check runs before every micro-batch (see unaligned.sink.writer_role.writer_role)
 def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
     key = tuple(sorted((k, repr(v)) for k, v in kwargs.items()))
     if key not in _BROKER_MAX_TIMEOUT_MS:
-        _BROKER_MAX_TIMEOUT_MS[key] = transaction_coordinator.broker_max_transaction_timeout_ms(kwargs)
+        _BROKER_MAX_TIMEOUT_MS[key] = transaction_coordinator.broker_max_transaction_timeout_ms(
+            kwargs
+        )
     return _BROKER_MAX_TIMEOUT_MS[key]
 
 
@@ -152,7 +157,9 @@ class KafkaParticipant:
 
     kind = PARTICIPANT
 
-    def __init__(self, target: KafkaTarget, columns: KafkaColumns, transactional_id_prefix: str) -> None:
+    def __init__(
+        self, target: KafkaTarget, columns: KafkaColumns, transactional_id_prefix: str
+    ) -> None:
         self._target = target
         self._columns = columns
         self._prefix = transactional_id_prefix
@@ -168,7 +175,7 @@ class KafkaParticipant:
     def transactional_id(self, batch_id: int, partition_id: int, attempt_number: int) -> str:
         return f"{self._prefix}-{batch_id}-{partition_id}-{attempt_number}"
 
-    def batch_of(self, transactional_id: str) -> Optional[int]:
+    def batch_of(self, transactional_id: str) -> int | None:
         """The batch id in one of this sink's transactional ids; ``None`` for a foreign id."""
         match = self._id_pattern.fullmatch(transactional_id)
         return int(match.group(1)) if match else None
@@ -258,16 +265,20 @@ class KafkaParticipant:
             try:
                 transaction_coordinator.abort_prepared(kwargs, prepared)
             except TransactionAbortError as exc:
-                logger.warning("batch %d: could not abort %s: %s", batch_id, prepared.describe(), exc)
+                logger.warning(
+                    "batch %d: could not abort %s: %s", batch_id, prepared.describe(), exc
+                )
 
-    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int:
+    def clean_up(self, log: CommitLog, up_to_batch: int | None) -> int:
         """Fence every open transaction of this sink that no commit record names.
 
         ``up_to_batch``: only ids of batches <= it (after a commit); ``None``: every batch
         (recovery, when no task of the query runs). Returns how many ids were fenced.
         """
         kwargs = self.client_kwargs()
-        open_ids = transaction_coordinator.list_transactional_ids(kwargs, self._prefix, open_only=True)
+        open_ids = transaction_coordinator.list_transactional_ids(
+            kwargs, self._prefix, open_only=True
+        )
         candidates = []
         for tid in open_ids:
             batch = self.batch_of(tid)
@@ -290,7 +301,9 @@ class KafkaParticipant:
         for batch, tid in sorted(candidates):
             if tid in named:
                 continue  # committed a moment ago; the coordinator may still list it as open
-            logger.info("batch %d: aborting open transaction %r that no commit record names", batch, tid)
+            logger.info(
+                "batch %d: aborting open transaction %r that no commit record names", batch, tid
+            )
             transaction_coordinator.fence(kwargs, tid)
             fenced += 1
         return fenced

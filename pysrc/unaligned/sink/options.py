@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any
 
-from unaligned.channel_state.avro_rows import check_codec
 from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
+from unaligned.channel_state.avro_rows import check_codec
 from unaligned.errors import OptionError, SinkConfigurationError
 from unaligned.source.options import parse_duration_ms
 
@@ -60,7 +61,16 @@ DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT = "30s"
 DEFAULT_MAX_INFLIGHT_BYTES = 256 * 1024 * 1024
 DEFAULT_CHANNEL_STATE_CODEC = "deflate"
 DEFAULT_INLINE_THRESHOLD_BYTES = 20 * 1024
-_BYTE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+}
 
 # kafka.* options that make exactly-once impossible, or that the sink must own.
 _FORBIDDEN_KAFKA = {
@@ -80,9 +90,9 @@ class KafkaTarget:
     """
 
     kafka_params: Mapping[str, str] = field(repr=False)  # may hold secrets: never logged
-    topic: Optional[str]
+    topic: str | None
     transaction_timeout_ms: int
-    transactional_id_prefix: Optional[str]
+    transactional_id_prefix: str | None
     max_unacknowledged_bytes: int
 
     @property
@@ -105,14 +115,14 @@ class FileTarget:
 @dataclass(frozen=True)
 class SinkOptions:
     checkpoint_location: str
-    query_name: Optional[str]
-    target: Union[KafkaTarget, FileTarget]
+    query_name: str | None
+    target: KafkaTarget | FileTarget
     chunk_rows: int
     min_batches_to_retain: int
     alignment: AlignmentSettings
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Check and parse the writer's options; raises :class:`SinkConfigurationError`."""
         opts = {k.lower(): v for k, v in options.items()}
         checkpoint = opts.get("checkpointlocation", "").strip()
@@ -135,7 +145,9 @@ class SinkOptions:
         )
 
 
-def _parse_alignment(opts: Mapping[str, str], checkpoint: str, chunk_rows: int) -> AlignmentSettings:
+def _parse_alignment(
+    opts: Mapping[str, str], checkpoint: str, chunk_rows: int
+) -> AlignmentSettings:
     mode_text = opts.get("checkpointmode", CheckpointMode.UNALIGNED.value).strip().lower()
     try:
         mode = CheckpointMode(mode_text)
@@ -157,12 +169,17 @@ def _parse_alignment(opts: Mapping[str, str], checkpoint: str, chunk_rows: int) 
             "alignedCheckpointTimeout",
             opts.get("alignedcheckpointtimeout", DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT),
         ),
-        max_inflight_bytes=_bytes(opts, "maxinflightbytes", "maxInflightBytes", DEFAULT_MAX_INFLIGHT_BYTES),
+        max_inflight_bytes=_bytes(
+            opts, "maxinflightbytes", "maxInflightBytes", DEFAULT_MAX_INFLIGHT_BYTES
+        ),
         chunk_rows=chunk_rows,
         state_dir=absolute_path(state_dir),
         codec=codec,
         inline_threshold_bytes=_bytes(
-            opts, "channelstateinlinethreshold", "channelStateInlineThreshold", DEFAULT_INLINE_THRESHOLD_BYTES
+            opts,
+            "channelstateinlinethreshold",
+            "channelStateInlineThreshold",
+            DEFAULT_INLINE_THRESHOLD_BYTES,
         ),
     )
 
@@ -174,15 +191,19 @@ def _bytes(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
         return default
     text = raw.strip().lower()
     number = text.rstrip("kmgb")
-    unit = text[len(number):]
+    unit = text[len(number) :]
     if not number.isdigit() or unit not in _BYTE_UNITS:
-        raise SinkConfigurationError(f"option {name}={raw!r} must be a size like 1048576, 512k or 64MB")
+        raise SinkConfigurationError(
+            f"option {name}={raw!r} must be a size like 1048576, 512k or 64MB"
+        )
     return int(number) * _BYTE_UNITS[unit]
 
 
-def _parse_target(opts: Mapping[str, str]) -> Union[KafkaTarget, FileTarget]:
+def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
     path = opts.get("path", "").strip()
-    kafka_params = {k[len(KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(KAFKA_PREFIX)}
+    kafka_params = {
+        k[len(KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(KAFKA_PREFIX)
+    }
     kafka_named = [
         name
         for name, present in (
@@ -300,7 +321,6 @@ def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
     the transaction timeout are forced. A consumer-only setting is refused by name.
     """
     from kafka import KafkaProducer
-
     from unaligned.kafka.client_options import client_config_from_options
 
     shared = {

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
@@ -102,7 +103,7 @@ class Participant(Protocol):
         """Abort items of an undecided batch; never called with an item a commit record names."""
         ...
 
-    def clean_up(self, log: CommitLog, up_to_batch: Optional[int]) -> int:
+    def clean_up(self, log: CommitLog, up_to_batch: int | None) -> int:
         """Abort or remove what no commit record names, of batches <= ``up_to_batch``.
 
         ``None``: every batch (recovery, when no task of the query runs). What a decided but
@@ -142,8 +143,8 @@ class SinkCommitMessage(WriterCommitMessage):
     attempt_number: int
     rows: int
     outcome: TaskOutcome
-    prepared: Optional[Mapping[str, Any]]
+    prepared: Mapping[str, Any] | None
     pending: tuple[Mapping[str, Any], ...] = ()
     """Channel state this task index leaves for the next barrier (ref JSON, oldest first)."""
-    stats: Optional[Mapping[str, Any]] = None
+    stats: Mapping[str, Any] | None = None
     """:class:`unaligned.barriers.metrics.TaskBarrierStats` as a dict."""

@@ -18,14 +18,15 @@ from its ``build_stream_writer`` in Spark's planner). The participant contract i
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 from unaligned import crash_points
-from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.crash_points import CrashPoint
 from unaligned.errors import CommitLogError, TransactionCommitError
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 # Step 2b --------------------------------------------------------------------------------------
 def prepared_items(
-    messages: Sequence[Optional[WriterCommitMessage]], batch_id: int
+    messages: Sequence[WriterCommitMessage | None], batch_id: int
 ) -> list[Mapping[str, Any]]:
     """The prepared items of a batch's successful tasks; refuses anything inconsistent."""
     items: list[Mapping[str, Any]] = []

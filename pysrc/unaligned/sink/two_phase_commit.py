@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -62,12 +62,16 @@ from pyspark.sql.types import StructType
 
 from unaligned import crash_points
 from unaligned.barriers.barrier import read_barrier, wall_clock_ms
+from unaligned.barriers.driver_side import (
+    after_barrier,
+    collect_channel_state_garbage,
+    pending_after,
+)
 from unaligned.barriers.task_side import BarrierAlignment
-from unaligned.barriers.driver_side import after_barrier, collect_channel_state_garbage, pending_after
 from unaligned.channel_state.refs import ChannelStateRef
-from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
 from unaligned.sink.recovery import (
@@ -98,8 +102,8 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
         from unaligned.sink.file_participant import FileParticipant
 
         return FileParticipant(target, schema)
-    from unaligned.sink.kafka_participant import KafkaParticipant
     from unaligned.sink.kafka_columns import kafka_columns
+    from unaligned.sink.kafka_participant import KafkaParticipant
 
     columns = kafka_columns(schema, target)
     target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
@@ -109,7 +113,7 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
 def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
     if target.transactional_id_prefix is not None:
         return target.transactional_id_prefix
-    from unaligned.barriers.barrier import read_query_id
+    from unaligned.barriers.offset_log import read_query_id
 
     try:
         query_id = read_query_id(options.checkpoint_location)
@@ -121,7 +125,7 @@ def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
     return default_transactional_id_prefix(query_id)
 
 
-def build_stream_writer(options: Mapping[str, str], schema: StructType) -> "TwoPhaseCommitWriter":
+def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPhaseCommitWriter:
     """Parse and check everything, recover if Spark is planning a batch, return the writer.
 
     Raises :class:`SinkConfigurationError` / :class:`SchemaMismatchError` before any data moves.
@@ -130,7 +134,7 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> "TwoP
     participant = _make_participant(sink_options, schema)
     role = writer_role()
     logger.debug("stream writer built for role %s", role.value)
-    planned_at_ms: Optional[int] = None
+    planned_at_ms: int | None = None
     if role is WriterRole.PLANNER:
         participant.check_at_query_start()
         # Step 3: recovery, in Spark's planner only (see the module docstring).
@@ -144,7 +148,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
     """The stream writer Spark pickles into every task and rebuilds for every commit/abort."""
 
     def __init__(
-        self, options: SinkOptions, participant: Participant, planned_at_ms: Optional[int] = None
+        self, options: SinkOptions, participant: Participant, planned_at_ms: int | None = None
     ) -> None:
         """``planned_at_ms``: when Spark planned this batch's write (``None`` outside Spark's
         planner). A batch re-run after a restart keeps the start time of the run that first
@@ -189,8 +193,10 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         # 1b. The barrier: replay inherited channel state, write new rows chunk by chunk, cut
         #     at the deadline in unaligned mode (unaligned.barriers.task_side). The transaction /
         #     staging file opens with the first row written.
-        alignment = self._barrier_alignment(batch_id, partition_id, attempt, context.taskAttemptId())
-        task: Optional[TaskWriter] = None
+        alignment = self._barrier_alignment(
+            batch_id, partition_id, attempt, context.taskAttemptId()
+        )
+        task: TaskWriter | None = None
 
         def write_chunk(chunk: pa.RecordBatch) -> None:
             nonlocal task
@@ -230,7 +236,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
     ) -> BarrierAlignment:
         settings = self._options.alignment
         barrier = read_barrier(self._options.checkpoint_location, batch_id)
-        not_before: Optional[int] = None
+        not_before: int | None = None
         if (
             self._planned_at_ms is not None
             and self._planned_at_ms - barrier.start_ms > settings.timeout_ms
@@ -238,7 +244,10 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             not_before = self._planned_at_ms  # a re-run of a batch planned by an earlier run
         previous = self._log().latest_before(batch_id)
         inherited = (
-            tuple(ChannelStateRef.from_dict(dict(r)) for r in previous.channel_state.get(partition_id, ()))
+            tuple(
+                ChannelStateRef.from_dict(dict(r))
+                for r in previous.channel_state.get(partition_id, ())
+            )
             if previous is not None
             else ()
         )
@@ -253,7 +262,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         )
 
     # Step 2 -----------------------------------------------------------------------------------
-    def commit(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         started = time.monotonic()
         log = self._log()
         participant = self._participant
@@ -317,7 +326,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         crash_points.reach(CrashPoint.DRIVER_AFTER_SINK_COMMIT, batchId)
 
     # Step 4 -----------------------------------------------------------------------------------
-    def abort(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """4a. Abort what the messages prepared (never what a commit record names).
         4b. Then abort what tasks killed mid-write left behind (their messages are ``None``):
             the same cleanup as step 2e, up to this batch. Spark fails the query after an
@@ -325,7 +334,9 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         log = self._log()
         record = log.read(batchId)
         named = (
-            {self._participant.item_key(i) for i in record.prepared} if record is not None else set()
+            {self._participant.item_key(i) for i in record.prepared}
+            if record is not None
+            else set()
         )
         items = [
             m.prepared
@@ -338,7 +349,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         self._participant.clean_up(log, batchId)
 
 
-def _messages(messages: Sequence[Optional[WriterCommitMessage]]) -> list[SinkCommitMessage]:
+def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[SinkCommitMessage]:
     return [m for m in messages if isinstance(m, SinkCommitMessage)]
 
 

@@ -19,7 +19,6 @@ import enum
 import logging
 import sys
 from types import FrameType
-from typing import Optional
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ def _frame_module(frame: FrameType) -> str:
     return name
 
 
-def writer_role(frame: Optional[FrameType] = None) -> WriterRole:
+def writer_role(frame: FrameType | None = None) -> WriterRole:
     """Which Spark worker asked for the stream writer: the nearest worker module on the stack.
 
     Spark 4.3 runs ``streamWriter`` from ``pyspark.sql.worker.write_into_data_source`` (planning,

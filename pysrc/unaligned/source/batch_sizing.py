@@ -21,8 +21,8 @@ Rules:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +42,10 @@ class BatchSizer:
     target_ms: int
     clock: Callable[[], float]
     """Monotonic seconds."""
-    _rows_per_s: Optional[float] = field(default=None, init=False)
-    _last_cap: Optional[int] = field(default=None, init=False)
+    _rows_per_s: float | None = field(default=None, init=False)
+    _last_cap: int | None = field(default=None, init=False)
     _last_planned_rows: int = field(default=0, init=False)
-    _last_planned_at: Optional[float] = field(default=None, init=False)
+    _last_planned_at: float | None = field(default=None, init=False)
 
     def cap(self, partitions_with_backlog: int) -> int:
         """At most this many rows in the next batch (over all partitions)."""

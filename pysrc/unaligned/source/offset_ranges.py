@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
-from unaligned.source.offsets import TopicPartition
+from unaligned.kafka.partitions import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 class OffsetRange:
     """Offsets ``[start, end)`` of one partition (``end`` exclusive, ``start <= end``)."""
 
-    tp: TopicPartition
+    tp: TopicPartitionId
     start: int
     end: int
 
@@ -103,17 +103,17 @@ def split_ranges(
 
 
 def available_records(
-    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+    start: Mapping[TopicPartitionId, int], latest: Mapping[TopicPartitionId, int]
 ) -> int:
     """Offsets between ``start`` and ``latest`` over the partitions of ``latest``."""
     return sum(max(0, end - start.get(tp, end)) for tp, end in latest.items())
 
 
 def rate_limit(
-    start: Mapping[TopicPartition, int],
-    latest: Mapping[TopicPartition, int],
+    start: Mapping[TopicPartitionId, int],
+    latest: Mapping[TopicPartitionId, int],
     max_records: int,
-) -> dict[TopicPartition, int]:
+) -> dict[TopicPartitionId, int]:
     """End positions covering at most ``max_records`` offsets in total.
 
     Spark's ``maxOffsetsPerTrigger``: the budget is shared across partitions in proportion to

@@ -14,7 +14,7 @@ first batch (planned, never committed) calls ``initialOffset()`` again, so ``lat
 timestamp would resolve to a later position and the records in between would be skipped.
 The initial offset therefore records its own positions as ``queryStart``, the end offset
 planned from it copies them, and planning a batch whose end carries ``queryStart`` reads from
-there instead of from the start Spark passes (see :meth:`SourceOffset.batch_start`).
+there instead of from the start Spark passes (see :meth:`KafkaSourceOffset.batch_start`).
 
 ``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
 when channel state is pending and no record arrived (:mod:`unaligned.barriers.idle`); a change
@@ -30,23 +30,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Mapping, NamedTuple, Optional, Union
+from typing import Any, Union
 
 from unaligned.errors import OffsetFormatError
+from unaligned.kafka.partitions import TopicPartitionId
 
 logger = logging.getLogger(__name__)
-
-
-class TopicPartition(NamedTuple):
-    """One Kafka partition. Sorts by topic, then partition number."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class Boundary(Enum):
@@ -57,11 +49,6 @@ class Boundary(Enum):
 
 
 PartitionPosition = Union[int, Boundary]
-
-
-def format_partitions(tps: Iterable[TopicPartition]) -> str:
-    """``t-0, t-1`` in sorted order, for error messages."""
-    return ", ".join(str(tp) for tp in sorted(tps)) or "(none)"
 
 
 # --- JSON options ----------------------------------------------------------------------------
@@ -91,16 +78,16 @@ def _partition_number(raw: object, what: str, topic: str) -> int:
     return number
 
 
-def _whole_number(raw: object, what: str, tp: TopicPartition) -> int:
+def _whole_number(raw: object, what: str, tp: TopicPartitionId) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise OffsetFormatError(f"{what}: the value for {tp} must be a whole number, got {raw!r}")
     return raw
 
 
-def parse_assign(text: str, what: str = "option 'assign'") -> tuple[TopicPartition, ...]:
+def parse_assign(text: str, what: str = "option 'assign'") -> tuple[TopicPartitionId, ...]:
     """``{"topicA": [0, 1], "topicB": [2]}`` -> sorted topic-partitions."""
     obj = _load_json_object(text, what)
-    tps: set[TopicPartition] = set()
+    tps: set[TopicPartitionId] = set()
     for topic, partitions in obj.items():
         if not topic:
             raise OffsetFormatError(f"{what}: empty topic name")
@@ -114,16 +101,16 @@ def parse_assign(text: str, what: str = "option 'assign'") -> tuple[TopicPartiti
                 raise OffsetFormatError(
                     f"{what}: partition {raw!r} of topic {topic!r} is not a number"
                 )
-            tps.add(TopicPartition(topic, _partition_number(raw, what, topic)))
+            tps.add(TopicPartitionId(topic, _partition_number(raw, what, topic)))
     if not tps:
         raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
     return tuple(sorted(tps))
 
 
-def parse_partition_values(text: str, what: str) -> dict[TopicPartition, int]:
-    """``{"topic": {"0": 23, "1": -1}}`` -> ``{TopicPartition: int}`` (values as written)."""
+def parse_partition_values(text: str, what: str) -> dict[TopicPartitionId, int]:
+    """``{"topic": {"0": 23, "1": -1}}`` -> ``{TopicPartitionId: int}`` (values as written)."""
     obj = _load_json_object(text, what)
-    values: dict[TopicPartition, int] = {}
+    values: dict[TopicPartitionId, int] = {}
     for topic, per_partition in obj.items():
         if not topic:
             raise OffsetFormatError(f"{what}: empty topic name")
@@ -133,7 +120,7 @@ def parse_partition_values(text: str, what: str) -> dict[TopicPartition, int]:
                 f"got {per_partition!r}"
             )
         for raw_partition, raw_value in per_partition.items():
-            tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
+            tp = TopicPartitionId(topic, _partition_number(raw_partition, what, topic))
             values[tp] = _whole_number(raw_value, what, tp)
     if not values:
         raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
@@ -142,9 +129,9 @@ def parse_partition_values(text: str, what: str) -> dict[TopicPartition, int]:
 
 def parse_starting_offsets(
     text: str, what: str = "option 'startingOffsets'"
-) -> dict[TopicPartition, PartitionPosition]:
+) -> dict[TopicPartitionId, PartitionPosition]:
     """Spark's per-partition ``startingOffsets``: an offset >= 0, -2 (earliest) or -1 (latest)."""
-    positions: dict[TopicPartition, PartitionPosition] = {}
+    positions: dict[TopicPartitionId, PartitionPosition] = {}
     for tp, value in parse_partition_values(text, what).items():
         if value == Boundary.EARLIEST.value:
             positions[tp] = Boundary.EARLIEST
@@ -162,7 +149,7 @@ def parse_starting_offsets(
 
 def parse_partition_timestamps(
     text: str, what: str = "option 'startingOffsetsByTimestamp'"
-) -> dict[TopicPartition, int]:
+) -> dict[TopicPartitionId, int]:
     """Milliseconds since the epoch per partition (``>= 0``)."""
     timestamps = parse_partition_values(text, what)
     for tp, ts in timestamps.items():
@@ -175,32 +162,34 @@ def parse_partition_timestamps(
 
 
 @dataclass(frozen=True)
-class SourceOffset:
+class KafkaSourceOffset:
     """The source's offset: the next offset to read for every known partition.
 
     ``positions`` holds, per topic-partition, the first offset NOT yet covered by the batches up
     to this offset. ``idle_barrier`` counts forced idle-barrier batches (see module docstring).
     """
 
-    positions: Mapping[TopicPartition, int] = field(default_factory=dict)
+    positions: Mapping[TopicPartitionId, int] = field(default_factory=dict)
     idle_barrier: int = 0
-    barrier_token: Optional[str] = None
+    barrier_token: str | None = None
     """Names this query's idle-barrier hint; ``None`` only in offsets written without one."""
-    query_start: Optional[Mapping[TopicPartition, int]] = None
+    query_start: Mapping[TopicPartitionId, int] | None = None
     """Where the query started (next offset to read per partition): set on the initial offset
     and on the end offset of the first batch, ``None`` on every later offset."""
 
     @classmethod
     def initial(
-        cls, positions: Mapping[TopicPartition, int], barrier_token: str
-    ) -> "SourceOffset":
+        cls, positions: Mapping[TopicPartitionId, int], barrier_token: str
+    ) -> KafkaSourceOffset:
         """A new query's start offset: it records its own positions as the query start."""
         return cls(positions, 0, barrier_token, dict(positions))
 
-    def next(self, positions: Mapping[TopicPartition, int], idle_barrier: int) -> "SourceOffset":
+    def next(
+        self, positions: Mapping[TopicPartitionId, int], idle_barrier: int
+    ) -> KafkaSourceOffset:
         """The end offset of a batch that starts at this offset. It keeps the token, and keeps
         the query start only when this offset is the query's start (the first batch)."""
-        return SourceOffset(
+        return KafkaSourceOffset(
             positions,
             idle_barrier,
             self.barrier_token,
@@ -211,7 +200,7 @@ class SourceOffset:
         """Whether this is a query's start offset (what ``initialOffset()`` returned)."""
         return self.query_start is not None and dict(self.query_start) == dict(self.positions)
 
-    def batch_start(self, start: "SourceOffset") -> "SourceOffset":
+    def batch_start(self, start: KafkaSourceOffset) -> KafkaSourceOffset:
         """The start of the batch that ends at this offset: ``start`` as Spark passed it, or,
         when this is the end of the first batch, the query start recorded when that batch was
         planned (Spark passes a freshly resolved ``initialOffset()`` when it re-runs the first
@@ -228,7 +217,7 @@ class SourceOffset:
             dict(self.query_start),
             dict(start.positions),
         )
-        return SourceOffset(
+        return KafkaSourceOffset(
             self.query_start, start.idle_barrier, start.barrier_token, self.query_start
         )
 
@@ -245,7 +234,7 @@ class SourceOffset:
         return result
 
     @classmethod
-    def from_json(cls, value: object, what: str) -> "SourceOffset":
+    def from_json(cls, value: object, what: str) -> KafkaSourceOffset:
         """Parse a dict (or JSON text) written by :meth:`to_json`; ``what`` names it in errors."""
         if isinstance(value, str):
             try:
@@ -265,7 +254,9 @@ class SourceOffset:
         positions = _positions_from_json(value["offsets"], what, "offsets")
         token = value.get("barrierToken")
         if token is not None and (not isinstance(token, str) or not token.isalnum()):
-            raise OffsetFormatError(f"{what}: barrierToken must be an alphanumeric string, got {token!r}")
+            raise OffsetFormatError(
+                f"{what}: barrierToken must be an alphanumeric string, got {token!r}"
+            )
         query_start = (
             _positions_from_json(value["queryStart"], what, "queryStart")
             if "queryStart" in value
@@ -277,24 +268,24 @@ class SourceOffset:
 _OPTIONAL_KEYS = frozenset({"barrierToken", "queryStart"})
 
 
-def _positions_json(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def _positions_json(positions: Mapping[TopicPartitionId, int]) -> dict[str, dict[str, int]]:
     offsets: dict[str, dict[str, int]] = {}
     for tp in sorted(positions):
         offsets.setdefault(tp.topic, {})[str(tp.partition)] = int(positions[tp])
     return offsets
 
 
-def _positions_from_json(offsets: object, what: str, key: str) -> dict[TopicPartition, int]:
+def _positions_from_json(offsets: object, what: str, key: str) -> dict[TopicPartitionId, int]:
     if not isinstance(offsets, dict):
         raise OffsetFormatError(f"{what}: {key} must be an object keyed by topic, got {offsets!r}")
-    positions: dict[TopicPartition, int] = {}
+    positions: dict[TopicPartitionId, int] = {}
     for topic, per_partition in offsets.items():
         if not isinstance(per_partition, dict) or not topic:
             raise OffsetFormatError(
                 f"{what}: topic {topic!r} must map to an object of partition -> offset"
             )
         for raw_partition, raw_offset in per_partition.items():
-            tp = TopicPartition(topic, _partition_number(raw_partition, what, topic))
+            tp = TopicPartitionId(topic, _partition_number(raw_partition, what, topic))
             offset = _whole_number(raw_offset, what, tp)
             if offset < 0:
                 raise OffsetFormatError(f"{what}: offset {offset} for {tp} is negative")

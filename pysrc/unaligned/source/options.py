@@ -33,16 +33,21 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Union
 
 from unaligned.errors import OffsetFormatError, OptionError
-from unaligned.kafka.client_options import PREFIX, KafkaClientConfig, client_config_from_options, is_secret
+from unaligned.kafka.client_options import (
+    PREFIX,
+    KafkaClientConfig,
+    client_config_from_options,
+    is_secret,
+)
+from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.offsets import (
     PartitionPosition,
-    TopicPartition,
-    format_partitions,
     parse_assign,
     parse_partition_timestamps,
     parse_starting_offsets,
@@ -75,7 +80,7 @@ class SubscribePattern:
 class Assign:
     """``assign``: exactly these partitions."""
 
-    partitions: tuple[TopicPartition, ...]
+    partitions: tuple[TopicPartitionId, ...]
 
 
 Subscription = Union[Subscribe, SubscribePattern, Assign]
@@ -95,7 +100,7 @@ class LatestStart:
 class OffsetsStart:
     """``startingOffsets`` JSON: a position per partition (must name every partition)."""
 
-    positions: Mapping[TopicPartition, PartitionPosition]
+    positions: Mapping[TopicPartitionId, PartitionPosition]
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,7 @@ class TimestampStart:
 class PartitionTimestampsStart:
     """``startingOffsetsByTimestamp``: per partition (must name every partition)."""
 
-    timestamps: Mapping[TopicPartition, int]
+    timestamps: Mapping[TopicPartitionId, int]
 
 
 StartingPosition = Union[
@@ -333,7 +338,7 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         """Validate Spark Kafka source options (any key case). Raises :class:`OptionError`."""
         given, spelled = _lower_keys(options)
 
@@ -389,7 +394,7 @@ class SourceOptions:
             )
         if isinstance(self.subscription, Assign):
             assigned = set(self.subscription.partitions)
-            named: set[TopicPartition] | None = None
+            named: set[TopicPartitionId] | None = None
             option = ""
             if isinstance(self.starting, OffsetsStart):
                 named, option = set(self.starting.positions), "startingOffsets"

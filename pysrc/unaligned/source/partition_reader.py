@@ -15,26 +15,22 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
-from pyspark.sql.datasource import InputPartition
-
-from unaligned.kafka.columnar_fetch import install_columnar_fetch
 from unaligned.errors import DataLossError, KafkaUnavailableError
-from unaligned.kafka.connections import open_consumer
 from unaligned.kafka.client_options import KafkaClientConfig
+from unaligned.kafka.columnar_fetch import install_columnar_fetch
+from unaligned.kafka.connections import open_consumer
+from unaligned.kafka.record_columns import RecordColumns, columns_from_consumer_records
+from unaligned.source.arrow_rows import MAX_BATCH_ROWS, to_arrow_batches
 from unaligned.source.offset_ranges import OffsetRange
-from unaligned.source.arrow_rows import (
-    MAX_BATCH_ROWS,
-    RecordColumns,
-    columns_from_consumer_records,
-    to_record_batches,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +143,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
                 for columns in reader.poll():
                     columns = columns.before(rng.end)
                     if len(columns):
-                        yield from to_record_batches(columns, tp, part.include_headers)
+                        yield from to_arrow_batches(columns, tp, part.include_headers)
                         next_offset = int(columns.offsets[-1]) + 1
             except kafka_errors.OffsetOutOfRangeError:
                 next_offset = reader.skip_lost(next_offset)

@@ -8,7 +8,7 @@ task and uses only what the :class:`~unaligned.source.partition_reader.KafkaInpu
 carries.
 
 Offsets are "next offset to read" positions; ranges are ``[start, end)``; the checkpointed
-offset is :class:`~unaligned.source.offsets.SourceOffset` JSON, with room for an ``idleBarrier`` counter.
+offset is :class:`~unaligned.source.offsets.KafkaSourceOffset` JSON, with room for an ``idleBarrier`` counter.
 
 Per batch Spark calls ``latestOffset(start, limit)`` -> ``commit(previous end)`` ->
 ``partitions(start, end)``; after a restart it replays the last planned batch with
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -42,11 +42,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
-from unaligned.errors import OptionError, TopicNotFoundError
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
+from unaligned.errors import OptionError, TopicNotFoundError
 from unaligned.kafka.connections import OffsetLookup
-from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
+from unaligned.kafka.partitions import TopicPartitionId, format_partitions
+from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.source.offset_ranges import (
     OffsetRange,
     available_records,
@@ -54,7 +54,7 @@ from unaligned.source.offset_ranges import (
     rate_limit,
     split_ranges,
 )
-from unaligned.source.offsets import Boundary, SourceOffset, TopicPartition, format_partitions
+from unaligned.source.offsets import Boundary, KafkaSourceOffset
 from unaligned.source.options import (
     Assign,
     EarliestStart,
@@ -67,6 +67,7 @@ from unaligned.source.options import (
     SubscribePattern,
     TimestampStart,
 )
+from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
 
 logger = logging.getLogger(__name__)
 
@@ -85,23 +86,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if options.target_batch_duration_ms is not None
             else None
         )
-        self._available_now_target: dict[TopicPartition, int] | None = None
-        self._latest: dict[TopicPartition, int] | None = None
+        self._available_now_target: dict[TopicPartitionId, int] | None = None
+        self._latest: dict[TopicPartitionId, int] | None = None
         self._last_trigger_ms = 0
 
     # --- partition discovery --------------------------------------------------------------
 
     def _covered(
-        self, topics: Mapping[str, list[int]], known: Collection[TopicPartition]
-    ) -> tuple[list[TopicPartition], str | None]:
+        self, topics: Mapping[str, list[int]], known: Collection[TopicPartitionId]
+    ) -> tuple[list[TopicPartitionId], str | None]:
         """(partitions the subscription covers in ``topics``, what is missing or None). Only
         topics and partitions never read (not in ``known``) count as missing."""
         sub = self._options.subscription
         if isinstance(sub, SubscribePattern):
             matching = [t for t in sorted(topics) if sub.matches(t)]
-            return [TopicPartition(t, p) for t in matching for p in topics[t]], None
+            return [TopicPartitionId(t, p) for t in matching for p in topics[t]], None
         if isinstance(sub, Subscribe):
-            covered = [TopicPartition(t, p) for t in sub.topics if t in topics for p in topics[t]]
+            covered = [TopicPartitionId(t, p) for t in sub.topics if t in topics for p in topics[t]]
             seen = {tp.topic for tp in known}
             missing = [t for t in sub.topics if t not in topics and t not in seen]
             return covered, (
@@ -117,7 +118,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return covered, f"topic(s) {', '.join(no_topic)} named by option 'assign'"
         return covered, f"partition(s) {format_partitions(absent)} named by option 'assign'"
 
-    def _discover(self, known: Collection[TopicPartition]) -> list[TopicPartition]:
+    def _discover(self, known: Collection[TopicPartitionId]) -> list[TopicPartitionId]:
         """The partitions the subscription covers now, sorted. A topic (or assigned partition)
         that does not exist and was never read raises TopicNotFoundError once
         ``fetchOffset.numRetries`` lookups ``fetchOffset.retryIntervalMs`` apart did not find it
@@ -133,7 +134,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             f"{missing} do(es) not exist on Kafka at {self._options.kafka.bootstrap_servers}"
         )
 
-    def _latest_positions(self, known: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def _latest_positions(
+        self, known: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int]:
         """Latest offsets (last stable offsets with read_committed) of the current partitions,
         re-fetched (fetchOffset.numRetries) while one is below a known position: a stale
         leader can answer with an old end offset (KAFKA-7703, as Spark handles it)."""
@@ -154,8 +157,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- the starting position --------------------------------------------------------------
 
     def _resolve_timestamps(
-        self, timestamps: Mapping[TopicPartition, int], option: str
-    ) -> dict[TopicPartition, int]:
+        self, timestamps: Mapping[TopicPartitionId, int], option: str
+    ) -> dict[TopicPartitionId, int]:
         found = self._lookup.offsets_for_times(timestamps)
         unmatched = [tp for tp, off in found.items() if off is None]
         if unmatched and self._options.no_match_strategy is NoMatchStrategy.ERROR:
@@ -169,7 +172,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {tp: latest[tp] if off is None else off for tp, off in found.items()}
 
     def _check_named(
-        self, named: Collection[TopicPartition], tps: Collection[TopicPartition], option: str
+        self, named: Collection[TopicPartitionId], tps: Collection[TopicPartitionId], option: str
     ) -> None:
         if set(named) != set(tps):
             raise OptionError(
@@ -206,7 +209,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
             positions = self._resolve_timestamps(start.timestamps, "startingOffsetsByTimestamp")
         logger.info("initial offsets: %s", positions)
-        return SourceOffset.initial(positions, new_token()).to_json()
+        return KafkaSourceOffset.initial(positions, new_token()).to_json()
 
     # --- admission control -----------------------------------------------------------------
 
@@ -239,7 +242,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = now_ms
         return False
 
-    def _idle_barrier_due(self, begin: SourceOffset) -> bool:
+    def _idle_barrier_due(self, begin: KafkaSourceOffset) -> bool:
         """Whether to force an empty idle-barrier batch now that no records arrived: the sink
         left channel state pending (see :mod:`unaligned.barriers.idle`)."""
         return begin.barrier_token is not None and self._idle_barriers.due(begin.barrier_token)
@@ -247,7 +250,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next batch: the latest offsets, under the read limit. Returns
         ``start`` itself when there is nothing new (Spark then plans no batch)."""
-        begin = SourceOffset.from_json(start, "the start offset from Spark's offset log")
+        begin = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
         if self._available_now_target is not None:
             latest = dict(self._available_now_target)
         else:
@@ -282,8 +285,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return begin.next(end, begin.idle_barrier).to_json()
 
     def _size_batch(
-        self, froms: dict[TopicPartition, int], end: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, int]:
+        self, froms: dict[TopicPartitionId, int], end: dict[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int]:
         """Apply ``targetBatchDuration`` on top of the other limits."""
         assert self._sizer is not None
         backlog = sum(1 for tp in end if end[tp] > froms[tp])
@@ -293,7 +296,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return sized
 
     def reportLatestOffset(self) -> dict | None:
-        return None if not self._latest else SourceOffset(self._latest).to_json()
+        return None if not self._latest else KafkaSourceOffset(self._latest).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the target: the query reads up to the latest offsets of now and never past them."""
@@ -305,8 +308,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         """One task per topic-partition of ``end`` in (topic, partition) order, empty ranges
         included; split further with minPartitions / maxRecordsPerPartition."""
-        finish = SourceOffset.from_json(end, "the end offset from Spark's offset log")
-        passed = SourceOffset.from_json(start, "the start offset from Spark's offset log")
+        finish = KafkaSourceOffset.from_json(end, "the end offset from Spark's offset log")
+        passed = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
         begin = finish.batch_start(passed)
         if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []
@@ -327,7 +330,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for i, piece in enumerate(pieces)
         ]
 
-    def _plan_ranges(self, begin: SourceOffset, finish: SourceOffset) -> list[OffsetRange]:
+    def _plan_ranges(
+        self, begin: KafkaSourceOffset, finish: KafkaSourceOffset
+    ) -> list[OffsetRange]:
         """The range of every partition of ``finish``, after the data-loss checks:
 
         1. partitions of ``begin`` missing from ``finish`` (topic deleted): lost;

@@ -20,22 +20,20 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Iterable, Mapping, Optional, Sequence, Tuple
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
-from unaligned.testing import jvm
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from unaligned.errors import EmbeddedKafkaError
+from unaligned.testing import jvm
 
 logger = logging.getLogger(__name__)
 
-Header = Tuple[str, bytes]
-ProduceRecord = Tuple[
-    Optional[int], Optional[bytes], Optional[bytes], Optional[Sequence[Header]], Optional[int]
-]
+Header = tuple[str, bytes]
+ProduceRecord = tuple[int | None, bytes | None, bytes | None, Sequence[Header] | None, int | None]
 """``(partition or None, key, value, headers or None, timestamp_ms or None)``."""
 
 READY_TIMEOUT_S = 120.0  # two cores shared with Spark: a cold JVM start can be slow
@@ -76,7 +74,7 @@ class EmbeddedKafka:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def __enter__(self) -> "EmbeddedKafka":
+    def __enter__(self) -> EmbeddedKafka:
         build = jvm.ensure_built()
         self._make_data_dir()
         started = time.monotonic()
@@ -135,7 +133,9 @@ class EmbeddedKafka:
                 port_taken = "Address already in use" in broker.log_tail(200)
                 if not port_taken or attempt == _START_ATTEMPTS:
                     raise
-                logger.warning("embedded Kafka: a chosen port was taken; retrying (attempt %d)", attempt)
+                logger.warning(
+                    "embedded Kafka: a chosen port was taken; retrying (attempt %d)", attempt
+                )
                 shutil.rmtree(self._data_dir / LOG_DIR, ignore_errors=True)
                 log_file.unlink(missing_ok=True)
 
@@ -217,7 +217,9 @@ class EmbeddedKafka:
 
     # --- topics -------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> None:
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> None:
         """Create ``name`` with ``partitions`` partitions (replication factor 1); returns once
         every partition has a leader."""
         spec = {
@@ -264,7 +266,10 @@ class EmbeddedKafka:
         topics = self._admin_client().describe_topics([name])
         for topic in topics:
             if topic.get("name") == name and topic.get("error_code", 0) == 0:
-                return {p["partition_index"]: p.get("leader_id", -1) for p in topic.get("partitions") or []}
+                return {
+                    p["partition_index"]: p.get("leader_id", -1)
+                    for p in topic.get("partitions") or []
+                }
         return {}
 
     def partitions(self, topic: str) -> list[int]:
@@ -294,7 +299,9 @@ class EmbeddedKafka:
         deadline = time.monotonic() + CLIENT_TIMEOUT_S
         while name in admin.list_topics():
             if time.monotonic() > deadline:
-                raise EmbeddedKafkaError(f"topic {name!r} was still listed {CLIENT_TIMEOUT_S:.0f} s after deletion")
+                raise EmbeddedKafkaError(
+                    f"topic {name!r} was still listed {CLIENT_TIMEOUT_S:.0f} s after deletion"
+                )
             time.sleep(0.1)
 
     def throttle_producers(self, bytes_per_second: int | None) -> None:
@@ -390,7 +397,9 @@ class EmbeddedKafka:
             pending = {tp for tp in partitions if consumer.position(tp) < ends[tp]}
             while pending:
                 if time.monotonic() > deadline:
-                    positions = {f"{tp.topic}-{tp.partition}": consumer.position(tp) for tp in pending}
+                    positions = {
+                        f"{tp.topic}-{tp.partition}": consumer.position(tp) for tp in pending
+                    }
                     raise EmbeddedKafkaError(
                         f"reading topic {topic!r} to its end offsets {ends} did not finish within "
                         f"{CLIENT_TIMEOUT_S:.0f} s (positions {positions})"

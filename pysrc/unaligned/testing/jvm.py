@@ -40,9 +40,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO
 
 from unaligned.errors import EmbeddedKafkaError
 
@@ -134,7 +135,9 @@ def _read_build(directory: Path) -> ShimBuild | None:
         return None
     archive = directory / "target" / CLASS_DATA_ARCHIVE_NAME
     return ShimBuild(
-        shim_dir=directory, classpath=classpath, class_data_archive=archive if archive.is_file() else None
+        shim_dir=directory,
+        classpath=classpath,
+        class_data_archive=archive if archive.is_file() else None,
     )
 
 
@@ -200,7 +203,10 @@ def ensure_built(directory: Path | None = None) -> ShimBuild:
             return build
         shutil.rmtree(target / "lib", ignore_errors=True)  # no stale jars from an older pom
         (target / CLASS_DATA_ARCHIVE_NAME).unlink(missing_ok=True)  # recorded for the old classpath
-        logger.info("building jvm-shim in %s (Maven fetches Kafka's jars if they are not cached yet)", directory)
+        logger.info(
+            "building jvm-shim in %s (Maven fetches Kafka's jars if they are not cached yet)",
+            directory,
+        )
         started = time.monotonic()
         result = _run_maven(mvn, directory)
         if result.returncode != 0:
@@ -211,7 +217,9 @@ def ensure_built(directory: Path | None = None) -> ShimBuild:
         logger.info("built jvm-shim in %.1f s", time.monotonic() - started)
         build = _read_build(directory)
         if build is None:
-            raise EmbeddedKafkaError(f"mvn package in {directory} succeeded but left no shim jar in target/")
+            raise EmbeddedKafkaError(
+                f"mvn package in {directory} succeeded but left no shim jar in target/"
+            )
         _record_class_data_archive(build, target / CLASS_DATA_ARCHIVE_NAME)
         (target / BUILD_STAMP_NAME).write_text(fingerprint + "\n")
     build = _current_build(directory, fingerprint)
@@ -227,7 +235,9 @@ def _record_class_data_archive(build: ShimBuild, archive: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="unaligned-cds-"))
     try:
         props = broker_properties(
-            broker_port=free_loopback_port(), controller_port=free_loopback_port(), log_dir=work / "logs"
+            broker_port=free_loopback_port(),
+            controller_port=free_loopback_port(),
+            log_dir=work / "logs",
         )
         (work / "server.properties").write_text(render_properties(props))
         command = java_command(
@@ -244,9 +254,13 @@ def _record_class_data_archive(build: ShimBuild, archive: Path) -> None:
         if not partial.is_file():
             raise EmbeddedKafkaError(f"the JVM wrote no archive; log tail:\n{broker.log_tail()}")
         os.replace(partial, archive)
-        logger.info("recorded class-data-sharing archive %s in %.1f s", archive, time.monotonic() - started)
+        logger.info(
+            "recorded class-data-sharing archive %s in %.1f s", archive, time.monotonic() - started
+        )
     except (EmbeddedKafkaError, OSError) as exc:
-        logger.warning("no class-data-sharing archive for the embedded broker (slower starts): %s", exc)
+        logger.warning(
+            "no class-data-sharing archive for the embedded broker (slower starts): %s", exc
+        )
     finally:
         partial.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
@@ -387,7 +401,7 @@ class BrokerProcess:
         for line in stdout:
             line = line.rstrip("\n")
             if line.startswith(PROTOCOL_PREFIX):
-                self._lines.put(line[len(PROTOCOL_PREFIX):])
+                self._lines.put(line[len(PROTOCOL_PREFIX) :])
             elif line:
                 logger.debug("embedded broker stdout: %s", line)
         self._lines.put(None)  # end of stream: the process is gone
@@ -427,7 +441,7 @@ class BrokerProcess:
         while True:
             line = self._next_line(deadline, "the READY line")
             if line.startswith("READY "):
-                return line[len("READY "):].strip()
+                return line[len("READY ") :].strip()
             logger.debug("embedded broker said before READY: %s", line)
 
     def command(self, line: str, timeout_s: float = 60.0) -> str:
