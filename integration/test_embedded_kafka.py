@@ -17,6 +17,7 @@ import pytest
 from kafka import KafkaProducer
 from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing import EmbeddedKafka
+from unaligned.testing.embedded_kafka import ProduceRecord
 
 TopicFactory = Callable[..., str]
 
@@ -31,7 +32,7 @@ def test_round_trip_keeps_keys_values_headers_and_timestamps(
     kafka: EmbeddedKafka, new_topic: TopicFactory
 ) -> None:
     topic = new_topic(partitions=3)
-    sent = [
+    sent: list[ProduceRecord] = [
         (
             i % 3,
             f"k{i}".encode(),
@@ -54,7 +55,7 @@ def test_round_trip_keeps_keys_values_headers_and_timestamps(
         for r in records
         if r.value is not None
     }
-    assert got == {(p, k, v, tuple(h), ts) for p, k, v, h, ts in sent if v is not None}
+    assert got == {(p, k, v, tuple(h or ()), ts) for p, k, v, h, ts in sent if v is not None}
     tombstone = [r for r in records if r.value is None]
     assert len(tombstone) == 1
     assert (tombstone[0].key, tombstone[0].partition, tombstone[0].headers) == (b"gone", 1, [])

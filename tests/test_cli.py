@@ -142,3 +142,18 @@ def test_sample_values_are_distinct_and_rows_well_formed() -> None:
         assert isinstance(timestamp_ms, int)
     timestamps = [row[4] for row in broker.rows]
     assert timestamps == sorted(timestamps) and len(set(timestamps)) == 50
+
+
+def test_metrics_prints_a_checkpoints_barriers_as_json_lines(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import json
+
+    from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
+
+    stats = TaskBarrierStats(task_index=0, start_ms=1_000, cut=False, rows_written=5)
+    for batch in (0, 1):
+        write_metrics(str(tmp_path), aggregate(batch, 1_000, 2_000, [stats]))
+    assert cli.main(["metrics", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["batch_id"] for line in lines] == [0, 1]

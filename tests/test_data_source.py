@@ -138,7 +138,7 @@ def test_sink_with_two_targets_names_both(tmp_path: Path) -> None:
         "path": str(tmp_path / "out"),
         "topic": "t",
     }
-    with pytest.raises(SinkConfigurationError, match=r"path=.*topic"):
+    with pytest.raises(SinkConfigurationError, match=r"option 'path' .*topic"):
         source(options).streamWriter(FILE_SCHEMA, False)
 
 
@@ -180,5 +180,5 @@ def test_batch_read_of_kafka_points_to_read_stream() -> None:
 
 
 def test_batch_read_without_a_path_asks_for_one() -> None:
-    with pytest.raises(OptionError, match="needs option path"):
+    with pytest.raises(OptionError, match="needs option 'path'"):
         source({}).reader(StructType())

@@ -39,6 +39,7 @@ def test_every_error_is_an_unaligned_error_with_a_docstring(cls: type[BaseExcept
         (errors.TopicNotFoundError, LookupError),
         (errors.SchemaMismatchError, TypeError),
         (errors.InjectedFailureError, RuntimeError),
+        (errors.TaskContextError, RuntimeError),
     ],
     ids=lambda c: c.__name__,
 )

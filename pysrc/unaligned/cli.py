@@ -19,7 +19,6 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-logger = logging.getLogger(__name__)
 
 
 def _spark_session(app_name: str):  # type: ignore[no-untyped-def]
@@ -152,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument(
         "--workdir", type=Path, default=None, help="keep files here (default: a temp dir)"
     )
+    metrics = sub.add_parser(
+        "metrics", help="print a checkpoint's barrier metrics as JSON lines, oldest first"
+    )
+    metrics.add_argument("checkpoint", help="the query's checkpointLocation (path or URI)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -161,6 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args.records, args.partitions, args.workdir)
         with tempfile.TemporaryDirectory(prefix="unaligned-demo-") as tmp:
             return run_demo(args.records, args.partitions, Path(tmp))
+    if args.command == "metrics":
+        from unaligned.barriers.metrics import metrics_jsonl
+
+        sys.stdout.write(metrics_jsonl(args.checkpoint))
+        return 0
     parser.error(f"unknown command {args.command}")
     return 2
 

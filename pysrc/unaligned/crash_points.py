@@ -29,7 +29,6 @@ nothing.
 from __future__ import annotations
 
 import enum
-import logging
 import os
 import signal
 from collections.abc import Mapping
@@ -39,7 +38,6 @@ from typing import NoReturn
 
 from unaligned.errors import InjectedFailureError, OptionError
 
-logger = logging.getLogger(__name__)
 
 CRASH_AT_ENV = "UNALIGNED_CRASH_AT"
 """``<point>[@<batchId>][,<point>[@<batchId>]...]``: the points armed in this process tree."""

@@ -14,7 +14,6 @@ and nothing touches Kafka or a filesystem until Spark calls a reader or writer m
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
@@ -28,7 +27,6 @@ from pyspark.sql.types import StructType
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "unaligned"
 _SUBSCRIPTION_KEYS = frozenset({"subscribe", "subscribepattern", "assign"})

@@ -47,13 +47,13 @@ class RecordDecodeError(UnalignedError):
     a codec whose Python library is missing); the message names the topic-partition and offset."""
 
 
-# --- the two-phase-commit sink ------------------------------------------------------------------
-
-
 class LegacyRecordFormatError(UnalignedError):
     """A fetched batch is in message format v0/v1, which the columnar decoder does not read;
     the fetcher hook hands such a fetch to kafka-python's own decoder instead (never raised
     to the user)."""
+
+
+# --- the two-phase-commit sink ------------------------------------------------------------------
 
 
 class SinkConfigurationError(OptionError):
@@ -85,6 +85,10 @@ class TransactionWriteError(UnalignedError):
 
 class CommitLogError(UnalignedError):
     """The sink's durable state under the checkpoint is unreadable or inconsistent."""
+
+
+class TaskContextError(UnalignedError, RuntimeError):
+    """Code that must run inside a Spark task (the sink's ``write()``) ran outside one."""
 
 
 # --- unaligned checkpoints ------------------------------------------------------------------------

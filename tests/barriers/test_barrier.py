@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
 
-from unaligned._fs import resolve_location
 from unaligned.barriers.barrier import Barrier, Deadline, read_barrier
 from unaligned.barriers.offset_log import (
-    LoggedOffset,
-    parse_offset_log,
-    read_offset_log,
     read_query_id,
-    source_offsets,
 )
-from unaligned.errors import BarrierError, OptionError
+from unaligned.errors import OptionError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "spark_checkpoints"
 
@@ -30,36 +24,7 @@ class FakeClock:
         return self.now_ms
 
 
-# --- offset log -----------------------------------------------------------------------------------
-
-
-def test_v1_offset_log_with_two_sources() -> None:
-    entry = read_offset_log(str(FIXTURES / "v1_two_sources"), 2)
-    assert entry.version == 1
-    assert entry.batch_timestamp_ms == 1795372420083
-    assert entry.batch_watermark_ms == 0
-    assert entry.conf["spark.sql.shuffle.partitions"] == "1"
-    assert entry.sources == (
-        LoggedOffset("0", 8),
-        LoggedOffset("1", {"offset": 9, "timestamp": 3000}),
-    )
-
-
-def test_v2_offset_log_with_named_sources() -> None:
-    entry = read_offset_log(str(FIXTURES / "v2_named_sources"), 3)
-    assert entry.version == 2
-    assert entry.batch_timestamp_ms == 1795372479771
-    assert {s.source_id: s.offset for s in entry.sources} == {
-        "rates": 11,
-        "micro_rates": {"offset": 12, "timestamp": 4000},
-    }
-
-
-def test_v2_offset_log_with_one_unnamed_source() -> None:
-    entry = read_offset_log(str(FIXTURES / "v2_one_source"), 1)
-    assert entry.version == 2
-    assert entry.batch_timestamp_ms == 1795372375234
-    assert entry.sources == (LoggedOffset("0", 4),)
+# --- barrier ---------------------------------------------------------------------------------
 
 
 def test_read_barrier_takes_start_from_offset_log_and_id_from_metadata() -> None:
@@ -78,72 +43,6 @@ def test_read_barrier_accepts_file_uri_and_a_passed_filesystem() -> None:
     by_fs = read_barrier(str(checkpoint), 1, filesystem=pafs.LocalFileSystem())
     assert by_uri == by_fs
     assert by_uri.start_ms == 1795372375234
-
-
-def test_missing_offsets_file_names_the_file_and_batch(tmp_path: Path) -> None:
-    shutil.copytree(FIXTURES / "v1_two_sources", tmp_path / "cp")
-    with pytest.raises(BarrierError, match=r"offsets/7 for batch 7 does not exist"):
-        read_barrier(str(tmp_path / "cp"), 7)
-
-
-def test_missing_query_metadata(tmp_path: Path) -> None:
-    shutil.copytree(FIXTURES / "v1_two_sources", tmp_path / "cp")
-    (tmp_path / "cp" / "metadata").unlink()
-    with pytest.raises(BarrierError, match=r"query metadata .*metadata does not exist"):
-        read_barrier(str(tmp_path / "cp"), 2)
-    (tmp_path / "cp" / "metadata").write_text('{"runId": "x"}')
-    with pytest.raises(BarrierError, match="has no JSON 'id'"):
-        read_barrier(str(tmp_path / "cp"), 2)
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("", r"incomplete \(0 line"),
-        ("v1", "incomplete"),
-        ("v3\n{}\n1", "version v3 is not supported"),
-        ("1\n{}\n1", "is not a version"),
-        ("v1\n\n1", "no batch metadata line"),
-        ("v1\n{not json\n1", "metadata line is not JSON"),
-        ('v1\n{"batchWatermarkMs":0}\n1', "no integer batchTimestampMs"),
-        ('v1\n{"batchTimestampMs":5}\n{oops', "offset of source '0' is not JSON"),
-        ('v2\n{"batchTimestampMs":5}\nno-colon', "is not '<id>:<offset>'"),
-    ],
-)
-def test_malformed_offset_log(text: str, message: str) -> None:
-    with pytest.raises(BarrierError, match=message) as info:
-        parse_offset_log(text, name="cp/offsets/4")
-    assert "cp/offsets/4" in str(info.value)
-
-
-def test_void_offset_crlf_and_trailing_newline() -> None:
-    text = 'v1\r\n{"batchTimestampMs":12,"conf":{}}\r\n-\r\n{"t":{"0":5}}\n'
-    entry = parse_offset_log(text)
-    assert entry.batch_timestamp_ms == 12
-    assert entry.sources == (LoggedOffset("0", None), LoggedOffset("1", {"t": {"0": 5}}))
-
-
-def test_source_offsets_from_lines() -> None:
-    lines = (FIXTURES / "v2_named_sources" / "offsets" / "2").read_text().split("\n")
-    assert source_offsets(lines) == (
-        LoggedOffset("rates", 10),
-        LoggedOffset("micro_rates", {"offset": 9, "timestamp": 3000}),
-    )
-    assert source_offsets(["v2", "{}", "kafka:-"]) == (LoggedOffset("kafka", None),)
-
-
-def test_resolve_location_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    relative = resolve_location("cp")
-    assert relative.path == str(tmp_path / "cp")
-    assert isinstance(relative.filesystem, pafs.LocalFileSystem)
-    for uri in (f"file:{tmp_path}/cp", f"file://{tmp_path}/cp"):
-        assert resolve_location(uri).path == str(tmp_path / "cp")
-    child = resolve_location(f"file://{tmp_path}/cp").child("a", "b")
-    assert child.uri == f"file://{tmp_path}/cp/a/b"
-    assert resolve_location(child.uri).path == child.path
-    with pytest.raises(OptionError, match="nosuchscheme://x"):
-        resolve_location("nosuchscheme://x")
 
 
 # --- deadline -------------------------------------------------------------------------------------

@@ -5,9 +5,9 @@ channel-state files written by the writer, real commit records, a Spark-format o
 from __future__ import annotations
 
 import time
+import pickle
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -17,6 +17,7 @@ from unaligned.barriers.driver_side import (
     after_barrier,
     collect_channel_state_garbage,
     pending_after,
+    reassign_pending,
 )
 from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
 from unaligned.barriers.metrics import TaskBarrierStats, read_metrics
@@ -70,10 +71,6 @@ def state(
     return ref
 
 
-def ref_json(*refs: ChannelStateRef) -> tuple[dict[str, Any], ...]:
-    return tuple(ref.to_dict() for ref in refs)
-
-
 def message(
     batch_id: int,
     partition: int,
@@ -87,7 +84,7 @@ def message(
         rows=0,
         outcome=TaskOutcome.PREPARED,
         prepared={"task": partition},
-        pending=ref_json(*pending),
+        pending=tuple(pending),
         stats=stats.to_dict() if stats else None,
     )
 
@@ -100,7 +97,7 @@ def decide(
         participant="files",
         prepared=(),
         decided_at_ms=0,
-        channel_state={index: ref_json(*refs) for index, refs in channel_state.items()},
+        channel_state={index: tuple(refs) for index, refs in channel_state.items()},
     )
     CommitLog.under_checkpoint(options.checkpoint_location).write(record)
     return record
@@ -140,14 +137,11 @@ def test_first_barrier_keeps_each_tasks_new_pending_state(options: SinkOptions) 
 
     pending = pending_after(log, messages, 0)
 
-    assert pending == {0: ref_json(a), 2: ref_json(b)}  # task 1 left nothing: no entry
+    assert pending == {0: (a,), 2: (b,)}  # task 1 left nothing: no entry
     # What it returns is what the commit record stores and a later run reads back.
-    decide(
-        options,
-        0,
-        {i: [ChannelStateRef.from_dict(dict(r)) for r in refs] for i, refs in pending.items()},
-    )
-    assert log.read(0).channel_state == pending  # type: ignore[union-attr]
+    decide(options, 0, pending)
+    record = log.read(0)
+    assert record is not None and record.channel_state == pending
 
 
 def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(
@@ -159,7 +153,7 @@ def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(
     # Barrier 2: task 0 replayed everything; task 1 carried part of its state forward.
     carried = old1.advanced(4)
     pending = pending_after(log, [message(2, 0), message(2, 1, [carried])], 2)
-    assert pending == {1: ref_json(carried)}
+    assert pending == {1: (carried,)}
 
 
 def test_state_of_task_indexes_that_did_not_run_moves_ahead_of_the_survivors_state(
@@ -171,7 +165,7 @@ def test_state_of_task_indexes_that_did_not_run_moves_ahead_of_the_survivors_sta
     new1 = state(options, 2, 1, 6)
     # The sink now runs with 2 tasks: index 2 -> 0, index 3 -> 1 (before task 1's own state).
     pending = pending_after(log, [message(2, 0), message(2, 1, [new1])], 2)
-    assert pending == {0: ref_json(orphan2), 1: ref_json(orphan3, new1)}
+    assert pending == {0: (orphan2,), 1: (orphan3, new1)}
 
 
 def test_only_the_newest_record_before_the_barrier_counts(options: SinkOptions) -> None:
@@ -185,7 +179,37 @@ def test_only_the_newest_record_before_the_barrier_counts(options: SinkOptions) 
     decide(options, 3, {5: [newest_before]})
     decide(options, 5, {6: [own]})  # barrier 5's own record (commit run again): not inherited
     pending = pending_after(log, [message(5, 0), message(5, 1)], 5)
-    assert pending == {1: ref_json(newest_before)}  # 5 % 2 == 1
+    assert pending == {1: (newest_before,)}  # 5 % 2 == 1
+
+
+def test_reassign_pending_moves_state_of_vanished_tasks_to_j_mod_n() -> None:
+    a, b, c = (
+        InlineChannelState(
+            barrier_id=1,
+            task_index=index,
+            query_id="q1",
+            write_id=f"w{index}",
+            row_count=0,
+            byte_size=0,
+            crc32=0,
+            inline_avro=b"",
+        )
+        for index in (0, 3, 1)
+    )
+    previous = {0: (a,), 3: (b,)}
+    new = {1: (c,)}
+    assert reassign_pending(previous, new, task_count=2) == {1: (b, c)}
+    assert reassign_pending(previous, {}, task_count=4) == {}  # tasks 0 and 3 ran: their business
+    assert reassign_pending(previous, {}, task_count=0) == previous
+
+
+def test_a_commit_message_with_pending_refs_survives_pickling(options: SinkOptions) -> None:
+    """Spark pickles the task's commit message to the driver: the refs travel as objects."""
+    refs = [state(options, 1, 0, 5), state(options, 1, 0, 3, attempt="a1", inline=True)]
+    sent = message(1, 0, refs)
+    received = pickle.loads(pickle.dumps(sent))
+    assert received == sent and received.pending == tuple(refs)
+    assert [type(ref) for ref in received.pending] == [FileChannelState, InlineChannelState]
 
 
 # --- garbage collection of channel state ---------------------------------------------------------

@@ -14,7 +14,6 @@ from unaligned.barriers.task_side import (
     BarrierAlignment,
     CheckpointMode,
     TaskBarrierOutcome,
-    reassign_pending,
 )
 from unaligned.channel_state.reader import read_all
 from unaligned.channel_state.refs import FileChannelState, InlineChannelState
@@ -171,14 +170,3 @@ def test_corrupt_inherited_state_stops_the_task(tmp_path: Path) -> None:
     Path(state.path).write_bytes(data[: len(data) // 2])
     with pytest.raises(ChannelStateError, match="barrier"):
         run_barrier(tmp_path, 2, first.pending, rows(100, 10), ms_per_chunk=1)
-
-
-def test_reassign_pending_moves_state_of_vanished_tasks_to_j_mod_n(tmp_path: Path) -> None:
-    a, b, c = (object() for _ in range(3))
-    previous = {0: (a,), 3: (b,)}
-    new = {1: (c,)}
-    assert reassign_pending(previous, new, task_count=2) == {1: (b, c)}  # type: ignore[arg-type]
-    assert (
-        reassign_pending(previous, {}, task_count=4) == {}
-    )  # tasks 0 and 3 ran: their own business
-    assert reassign_pending(previous, {}, task_count=0) == previous  # type: ignore[arg-type]

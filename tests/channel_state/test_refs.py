@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from channel_state_rows import KAFKA_SCHEMA, kafka_batch, kafka_rows, rows_of, write_state
-from unaligned.channel_state.reader import META_BARRIER_ID, META_SCHEMA_VERSION, read_channel_state
+from unaligned.channel_state.format import META_BARRIER_ID, META_SCHEMA_VERSION
+from unaligned.channel_state.reader import read_channel_state
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.errors import ChannelStateError
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from unaligned._fs import atomic_write, resolve_location
+from unaligned.channel_state.refs import FileChannelState, InlineChannelState
 from unaligned.errors import CommitLogError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 
@@ -28,7 +29,8 @@ def test_record_round_trip_and_layout(tmp_path: Path) -> None:
     log = CommitLog.under_checkpoint(str(tmp_path))
     assert log.read(0) is None
     log.write(_record(0))
-    assert (tmp_path / "unaligned-sink" / "commits" / "0.json").is_file()
+    assert (tmp_path / "unaligned" / "commits" / "0.json").is_file()
+    assert not (tmp_path / "unaligned-sink").exists()
     # A fresh object (another process) reads the same decision.
     assert CommitLog.under_checkpoint(str(tmp_path)).read(0) == _record(0)
     assert log.decided_batch_ids() == [0]
@@ -64,7 +66,7 @@ def test_done_markers_and_unfinished(tmp_path: Path) -> None:
 
 def test_temporary_files_are_invisible(tmp_path: Path) -> None:
     log = CommitLog.under_checkpoint(str(tmp_path))
-    commits = tmp_path / "unaligned-sink" / "commits"
+    commits = tmp_path / "unaligned" / "commits"
     commits.mkdir(parents=True)
     (commits / ".5.json.abc.tmp").write_text("{half")
     assert log.decided_batch_ids() == []
@@ -73,7 +75,7 @@ def test_temporary_files_are_invisible(tmp_path: Path) -> None:
 
 def test_corrupt_record_is_a_loud_error(tmp_path: Path) -> None:
     log = CommitLog.under_checkpoint(str(tmp_path))
-    commits = tmp_path / "unaligned-sink" / "commits"
+    commits = tmp_path / "unaligned" / "commits"
     commits.mkdir(parents=True)
     (commits / "4.json").write_text("{not json")
     with pytest.raises(CommitLogError, match="4.json"):
@@ -87,7 +89,7 @@ def test_unknown_version_refused(tmp_path: Path) -> None:
     log = CommitLog.under_checkpoint(str(tmp_path))
     doc = json.loads(_record(1).to_json())
     doc["version"] = 99
-    commits = tmp_path / "unaligned-sink" / "commits"
+    commits = tmp_path / "unaligned" / "commits"
     commits.mkdir(parents=True)
     (commits / "1.json").write_text(json.dumps(doc))
     with pytest.raises(CommitLogError, match="version 99"):
@@ -113,3 +115,49 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     atomic_write(location, b"second")
     assert (tmp_path / "sub" / "f.json").read_bytes() == b"second"
     assert sorted(os.listdir(tmp_path / "sub")) == ["f.json"]
+
+
+def test_a_checkpoint_of_the_earlier_layout_keeps_its_log(tmp_path: Path) -> None:
+    """Commit records under ``<checkpoint>/unaligned-sink/`` (the layout before everything moved
+    under ``<checkpoint>/unaligned/``) are still found, and new ones go next to them."""
+    legacy = tmp_path / "unaligned-sink"
+    old = CommitLog(resolve_location(str(legacy)))
+    old.write(_record(0))
+    old.mark_done(0)
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    assert log.read(0) == _record(0)
+    assert log.done_batch_ids() == [0]
+    log.write(_record(1))
+    assert (legacy / "commits" / "1.json").is_file()
+    assert not (tmp_path / "unaligned" / "commits").exists()
+
+
+# A commit record with channel state, byte for byte as earlier versions wrote it (refs as JSON).
+RECORD_WITH_CHANNEL_STATE = (
+    b'{"batchId": 3, "channelState": {"0": [{"barrier_id": 3, "byte_size": 4, "crc32": 7, '
+    b'"inline_avro": "T2JqAQ==", "kind": "inline", "query_id": "q1", "row_count": 2, '
+    b'"start_row": 0, "task_index": 0, "write_id": "w0"}], "1": [{"barrier_id": 2, '
+    b'"byte_size": 500, "crc32": 123456, "kind": "file", '
+    b'"path": "/ck/unaligned/channel-state/barrier-2/task-1.avro", "query_id": "q1", '
+    b'"row_count": 10, "start_row": 4, "task_index": 1, '
+    b'"uri": "file:///ck/unaligned/channel-state/barrier-2/task-1.avro", "write_id": "w1"}]}, '
+    b'"decidedAtMs": 1700000000003, "participant": "kafka", '
+    b'"prepared": [{"partition": 0, "transactionalId": "p-3-0-0"}], "version": 1}'
+)
+
+
+def test_channel_state_refs_are_objects_and_their_json_is_unchanged() -> None:
+    record = CommitRecord.from_json(RECORD_WITH_CHANNEL_STATE, "3.json")
+    (inline,) = record.channel_state[0]
+    (file,) = record.channel_state[1]
+    assert isinstance(inline, InlineChannelState) and inline.inline_avro == b"Obj\x01"
+    assert isinstance(file, FileChannelState) and file.start_row == 4 and file.remaining_rows == 6
+    assert file.uri == "file:///ck/unaligned/channel-state/barrier-2/task-1.avro"
+    assert record.to_json() == RECORD_WITH_CHANNEL_STATE
+
+
+def test_a_malformed_channel_state_ref_makes_the_record_unreadable() -> None:
+    doc = json.loads(RECORD_WITH_CHANNEL_STATE)
+    doc["channelState"]["1"][0]["kind"] = "tape"
+    with pytest.raises(CommitLogError, match=r"3\.json is unreadable: .*barrier 2"):
+        CommitRecord.from_json(json.dumps(doc).encode(), "3.json")

@@ -111,7 +111,7 @@ def test_topic_comes_from_the_option_or_the_column(tmp_path: Path) -> None:
     value_only = _schema(("value", StringType()))
     with_topic = _schema(("value", StringType()), ("topic", StringType()))
     with pytest.raises(
-        SinkConfigurationError, match="needs option topic or an input column 'topic'"
+        SinkConfigurationError, match="needs option 'topic' or an input column 'topic'"
     ):
         kafka_columns(value_only, _target(tmp_path, topic=None))
     assert kafka_columns(with_topic, _target(tmp_path, topic=None)).topic == 1

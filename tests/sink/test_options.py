@@ -78,19 +78,40 @@ def test_file_target() -> None:
         ({**KAFKA, "kafka.acks": "1"}, "kafka.acks"),
         ({**KAFKA, "kafka.transactional.id": "mine"}, "kafka.transactional.id"),
         ({**KAFKA, "kafka.value.serializer": "x"}, "kafka.value.serializer"),
-        ({**KAFKA, "kafka.transaction.timeout.ms": "soon"}, "kafka.transaction.timeout.ms"),
-        ({**KAFKA, "kafka.transaction.timeout.ms": "0"}, "kafka.transaction.timeout.ms"),
         ({**KAFKA, "kafka.max.in.flight.requests.per.connection": "6"}, "max.in.flight"),
         ({**KAFKA, "topic": " "}, "topic"),
         ({**KAFKA, "transactionalidprefix": "a b"}, "transactionalIdPrefix"),
-        ({**KAFKA, "chunkrows": "-5"}, "chunkRows"),
-        ({**KAFKA, "minbatchestoretain": "0"}, "minBatchesToRetain"),
-        ({**CHECKPOINT, "path": "/tmp/o", "compression": "rar"}, "compression"),
     ],
 )
 def test_refused_with_the_option_named(options: dict[str, str], names: str) -> None:
+    """A sink that could not be exactly-once, or has no target: SinkConfigurationError."""
     with pytest.raises(SinkConfigurationError, match=names):
         SinkOptions.parse(options)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {**KAFKA, "kafka.transaction.timeout.ms": "soon"},
+            "option 'kafka.transaction.timeout.ms' must be a whole number, got 'soon'",
+        ),
+        (
+            {**KAFKA, "kafka.transaction.timeout.ms": "0"},
+            "option 'kafka.transaction.timeout.ms' must be a whole number >= 1, got '0'",
+        ),
+        ({**KAFKA, "chunkrows": "-5"}, "option 'chunkRows' must be a whole number >= 1"),
+        ({**KAFKA, "minbatchestoretain": "0"}, "option 'minBatchesToRetain' must be"),
+        ({**KAFKA, "maxinflightbytes": "lots"}, "option 'maxInflightBytes' must be a size"),
+        ({**KAFKA, "alignedcheckpointtimeout": "soon"}, "option 'alignedCheckpointTimeout'"),
+        ({**KAFKA, "checkpointmode": "loose"}, "option 'checkpointMode' must be one of"),
+        ({**CHECKPOINT, "path": "/tmp/o", "compression": "rar"}, "option 'compression' must be"),
+    ],
+)
+def test_malformed_values_refused_in_one_style(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError) as raised:
+        SinkOptions.parse(options)
+    assert str(raised.value).startswith(message)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """What the driver does at a barrier with channel state, metrics and idle-barrier hints.
 
 Called by :meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit` (step 2) and, for
-garbage collection, by :func:`unaligned.sink.two_phase_commit.build_stream_writer` in Spark's planner.
-Every function here runs on the driver while no task of the query runs. ``messages`` are the
+garbage collection, by :func:`unaligned.sink.two_phase_commit.build_stream_writer` in Spark's
+planner. Every function here runs on the driver while no task of the query runs (what a task
+does at its barrier is :mod:`unaligned.barriers.task_side`). ``messages`` are the
 batch's task commit messages, already filtered to
 :class:`unaligned.sink.participant.SinkCommitMessage` (``None`` and foreign messages dropped).
 """
@@ -10,15 +11,20 @@ batch's task commit messages, already filtered to
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from unaligned._fs import resolve_location
 from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.barrier import wall_clock_ms
 from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
 from unaligned.barriers.offset_log import read_offset_log
-from unaligned.barriers.task_side import collect_garbage, reassign_pending
-from unaligned.channel_state.refs import ChannelStateRef
+from unaligned.channel_state.files import (
+    delete_barrier_state,
+    list_barrier_ids,
+    list_state_files,
+)
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 
@@ -28,21 +34,74 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def reassign_pending(
+    previous: dict[int, tuple[ChannelStateRef, ...]],
+    new: dict[int, tuple[ChannelStateRef, ...]],
+    task_count: int,
+) -> dict[int, tuple[ChannelStateRef, ...]]:
+    """The pending state after a barrier, per task index (the driver's view).
+
+    ``new`` is what the batch's tasks returned. State of an earlier task index that no task of
+    this batch had (the sink ran with fewer tasks) moves to task ``j mod task_count``, ahead of
+    that task's own pending state. Ordering consequence: rows of such a task index are written
+    one barrier later than rows of the same keys that the new task wrote in this batch, so
+    per-key order holds only while the number of sink tasks stays the same.
+    """
+    if task_count <= 0:
+        return {index: refs for index, refs in previous.items() if refs}
+    result: dict[int, list[ChannelStateRef]] = {}
+    for index in sorted(previous):
+        if index < task_count:
+            continue  # that task ran: it replayed or carried its state itself
+        if previous[index]:
+            result.setdefault(index % task_count, []).extend(previous[index])
+    for index, refs in new.items():
+        result.setdefault(index, []).extend(refs)
+    return {index: tuple(refs) for index, refs in sorted(result.items()) if refs}
+
+
 def pending_after(
     log: CommitLog, messages: Sequence[SinkCommitMessage], batch_id: int
-) -> dict[int, tuple[Mapping[str, Any], ...]]:
+) -> dict[int, tuple[ChannelStateRef, ...]]:
     """The channel state pending after barrier ``batch_id``, per task index, for its record.
 
     The previous record's pending refs are carried over and reassigned with each task's new
-    pending refs (:func:`unaligned.barriers.task_side.reassign_pending`), over ``len(messages)``
-    task indices.
+    pending refs (:func:`reassign_pending`), over ``len(messages)`` task indices.
     """
     previous = log.latest_before(batch_id)
     previous_state = {
         index: tuple(refs) for index, refs in (previous.channel_state.items() if previous else ())
     }
     new = {m.partition_id: tuple(m.pending) for m in messages}
-    return reassign_pending(previous_state, new, len(messages))  # type: ignore[arg-type]
+    return reassign_pending(previous_state, new, len(messages))
+
+
+def collect_garbage(state_dir: str, keep: Sequence[ChannelStateRef]) -> int:
+    """Delete every channel-state file under ``state_dir`` that no ref in ``keep`` points to.
+
+    ``keep`` is the pending state of the newest commit record; everything else was replayed
+    already, or was written by an attempt Spark failed or denied. Call only while no sink task
+    of the query runs (the driver's commit, or recovery before a batch). Returns files removed.
+    """
+    locations = [ref.location() for ref in keep if isinstance(ref, FileChannelState)]
+    kept_paths = {location.path for location in locations}
+    removed = 0
+    for barrier_id in list_barrier_ids(state_dir):
+        files = list_state_files(state_dir, barrier_id)
+        if not any(f.path in kept_paths for f in files):
+            delete_barrier_state(state_dir, barrier_id)
+            removed += len(files)
+            continue
+        filesystem = resolve_location(state_dir).filesystem
+        for stale in (f for f in files if f.path not in kept_paths):
+            try:
+                filesystem.delete_file(stale.path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    if removed:
+        logger.info("deleted %d channel-state file(s) no commit record needs", removed)
+    return removed
 
 
 def collect_channel_state_garbage(options: SinkOptions) -> None:
@@ -51,11 +110,7 @@ def collect_channel_state_garbage(options: SinkOptions) -> None:
     log = CommitLog.under_checkpoint(options.checkpoint_location)
     decided = log.decided_batch_ids()
     latest = log.read(decided[-1]) if decided else None
-    keep = [
-        ChannelStateRef.from_dict(dict(ref))
-        for refs in (latest.channel_state.values() if latest else ())
-        for ref in refs
-    ]
+    keep = [ref for refs in (latest.channel_state.values() if latest else ()) for ref in refs]
     collect_garbage(options.alignment.state_dir, keep)
 
 
@@ -69,9 +124,7 @@ def after_barrier(
         metrics = aggregate(record.batch_id, entry.batch_timestamp_ms, int(wall_clock_ms()), stats)
         write_metrics(options.checkpoint_location, metrics)
     pending_rows = sum(
-        ChannelStateRef.from_dict(dict(ref)).remaining_rows
-        for refs in record.channel_state.values()
-        for ref in refs
+        ref.remaining_rows for refs in record.channel_state.values() for ref in refs
     )
     hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
     for token in idle_barriers.tokens_in(source.offset for source in entry.sources):

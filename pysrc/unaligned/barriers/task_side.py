@@ -1,7 +1,7 @@
 """What one sink task does at its barrier: aligned or unaligned (Flink FLIP-76, in a Spark sink).
 
-Every micro-batch is a barrier (:class:`unaligned.barriers.barrier.Barrier`: the batch id and the batch
-start fixed on the driver). A sink task at barrier *N*:
+Every micro-batch is a barrier (:class:`unaligned.barriers.barrier.Barrier`: the batch id and the
+batch start fixed on the driver). A sink task at barrier *N*:
 
 1. Replays the channel state it inherited from barrier *N-1* (the rows an earlier cut left
    pending for this task index), in order, before any new row, inside the same transaction.
@@ -16,7 +16,8 @@ start fixed on the driver). A sink task at barrier *N*:
      memory; inline in the commit record when small).
 
    The task then pre-commits what it wrote; the driver's commit record makes the pending state
-   part of the checkpoint, and barrier *N+1* replays it (step 1).
+   part of the checkpoint (:mod:`unaligned.barriers.driver_side`), and barrier *N+1* replays
+   it (step 1).
 
 Guarantees and rules:
 
@@ -40,12 +41,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from unaligned import crash_points
-from unaligned._fs import resolve_location
 from unaligned.barriers.barrier import Barrier, Deadline
 from unaligned.barriers.metrics import TaskBarrierStats
-from unaligned.channel_state.files import delete_barrier_state, list_barrier_ids, list_state_files
 from unaligned.channel_state.reader import read_channel_state
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
+from unaligned.channel_state.refs import ChannelStateRef, InlineChannelState
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.crash_points import FailPoint
 
@@ -250,56 +249,3 @@ class BarrierAlignment:
         )
         return TaskBarrierOutcome(tuple(pending), stats)
 
-
-def reassign_pending(
-    previous: dict[int, tuple[ChannelStateRef, ...]],
-    new: dict[int, tuple[ChannelStateRef, ...]],
-    task_count: int,
-) -> dict[int, tuple[ChannelStateRef, ...]]:
-    """The pending state after a barrier, per task index (the driver's view).
-
-    ``new`` is what the batch's tasks returned. State of an earlier task index that no task of
-    this batch had (the sink ran with fewer tasks) moves to task ``j mod task_count``, ahead of
-    that task's own pending state. Ordering consequence: rows of such a task index are written
-    one barrier later than rows of the same keys that the new task wrote in this batch, so
-    per-key order holds only while the number of sink tasks stays the same.
-    """
-    if task_count <= 0:
-        return {index: refs for index, refs in previous.items() if refs}
-    result: dict[int, list[ChannelStateRef]] = {}
-    for index in sorted(previous):
-        if index < task_count:
-            continue  # that task ran: it replayed or carried its state itself
-        if previous[index]:
-            result.setdefault(index % task_count, []).extend(previous[index])
-    for index, refs in new.items():
-        result.setdefault(index, []).extend(refs)
-    return {index: tuple(refs) for index, refs in sorted(result.items()) if refs}
-
-
-def collect_garbage(state_dir: str, keep: Sequence[ChannelStateRef]) -> int:
-    """Delete every channel-state file under ``state_dir`` that no ref in ``keep`` points to.
-
-    ``keep`` is the pending state of the newest commit record; everything else was replayed
-    already, or was written by an attempt Spark failed or denied. Call only while no sink task
-    of the query runs (the driver's commit, or recovery before a batch). Returns files removed.
-    """
-    locations = [ref.location() for ref in keep if isinstance(ref, FileChannelState)]
-    kept_paths = {location.path for location in locations}
-    removed = 0
-    for barrier_id in list_barrier_ids(state_dir):
-        files = list_state_files(state_dir, barrier_id)
-        if not any(f.path in kept_paths for f in files):
-            delete_barrier_state(state_dir, barrier_id)
-            removed += len(files)
-            continue
-        filesystem = resolve_location(state_dir).filesystem
-        for stale in (f for f in files if f.path not in kept_paths):
-            try:
-                filesystem.delete_file(stale.path)
-                removed += 1
-            except FileNotFoundError:
-                pass
-    if removed:
-        logger.info("deleted %d channel-state file(s) no commit record needs", removed)
-    return removed

@@ -1,11 +1,12 @@
 """How Arrow rows become Avro blocks: the Arrow -> Avro schema mapping and a column-wise encoder.
 
 :func:`avro_schema` maps an Arrow schema to an Avro record schema (the mapping is versioned by
-``channel_state_reader.SCHEMA_VERSION``). :func:`encode_rows` turns a batch into Avro's binary row
-encoding, byte for byte what fastavro writes row by row, for ``fastavro.write.Writer.write_block``
-(:class:`EncodedBlock`). Temporal columns travel as their raw integers: :func:`view_as` with
-:func:`storage_schema` before encoding, and :func:`records_to_batch` on the way back.
-Codecs are the Avro container codecs (:func:`check_codec`).
+:data:`unaligned.channel_state.format.SCHEMA_VERSION`). :func:`encode_rows` turns a batch into
+Avro's binary row encoding, byte for byte what fastavro writes row by row, for
+``fastavro.write.Writer.write_block`` (:class:`EncodedBlock`). Temporal columns travel as their
+raw integers: :func:`view_as` with :func:`storage_schema` before encoding, and
+:func:`records_to_batch` on the way back. Codecs are the Avro container codecs
+(:func:`check_codec`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import base64
 import importlib
 import io
-import logging
 import re
 from typing import Any
 
@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 
 from unaligned.errors import OptionError, SchemaMismatchError
 
-logger = logging.getLogger(__name__)
 
 CODECS = ("null", "deflate", "snappy", "zstandard")
 #: Codec -> (modules fastavro can use for it, the package to install).
@@ -200,7 +199,7 @@ def view_as(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` with its columns viewed (zero-copy) as the layout-compatible ``schema``."""
     columns = [
         col if col.type == field.type else col.view(field.type)
-        for col, field in zip(batch.columns, schema)
+        for col, field in zip(batch.columns, schema, strict=True)
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -264,7 +263,8 @@ def _concat(*parts: Any) -> pa.Array:
 
 
 def _numpy(arr: pa.Array, fill: Any) -> np.ndarray:
-    return pc.fill_null(arr, fill).to_numpy(zero_copy_only=False)
+    values: np.ndarray = pc.fill_null(arr, fill).to_numpy(zero_copy_only=False)
+    return values
 
 
 def _encode_value(arr: pa.Array, arrow_type: pa.DataType) -> pa.Array:
@@ -302,7 +302,10 @@ def _encode_value(arr: pa.Array, arrow_type: pa.DataType) -> pa.Array:
         if not children:
             return pa.repeat(_EMPTY, n)
         return _concat(
-            *[_encode_field(c, f.type, f.nullable) for c, f in zip(children, arrow_type)]
+            *[
+                _encode_field(c, f.type, f.nullable)
+                for c, f in zip(children, arrow_type, strict=True)
+            ]
         )
     schema = fastavro.parse_schema(_avro_base(arrow_type, "", "Cell"))
     cells = []
@@ -326,11 +329,12 @@ def encode_rows(batch: pa.RecordBatch) -> bytes:
     """The Avro encoding of every row of ``batch`` (temporal columns already viewed as ints)."""
     if batch.num_rows == 0 or batch.num_columns == 0:
         return b""
-    fields = zip(batch.columns, batch.schema)
+    fields = zip(batch.columns, batch.schema, strict=True)
     rows = _concat(*[_encode_field(c, f.type, f.nullable) for c, f in fields])
     offsets = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + 1, rows.offset * 8)
     data = rows.buffers()[2]
-    return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    encoded: bytes = data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    return encoded
 
 
 class EncodedBlock:

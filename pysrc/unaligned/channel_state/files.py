@@ -26,7 +26,6 @@ Listing and garbage
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,7 +35,6 @@ import pyarrow.fs as pafs
 from unaligned._fs import resolve_location
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 
-logger = logging.getLogger(__name__)
 
 ATTEMPT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 """What a writer's ``attempt`` may be: it becomes part of the temporary file's name."""

@@ -33,7 +33,6 @@ import binascii
 import dataclasses
 import io
 import json
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +41,6 @@ import pyarrow.fs as pafs
 from unaligned._fs import Location, resolve_location
 from unaligned.errors import ChannelStateError
 
-logger = logging.getLogger(__name__)
 
 _INT_FIELDS = ("barrier_id", "task_index", "row_count", "byte_size", "crc32", "start_row")
 
@@ -122,7 +120,11 @@ class ChannelStateRef:
     def from_dict(data: dict[str, Any]) -> ChannelStateRef:
         """Inverse of :meth:`to_dict`; ChannelStateError if ``data`` is not a ref."""
         try:
-            cls = {"inline": InlineChannelState, "file": FileChannelState}[data["kind"]]
+            kinds: dict[str, type[ChannelStateRef]] = {
+                "inline": InlineChannelState,
+                "file": FileChannelState,
+            }
+            cls = kinds[data["kind"]]
             kwargs = {f.name: data[f.name] for f in dataclasses.fields(cls)}
             for name in _INT_FIELDS:
                 if type(kwargs[name]) is not int:

@@ -7,8 +7,9 @@ replays it with :func:`~unaligned.channel_state.reader.read_channel_state`.
 
 Format
     An Avro object container file (fastavro) over the sink's input rows; the Avro schema and
-    the row encoding are :mod:`unaligned.channel_state.avro_rows`, the header (exact Arrow schema, barrier,
-    task, query and write id) and its checks are :mod:`unaligned.channel_state.reader`.
+    the row encoding are :mod:`unaligned.channel_state.avro_rows`, the header (exact Arrow
+    schema, barrier, task, query and write id) and its checks are
+    :mod:`unaligned.channel_state.format`.
     Codecs: ``null`` and ``deflate`` are built in; ``snappy`` needs ``cramjam`` (or
     ``python-snappy``); ``zstandard`` needs ``backports.zstd`` (Python < 3.14).
 
@@ -33,7 +34,7 @@ import io
 import logging
 import uuid
 import zlib
-from typing import Any
+from typing import IO, Any, TypedDict, cast
 
 import fastavro
 import fastavro.write
@@ -55,7 +56,7 @@ from unaligned.channel_state.files import (
     state_file_name,
     temp_file_name,
 )
-from unaligned.channel_state.reader import state_header
+from unaligned.channel_state.format import state_header
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.errors import ChannelStateError, SchemaMismatchError
 
@@ -66,9 +67,24 @@ DEFAULT_BLOCK_BYTES = 256 * 1024
 DEFAULT_CHUNK_ROWS = 4096
 
 
+class _RefFields(TypedDict):
+    """The fields every :class:`ChannelStateRef` the writer returns shares."""
+
+    barrier_id: int
+    task_index: int
+    query_id: str
+    write_id: str
+    row_count: int
+    byte_size: int
+    crc32: int
+
+
 class _SpillingStream:
     """The file-like object fastavro writes to: memory until ``threshold`` bytes would be
-    passed, then the temporary file (opened by ``open_file``) with what memory held."""
+    passed, then the temporary file (opened by ``open_file``) with what memory held.
+
+    Not a full ``IO``: fastavro's writer calls only ``write``, ``flush``, ``tell``,
+    ``seekable`` and ``readable`` on it."""
 
     def __init__(self, threshold: int, open_file: Any) -> None:
         self._threshold = threshold
@@ -233,7 +249,7 @@ class ChannelStateWriter:
             schema=self._schema,
         )
         self._avro = fastavro.write.Writer(
-            self._stream,
+            cast(IO[bytes], self._stream),  # the subset of IO fastavro uses (see the class)
             self._avro_schema,
             codec=self._codec,
             sync_interval=self._block_bytes,
@@ -247,7 +263,7 @@ class ChannelStateWriter:
             raise SchemaMismatchError(
                 f"{self.describe()}: batch schema {batch.schema} differs from {self._schema}"
             )
-        for column, field in zip(batch.columns, batch.schema):
+        for column, field in zip(batch.columns, batch.schema, strict=True):
             if not field.nullable and column.null_count:
                 raise SchemaMismatchError(
                     f"{self.describe()}: non-nullable column {field.name!r} holds nulls"
@@ -276,7 +292,7 @@ class ChannelStateWriter:
         try:
             self._write_block()
             self._avro.flush()
-            common = {
+            common: _RefFields = {
                 "barrier_id": self._barrier_id,
                 "task_index": self._task_index,
                 "query_id": self._query_id,

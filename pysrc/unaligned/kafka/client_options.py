@@ -36,11 +36,18 @@ from typing import Any
 
 from kafka.record import util as record_util
 
+from kafka import KafkaProducer
+from unaligned._parsing import (
+    KAFKA_PREFIX,
+    invalid,
+    parse_bool,
+    parse_non_negative,
+    parse_positive,
+)
 from unaligned.errors import OptionError
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "kafka."
 REDACTED = "*****(redacted)"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 FAST_CRC32C = record_util.crc32c_c is not None
@@ -69,20 +76,11 @@ _REJECTED: dict[str, str] = {
 
 
 def _as_int(key: str, raw: str) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise OptionError(f"option 'kafka.{key}' must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise OptionError(f"option 'kafka.{key}' must be >= 0, got {value}")
-    return value
+    return parse_non_negative(KAFKA_PREFIX + key, raw)
 
 
 def _as_bool(key: str, raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered not in ("true", "false"):
-        raise OptionError(f"option 'kafka.{key}' must be 'true' or 'false', got {raw!r}")
-    return lowered == "true"
+    return parse_bool(KAFKA_PREFIX + key, raw)
 
 
 def _as_str(key: str, raw: str) -> str:
@@ -95,9 +93,7 @@ def _choice(*allowed: str, upper: bool = False) -> Callable[[str, str], str]:
     def parse(key: str, raw: str) -> str:
         value = raw.strip().upper() if upper else raw.strip().lower()
         if value not in allowed:
-            raise OptionError(
-                f"option 'kafka.{key}' must be one of {', '.join(allowed)}, got {raw!r}"
-            )
+            raise invalid(KAFKA_PREFIX + key, "one of " + ", ".join(allowed), raw)
         return value
 
     return parse
@@ -211,7 +207,7 @@ class KafkaClientConfig:
         return self.client_kwargs.get("isolation_level") == "read_committed"
 
     def __repr__(self) -> str:
-        shown = {f"{PREFIX}{k}": v for k, v in redact(self.options).items()}
+        shown = {f"{KAFKA_PREFIX}{k}": v for k, v in redact(self.options).items()}
         return f"KafkaClientConfig({shown})"
 
     def consumer_kwargs(self) -> dict[str, Any]:
@@ -346,3 +342,65 @@ def client_config_from_options(params: Mapping[str, str]) -> KafkaClientConfig:
         client_kwargs=kwargs,
         options=dict(params),
     )
+
+
+# Producer-only Java client names -> kafka-python keyword (shared ones: ``_MAPPED`` above).
+_PRODUCER_ONLY: dict[str, str] = {
+    "linger.ms": "linger_ms",
+    "batch.size": "batch_size",
+    "compression.type": "compression_type",
+    "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
+    "delivery.timeout.ms": "delivery_timeout_ms",
+    "max.block.ms": "max_block_ms",
+    "retries": "retries",
+    "max.request.size": "max_request_size",
+}
+_PRODUCER_CHECKED = frozenset({"acks", "enable.idempotence", "transaction.timeout.ms"})
+PRODUCER_DEFAULTS: Mapping[str, Any] = {
+    "linger_ms": 5,
+    "batch_size": 256 * 1024,
+    "allow_auto_create_topics": False,
+    "metrics_enabled": False,
+}
+
+
+def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
+    """``kafka.*`` options (prefix stripped) -> ``KafkaProducer`` kwargs for a transactional sink.
+
+    Connection and security settings are mapped by :func:`unaligned.kafka.client_options.
+    client_config_from_options` (the one mapping of shared names, secrets redacted); the
+    producer-only names in ``_PRODUCER_ONLY`` are mapped here. ``acks=all``, idempotence and
+    the transaction timeout are forced. A consumer-only setting is refused by name.
+    """
+    shared = {
+        k: v
+        for k, v in kafka_params.items()
+        if k not in _PRODUCER_ONLY and k not in _PRODUCER_CHECKED
+    }
+    config = client_config_from_options(shared)
+    kwargs: dict[str, Any] = dict(PRODUCER_DEFAULTS)
+    for name, value in config.client_kwargs.items():
+        if name not in KafkaProducer.DEFAULT_CONFIG:
+            raise OptionError(
+                f"option 'kafka.{name.replace('_', '.')}' is a consumer setting; the sink's "
+                "producer has no such setting"
+            )
+        kwargs[name] = value
+    for key, name in _PRODUCER_ONLY.items():
+        if key not in kafka_params:
+            continue
+        raw = kafka_params[key]
+        if name == "compression_type":
+            codec = raw.strip().lower()
+            kwargs[name] = None if codec == "none" else codec
+        elif name in ("linger_ms", "retries"):
+            kwargs[name] = parse_non_negative(KAFKA_PREFIX + key, raw)
+        else:
+            kwargs[name] = parse_positive(KAFKA_PREFIX + key, raw)
+    kwargs.setdefault("bootstrap_timeout_ms", config.request_timeout_ms)
+    kwargs["acks"] = "all"
+    kwargs["enable_idempotence"] = True
+    kwargs["transaction_timeout_ms"] = int(
+        kafka_params["transaction.timeout.ms"]
+    )
+    return kwargs

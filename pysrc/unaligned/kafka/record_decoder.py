@@ -15,7 +15,6 @@ Memory: one fetch response is decoded at a time (at most ``max.partition.fetch.b
 
 from __future__ import annotations
 
-import logging
 import struct
 from collections import deque
 from collections.abc import Iterable
@@ -30,7 +29,6 @@ from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_columns import RecordColumns
 from unaligned.kafka.record_fields import RecordScan, decode_fields, read_varint
 
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ key (varint length, UTF-8) and a value (varint length, -1 for null). Varints are
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +23,6 @@ from unaligned.errors import RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
 
-logger = logging.getLogger(__name__)
 
 _HEADERS_TYPE: pa.DataType = kafka_arrow_schema(True).field("headers").type
 

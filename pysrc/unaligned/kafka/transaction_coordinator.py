@@ -19,7 +19,7 @@ sees the coordinator's exact error code (kafka-python's ``EndTxnHandler`` folds
 without bound); it runs no producer sender thread; and it pipelines many commits on one
 connection. ``EndTxn`` is capped at v3 like kafka-python's producer: transaction protocol v1,
 where the epoch does not change at commit, so committing a completed transaction again succeeds.
-The private names are pinned by ``tests/test_transaction_coordinator.py``; the resume is proved
+The private names are pinned by ``tests/kafka/test_transaction_coordinator.py``; the resume is proved
 end to end by ``integration/test_kafka_transactions.py``.
 
 Coordinator answers and what they become: success or a repeated commit -> done;

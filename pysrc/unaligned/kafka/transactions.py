@@ -8,14 +8,13 @@ is resumed without ``init_transactions`` and the stale-EndTxn hazard). :meth:`pr
 every record was acknowledged, so the coordinator knows every partition the transaction wrote.
 
 The writer reads the producer's private ``_transaction_manager.producer_id_and_epoch``; it is
-pinned by ``tests/test_kafka_transactions.py``.
+pinned by ``tests/kafka/test_transactions.py``.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ from unaligned.errors import (
     TransactionWriteError,
 )
 
-logger = logging.getLogger(__name__)
 
 PRODUCER_CLOSE_TIMEOUT_S = 10.0
 

@@ -2,8 +2,13 @@
 
 Layout (``<checkpoint>`` is the query's ``checkpointLocation``, any ``pyarrow.fs`` filesystem)::
 
-    <checkpoint>/unaligned-sink/commits/<batchId>.json   the decision: commit these prepared items
-    <checkpoint>/unaligned-sink/done/<batchId>.json      every item committed, batch finished
+    <checkpoint>/unaligned/commits/<batchId>.json   the decision: commit these prepared items
+    <checkpoint>/unaligned/done/<batchId>.json      every item committed, batch finished
+
+Everything the sink keeps lives under ``<checkpoint>/unaligned/`` (metrics and, by default,
+channel state too). Checkpoints written before this layout kept the log under
+``<checkpoint>/unaligned-sink/``; :meth:`CommitLog.under_checkpoint` keeps using that directory
+when it exists, so such a query restarts where it stopped.
 
 A commit record is written exactly once per batch, atomically (write a hidden temporary file in
 the same directory, then rename it over the final name; on a local disk the file and the
@@ -38,11 +43,14 @@ from unaligned._fs import (
     read_bytes,
     resolve_location,
 )
-from unaligned.errors import CommitLogError
+from unaligned.channel_state.refs import ChannelStateRef
+from unaligned.errors import ChannelStateError, CommitLogError
 
 logger = logging.getLogger(__name__)
 
-SINK_STATE_DIR = "unaligned-sink"
+SINK_STATE_DIR = "unaligned"
+#: Where checkpoints written before the one-directory layout kept the commit log.
+LEGACY_SINK_STATE_DIR = "unaligned-sink"
 COMMITS_DIR = "commits"
 DONE_DIR = "done"
 RECORD_VERSION = 1
@@ -64,10 +72,10 @@ class CommitRecord:
     participant: str
     prepared: tuple[Mapping[str, Any], ...]
     decided_at_ms: int
-    channel_state: Mapping[int, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
-    """Channel state pending after this barrier, per sink task index, oldest first (JSON of
-    :class:`unaligned.channel_state.refs.ChannelStateRef`): part of the checkpoint; the next barrier's
-    task with that index replays it before any new row."""
+    channel_state: Mapping[int, tuple[ChannelStateRef, ...]] = field(default_factory=dict)
+    """Channel state pending after this barrier, per sink task index, oldest first: part of the
+    checkpoint; the next barrier's task with that index replays it before any new row. In the
+    JSON, each ref is :meth:`~unaligned.channel_state.refs.ChannelStateRef.to_dict`."""
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -78,7 +86,7 @@ class CommitRecord:
                 "decidedAtMs": self.decided_at_ms,
                 "prepared": [dict(item) for item in self.prepared],
                 "channelState": {
-                    str(index): [dict(ref) for ref in refs]
+                    str(index): [ref.to_dict() for ref in refs]
                     for index, refs in sorted(self.channel_state.items())
                 },
             },
@@ -101,12 +109,14 @@ class CommitRecord:
                 prepared=tuple(dict(item) for item in doc["prepared"]),
                 decided_at_ms=int(doc["decidedAtMs"]),
                 channel_state={
-                    int(index): tuple(dict(ref) for ref in refs)
+                    int(index): tuple(ChannelStateRef.from_dict(ref) for ref in refs)
                     for index, refs in doc.get("channelState", {}).items()
                 },
             )
         except CommitLogError:
             raise
+        except ChannelStateError as exc:  # a malformed channel-state ref
+            raise CommitLogError(f"commit record {name} is unreadable: {exc}") from exc
         except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
             raise CommitLogError(f"commit record {name} is unreadable: {exc!r}") from exc
 
@@ -119,8 +129,13 @@ class CommitLog:
 
     @classmethod
     def under_checkpoint(cls, checkpoint_location: str) -> CommitLog:
-        """The log under ``<checkpoint>/unaligned-sink`` (resolves the filesystem; no I/O)."""
-        return cls(resolve_location(checkpoint_location).child(SINK_STATE_DIR))
+        """The log under ``<checkpoint>/unaligned``, or under ``<checkpoint>/unaligned-sink`` for
+        a checkpoint that an earlier version wrote (one metadata look-up)."""
+        checkpoint = resolve_location(checkpoint_location)
+        legacy = checkpoint.child(LEGACY_SINK_STATE_DIR)
+        if legacy.filesystem.get_file_info(legacy.path).type == pafs.FileType.Directory:
+            return cls(legacy)
+        return cls(checkpoint.child(SINK_STATE_DIR))
 
     @property
     def root(self) -> Location:

@@ -16,7 +16,6 @@ Two ways in:
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,6 @@ from unaligned.sink.file_participant import (
 )
 from unaligned.sink.options import absolute_path
 
-logger = logging.getLogger(__name__)
 
 READ_BATCH_ROWS = 64 * 1024
 
@@ -136,7 +134,7 @@ def _path_option(options: Mapping[str, str]) -> str:
     for key, value in options.items():
         if key.lower() == "path" and value.strip():
             return value.strip()
-    raise OptionError("spark.read.format('unaligned') needs option path (a file sink's output)")
+    raise OptionError("spark.read.format('unaligned') needs option 'path' (a file sink's output)")
 
 
 class CommittedFilePartition(InputPartition):

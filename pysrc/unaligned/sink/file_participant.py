@@ -19,7 +19,6 @@ Parquet reader.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +34,6 @@ from unaligned.errors import CommitLogError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import FileTarget
 
-logger = logging.getLogger(__name__)
 
 PARTICIPANT = "files"
 STAGING_DIR = "_unaligned_staging"

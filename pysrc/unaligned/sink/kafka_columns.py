@@ -20,7 +20,6 @@ task's producer sends (:class:`unaligned.sink.kafka_participant.KafkaTaskWriter`
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -37,7 +36,6 @@ from pyspark.sql.types import (
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
 from unaligned.sink.options import KafkaTarget
 
-logger = logging.getLogger(__name__)
 
 _HEADERS_TYPE = ArrayType(
     StructType().add("key", StringType(), True).add("value", BinaryType(), True)
@@ -85,7 +83,7 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
     topic = column("topic", (StringType(),), "string")
     if target.topic is None and topic is None:
         raise SinkConfigurationError(
-            "Kafka sink needs option topic or an input column 'topic' (string)"
+            "Kafka sink needs option 'topic' or an input column 'topic' (string)"
         )
     return KafkaColumns(
         value=value,

@@ -87,7 +87,7 @@ class KafkaTaskWriter:
             topic = fixed_topic if topics is None else topics[i]
             if topic is None:
                 raise SchemaMismatchError(
-                    "Kafka sink input column 'topic' is null in a row and option topic is not set"
+                    "Kafka sink input column 'topic' is null in a row and option 'topic' is not set"
                 )
             send(
                 topic,
@@ -193,7 +193,7 @@ class KafkaParticipant:
         broker_max = broker_max_transaction_timeout_ms(kwargs)
         if self._target.transaction_timeout_ms > broker_max:
             raise SinkConfigurationError(
-                f"option kafka.transaction.timeout.ms={self._target.transaction_timeout_ms} is "
+                f"option 'kafka.transaction.timeout.ms' = {self._target.transaction_timeout_ms} is "
                 f"above the brokers' transaction.max.timeout.ms={broker_max} on "
                 f"{self._target.bootstrap_servers}: lower the option or raise the broker setting"
             )
@@ -325,5 +325,5 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     finally:
         admin.close()
     if topic not in topics:
-        raise TopicNotFoundError(f"Kafka sink option topic={topic!r}: no such topic on {servers}")
+        raise TopicNotFoundError(f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}")
     _TOPICS_FOUND.add(key)

@@ -37,20 +37,24 @@ Sink options (case-insensitive, like every Spark option):
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from unaligned._parsing import (
+    kafka_params,
+    parse_bytes,
+    parse_choice,
+    parse_duration_ms,
+    parse_positive,
+)
 from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
 from unaligned.channel_state.avro_rows import check_codec
-from unaligned.errors import OptionError, SinkConfigurationError
-from unaligned.source.options import parse_duration_ms
+from unaligned.errors import SinkConfigurationError
+from unaligned.kafka.client_options import producer_kwargs
 
-logger = logging.getLogger(__name__)
 
-KAFKA_PREFIX = "kafka."
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 DEFAULT_CHUNK_ROWS = 1000
 DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 1024 * 1024
@@ -61,17 +65,6 @@ DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT = "30s"
 DEFAULT_MAX_INFLIGHT_BYTES = 256 * 1024 * 1024
 DEFAULT_CHANNEL_STATE_CODEC = "deflate"
 DEFAULT_INLINE_THRESHOLD_BYTES = 20 * 1024
-_BYTE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1024,
-    "kb": 1024,
-    "m": 1024**2,
-    "mb": 1024**2,
-    "g": 1024**3,
-    "gb": 1024**3,
-}
-
 # kafka.* options that make exactly-once impossible, or that the sink must own.
 _FORBIDDEN_KAFKA = {
     "transactional.id": "the sink opens one transactional id per (query, batch, task) itself; "
@@ -128,7 +121,7 @@ class SinkOptions:
         checkpoint = opts.get("checkpointlocation", "").strip()
         if not checkpoint:
             raise SinkConfigurationError(
-                "format('unaligned') sink needs option checkpointLocation: its commit records "
+                "format('unaligned') sink needs option 'checkpointLocation': its commit records "
                 "live under it (set .option('checkpointLocation', ...) or "
                 "spark.sql.streaming.checkpointLocation)"
             )
@@ -148,18 +141,15 @@ class SinkOptions:
 def _parse_alignment(
     opts: Mapping[str, str], checkpoint: str, chunk_rows: int
 ) -> AlignmentSettings:
-    mode_text = opts.get("checkpointmode", CheckpointMode.UNALIGNED.value).strip().lower()
-    try:
-        mode = CheckpointMode(mode_text)
-    except ValueError:
-        raise SinkConfigurationError(
-            f"option checkpointMode={mode_text!r} must be 'aligned' or 'unaligned'"
-        ) from None
+    mode = CheckpointMode(
+        parse_choice(
+            "checkpointMode",
+            opts.get("checkpointmode", CheckpointMode.UNALIGNED.value),
+            [m.value for m in CheckpointMode],
+        )
+    )
     codec = opts.get("channelstatecodec", DEFAULT_CHANNEL_STATE_CODEC).strip().lower()
-    try:
-        check_codec(codec)
-    except OptionError as exc:
-        raise SinkConfigurationError(f"option channelStateCodec={codec!r}: {exc}") from None
+    check_codec(codec)
     state_dir = opts.get("channelstatepath", "").strip()
     if not state_dir:
         state_dir = checkpoint.rstrip("/") + "/unaligned/channel-state"
@@ -185,51 +175,37 @@ def _parse_alignment(
 
 
 def _bytes(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
-    """A size like Spark's byte strings: ``1048576``, ``512k``, ``64MB``, ``1g``."""
     raw = opts.get(key)
-    if raw is None:
-        return default
-    text = raw.strip().lower()
-    number = text.rstrip("kmgb")
-    unit = text[len(number) :]
-    if not number.isdigit() or unit not in _BYTE_UNITS:
-        raise SinkConfigurationError(
-            f"option {name}={raw!r} must be a size like 1048576, 512k or 64MB"
-        )
-    return int(number) * _BYTE_UNITS[unit]
+    return default if raw is None else parse_bytes(name, raw)
 
 
 def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
     path = opts.get("path", "").strip()
-    kafka_params = {
-        k[len(KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(KAFKA_PREFIX)
-    }
+    kafka = kafka_params(opts)
     kafka_named = [
         name
         for name, present in (
             ("topic", "topic" in opts),
-            ("kafka.bootstrap.servers", "bootstrap.servers" in kafka_params),
+            ("kafka.bootstrap.servers", "bootstrap.servers" in kafka),
         )
         if present
     ]
     if path and kafka_named:
         raise SinkConfigurationError(
-            f"format('unaligned') sink got both option path={path!r} (file sink) and "
+            f"format('unaligned') sink got both option 'path' ({path!r}, file sink) and "
             f"{' and '.join(kafka_named)} (Kafka sink); give one target"
         )
     if path:
-        compression = opts.get("compression", DEFAULT_COMPRESSION).lower()
-        if compression not in PARQUET_COMPRESSIONS:
-            raise SinkConfigurationError(
-                f"option compression={compression!r} is not one of {', '.join(PARQUET_COMPRESSIONS)}"
-            )
-        return FileTarget(path=absolute_path(path), compression=compression)
-    if not kafka_params.get("bootstrap.servers", "").strip():
-        raise SinkConfigurationError(
-            "format('unaligned') sink needs a target: option path (Parquet files) or "
-            "kafka.bootstrap.servers with option topic or a topic column (Kafka)"
+        compression = parse_choice(
+            "compression", opts.get("compression", DEFAULT_COMPRESSION), PARQUET_COMPRESSIONS
         )
-    return _parse_kafka(opts, kafka_params)
+        return FileTarget(path=absolute_path(path), compression=compression)
+    if not kafka.get("bootstrap.servers", "").strip():
+        raise SinkConfigurationError(
+            "format('unaligned') sink needs a target: option 'path' (Parquet files) or "
+            "'kafka.bootstrap.servers' with option 'topic' or a topic column (Kafka)"
+        )
+    return _parse_kafka(opts, kafka)
 
 
 def absolute_path(path: str) -> str:
@@ -242,41 +218,41 @@ def absolute_path(path: str) -> str:
 def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> KafkaTarget:
     for name, why in _FORBIDDEN_KAFKA.items():
         if name in kafka_params:
-            raise SinkConfigurationError(f"option kafka.{name} is not allowed: {why}")
+            raise SinkConfigurationError(f"option 'kafka.{name}' is not allowed: {why}")
     idempotence = kafka_params.get("enable.idempotence", "true").strip().lower()
     if idempotence != "true":
         raise SinkConfigurationError(
-            f"option kafka.enable.idempotence={kafka_params['enable.idempotence']!r} makes "
+            f"option 'kafka.enable.idempotence' = {kafka_params['enable.idempotence']!r} makes "
             "exactly-once impossible: transactions need the idempotent producer"
         )
     acks = kafka_params.get("acks", "all").strip().lower()
     if acks not in ("all", "-1"):
         raise SinkConfigurationError(
-            f"option kafka.acks={kafka_params['acks']!r} makes exactly-once impossible: "
+            f"option 'kafka.acks' = {kafka_params['acks']!r} makes exactly-once impossible: "
             "transactions need acks=all"
         )
     in_flight = kafka_params.get("max.in.flight.requests.per.connection")
     if in_flight is not None and (not in_flight.strip().isdigit() or int(in_flight) > 5):
         raise SinkConfigurationError(
-            f"option kafka.max.in.flight.requests.per.connection={in_flight!r}: the idempotent "
+            f"option 'kafka.max.in.flight.requests.per.connection' = {in_flight!r}: the idempotent "
             "producer keeps order only with at most 5"
         )
     timeout_ms = _positive_int(
-        {"t": kafka_params.get("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))},
-        "t",
+        kafka_params,
+        "transaction.timeout.ms",
         "kafka.transaction.timeout.ms",
         DEFAULT_TRANSACTION_TIMEOUT_MS,
     )
     kafka_params["transaction.timeout.ms"] = str(timeout_ms)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
-        raise SinkConfigurationError("option topic is empty")
+        raise SinkConfigurationError("option 'topic' is empty")
     prefix = opts.get("transactionalidprefix")
     if prefix is not None:
         prefix = prefix.strip()
         if not prefix or any(c.isspace() for c in prefix):
             raise SinkConfigurationError(
-                f"option transactionalIdPrefix={prefix!r} must be non-empty without whitespace"
+                f"option 'transactionalIdPrefix' must be non-empty without whitespace, got {prefix!r}"
             )
     return KafkaTarget(
         kafka_params=dict(kafka_params),
@@ -292,89 +268,6 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
     )
 
 
-# Producer-only Java client names -> kafka-python keyword (kafka_client_options: shared ones).
-_PRODUCER_ONLY: dict[str, str] = {
-    "linger.ms": "linger_ms",
-    "batch.size": "batch_size",
-    "compression.type": "compression_type",
-    "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
-    "delivery.timeout.ms": "delivery_timeout_ms",
-    "max.block.ms": "max_block_ms",
-    "retries": "retries",
-    "max.request.size": "max_request_size",
-}
-_PRODUCER_CHECKED = frozenset({"acks", "enable.idempotence", "transaction.timeout.ms"})
-PRODUCER_DEFAULTS: Mapping[str, Any] = {
-    "linger_ms": 5,
-    "batch_size": 256 * 1024,
-    "allow_auto_create_topics": False,
-    "metrics_enabled": False,
-}
-
-
-def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
-    """``kafka.*`` options (prefix stripped) -> ``KafkaProducer`` kwargs for a transactional sink.
-
-    Connection and security settings are mapped by :func:`unaligned.kafka.client_options.
-    client_config_from_options` (the one mapping of shared names, secrets redacted); the
-    producer-only names in ``_PRODUCER_ONLY`` are mapped here. ``acks=all``, idempotence and
-    the transaction timeout are forced. A consumer-only setting is refused by name.
-    """
-    from kafka import KafkaProducer
-    from unaligned.kafka.client_options import client_config_from_options
-
-    shared = {
-        k: v
-        for k, v in kafka_params.items()
-        if k not in _PRODUCER_ONLY and k not in _PRODUCER_CHECKED
-    }
-    config = client_config_from_options(shared)
-    kwargs: dict[str, Any] = dict(PRODUCER_DEFAULTS)
-    for name, value in config.client_kwargs.items():
-        if name not in KafkaProducer.DEFAULT_CONFIG:
-            raise SinkConfigurationError(
-                f"option kafka.{name.replace('_', '.')} is a consumer setting; the sink's "
-                "producer has no such setting"
-            )
-        kwargs[name] = value
-    for key, name in _PRODUCER_ONLY.items():
-        if key not in kafka_params:
-            continue
-        raw = kafka_params[key]
-        if name == "compression_type":
-            codec = raw.strip().lower()
-            kwargs[name] = None if codec == "none" else codec
-        elif name in ("linger_ms", "retries"):
-            kwargs[name] = _non_negative_int(raw, f"kafka.{key}")
-        else:
-            kwargs[name] = _positive_int({key: raw}, key, f"kafka.{key}", 0)
-    kwargs.setdefault("bootstrap_timeout_ms", config.request_timeout_ms)
-    kwargs["acks"] = "all"
-    kwargs["enable_idempotence"] = True
-    kwargs["transaction_timeout_ms"] = int(
-        kafka_params.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
-    )
-    return kwargs
-
-
-def _non_negative_int(raw: str, name: str) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise SinkConfigurationError(f"option {name}={raw!r} is not an integer") from None
-    if value < 0:
-        raise SinkConfigurationError(f"option {name}={raw!r} must not be negative")
-    return value
-
-
 def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
     raw = opts.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise SinkConfigurationError(f"option {name}={raw!r} is not an integer") from None
-    if value <= 0:
-        raise SinkConfigurationError(f"option {name}={raw!r} must be positive")
-    return value
+    return default if raw is None else parse_positive(name, raw)

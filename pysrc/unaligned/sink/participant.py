@@ -1,18 +1,18 @@
 """The contract between the two-phase-commit core and its participants.
 
 A *participant* is a sink target that can prepare work in tasks and commit it later on the
-driver: Kafka transactions (:class:`unaligned.sink.kafka_participant.KafkaParticipant`) or staged Parquet
-files (:class:`unaligned.sink.file_participant.FileParticipant`). Both implement :class:`Participant`
-structurally; neither imports the core.
+driver: Kafka transactions (:class:`unaligned.sink.kafka_participant.KafkaParticipant`) or
+staged Parquet files (:class:`unaligned.sink.file_participant.FileParticipant`). Both implement
+:class:`Participant` structurally; neither imports the core.
 
 Where the protocol steps use this contract:
 
 - Step 1, pre-commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.write`): a task
   opens a :class:`TaskWriter` with its first row, writes chunks, prepares, and returns a
   :class:`SinkCommitMessage` to the driver.
-- Step 2, decide and commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit`, with
-  :mod:`unaligned.sink.recovery`): the driver turns the messages into a commit record's items,
-  then calls :meth:`Participant.commit` and :meth:`Participant.finish_batch`.
+- Step 2, decide and commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit`,
+  with :mod:`unaligned.sink.recovery`): the driver turns the messages into a commit record's
+  items, then calls :meth:`Participant.commit` and :meth:`Participant.finish_batch`.
 - Step 3, recovery (:func:`unaligned.sink.recovery.recover`): roll forward, then
   :meth:`Participant.clean_up`.
 - Step 4, abort (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.abort`):
@@ -25,7 +25,6 @@ records store items verbatim, so a later run (another process, after a crash) ca
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,9 +32,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
+from unaligned.channel_state.refs import ChannelStateRef
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 
-logger = logging.getLogger(__name__)
 
 
 class TaskWriter(Protocol):
@@ -136,7 +135,10 @@ class TaskOutcome(enum.Enum):
 
 @dataclass(frozen=True)
 class SinkCommitMessage(WriterCommitMessage):
-    """What one task attempt prepared; ``prepared`` is set only for ``PREPARED``."""
+    """What one task attempt prepared; ``prepared`` is set only for ``PREPARED``.
+
+    Spark pickles it from the task to the driver: every field is picklable (the refs are
+    frozen dataclasses)."""
 
     batch_id: int
     partition_id: int
@@ -144,7 +146,7 @@ class SinkCommitMessage(WriterCommitMessage):
     rows: int
     outcome: TaskOutcome
     prepared: Mapping[str, Any] | None
-    pending: tuple[Mapping[str, Any], ...] = ()
-    """Channel state this task index leaves for the next barrier (ref JSON, oldest first)."""
+    pending: tuple[ChannelStateRef, ...] = ()
+    """Channel state this task index leaves for the next barrier, oldest first."""
     stats: Mapping[str, Any] | None = None
     """:class:`unaligned.barriers.metrics.TaskBarrierStats` as a dict."""

@@ -1,8 +1,9 @@
 """The exactly-once sink: a two-phase commit with one durable decision per micro-batch.
 
-``df.writeStream.format("unaligned")`` writes to Kafka transactions (:mod:`unaligned.sink.kafka_participant`)
-or to Parquet files (:mod:`unaligned.sink.file_participant`); both are *participants* in the same protocol.
-The decision log is :mod:`unaligned.sink.commit_log`.
+``df.writeStream.format("unaligned")`` writes to Kafka transactions
+(:mod:`unaligned.sink.kafka_participant`) or to Parquet files
+(:mod:`unaligned.sink.file_participant`); both are *participants* in the same protocol. The
+decision log is :mod:`unaligned.sink.commit_log`.
 
 The protocol is numbered where the code runs, across three modules:
 
@@ -68,9 +69,12 @@ from unaligned.barriers.driver_side import (
     pending_after,
 )
 from unaligned.barriers.task_side import BarrierAlignment
-from unaligned.channel_state.refs import ChannelStateRef
 from unaligned.crash_points import CrashPoint, FailPoint
-from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
+from unaligned.errors import (
+    BarrierError,
+    SinkConfigurationError,
+    TaskContextError,
+)
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
@@ -170,10 +174,10 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
 
         context = TaskContext.get()
         if context is None:
-            raise CommitLogError("the sink's write() must run in a Spark task")
+            raise TaskContextError("the sink's write() must run in a Spark task")
         batch_property = context.getLocalProperty(BATCH_ID_PROPERTY)
         if batch_property is None:
-            raise CommitLogError(f"task local property {BATCH_ID_PROPERTY} is not set")
+            raise TaskContextError(f"task local property {BATCH_ID_PROPERTY} is not set")
         batch_id = int(batch_property)
         partition_id, attempt = context.partitionId(), context.attemptNumber()
 
@@ -227,7 +231,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             rows,
             TaskOutcome.EMPTY if prepared is None else TaskOutcome.PREPARED,
             prepared,
-            tuple(ref.to_dict() for ref in outcome.pending),
+            outcome.pending,
             outcome.stats.to_dict(),
         )
 
@@ -243,14 +247,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         ):
             not_before = self._planned_at_ms  # a re-run of a batch planned by an earlier run
         previous = self._log().latest_before(batch_id)
-        inherited = (
-            tuple(
-                ChannelStateRef.from_dict(dict(r))
-                for r in previous.channel_state.get(partition_id, ())
-            )
-            if previous is not None
-            else ()
-        )
+        inherited = previous.channel_state.get(partition_id, ()) if previous is not None else ()
         return BarrierAlignment(
             settings,
             barrier,

@@ -9,18 +9,16 @@ processes, and the sink must behave differently in each (see :mod:`unaligned.sin
 - :data:`COMMIT_RUNNER_MODULE` runs each ``commit``/``abort`` in a new process with a new writer;
   recovery there would abort the batch being committed, so it never runs there.
 
-:func:`writer_role` tells them apart from the call stack. ``tests/test_writer_role.py`` fails if
+:func:`writer_role` tells them apart from the call stack. ``tests/sink/test_writer_role.py`` fails if
 pyspark renames either module.
 """
 
 from __future__ import annotations
 
 import enum
-import logging
 import sys
 from types import FrameType
 
-logger = logging.getLogger(__name__)
 
 PLANNER_MODULE = "pyspark.sql.worker.write_into_data_source"
 COMMIT_RUNNER_MODULE = "pyspark.sql.worker.python_streaming_sink_runner"
@@ -51,7 +49,7 @@ def writer_role(frame: FrameType | None = None) -> WriterRole:
     before every micro-batch) and from ``pyspark.sql.worker.python_streaming_sink_runner`` (each
     commit/abort). Workers started by ``pyspark.daemon`` run them as imported modules; a simple
     worker runs them with ``python -m``, so ``__main__.__spec__.name`` is checked too (as
-    ``pyspark.sql.worker.utils.worker_run`` does). ``tests/test_writer_role.py`` fails if
+    ``pyspark.sql.worker.utils.worker_run`` does). ``tests/sink/test_writer_role.py`` fails if
     pyspark renames either module.
     """
     current = frame if frame is not None else sys._getframe(1)

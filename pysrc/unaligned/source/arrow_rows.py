@@ -12,7 +12,6 @@ Memory: :func:`to_arrow_batches` cuts columns into Arrow batches of at most
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,7 +20,6 @@ import pyarrow as pa
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
 
-logger = logging.getLogger(__name__)
 
 MAX_BATCH_ROWS = 65_536
 MAX_BATCH_BYTES = 16 * 1024 * 1024

@@ -10,14 +10,12 @@ split them); :func:`rate_limit` and friends implement Spark's ``maxOffsetsPerTri
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from unaligned.kafka.partitions import TopicPartitionId
 
-logger = logging.getLogger(__name__)
 
 
 # --- ranges ---------------------------------------------------------------------------------

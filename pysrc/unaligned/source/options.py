@@ -38,9 +38,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Union
 
+from unaligned._parsing import (
+    KAFKA_PREFIX,
+    kafka_params,
+    parse_bool,
+    parse_choice,
+    parse_duration_ms,
+    parse_non_negative,
+    parse_positive,
+)
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.client_options import (
-    PREFIX,
     KafkaClientConfig,
     client_config_from_options,
     is_secret,
@@ -132,57 +140,8 @@ class NoMatchStrategy(Enum):
 # --- value parsers (name is the option's Spark spelling) ----------------------------------------
 
 
-def _bool(name: str, raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered not in ("true", "false"):
-        raise OptionError(f"option '{name}' must be 'true' or 'false', got {raw!r}")
-    return lowered == "true"
-
-
-def _int(name: str, raw: str, minimum: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise OptionError(f"option '{name}' must be a whole number, got {raw!r}") from None
-    if value < minimum:
-        raise OptionError(f"option '{name}' must be >= {minimum}, got {value}")
-    return value
-
-
-def _positive(name: str, raw: str) -> int:
-    return _int(name, raw, 1)
-
-
-def _non_negative(name: str, raw: str) -> int:
-    return _int(name, raw, 0)
-
-
-_TIME_UNITS_MS = {
-    "us": 0.001,
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-}
-
-
-def parse_duration_ms(name: str, raw: str) -> int:
-    """Spark's time strings (``Utils.timeStringAsMs``): ``500``, ``500ms``, ``10s``, ``15m``, ..."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]+)?\s*", raw.lower())
-    if match is None or (match.group(2) is not None and match.group(2) not in _TIME_UNITS_MS):
-        raise OptionError(
-            f"option '{name}' must be a duration like 500ms, 30s, 15m or 1h, got {raw!r}"
-        )
-    return int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
-
-
 def _no_match(name: str, raw: str) -> NoMatchStrategy:
-    try:
-        return NoMatchStrategy(raw.strip().lower())
-    except ValueError:
-        raise OptionError(f"option '{name}' must be 'error' or 'latest', got {raw!r}") from None
+    return NoMatchStrategy(parse_choice(name, raw, [s.value for s in NoMatchStrategy]))
 
 
 def _text(name: str, raw: str) -> str:
@@ -199,17 +158,17 @@ class _Option:
 _OPTIONS: dict[str, _Option] = {
     o.name.lower(): o
     for o in (
-        _Option("failOnDataLoss", "fail_on_data_loss", _bool),
-        _Option("includeHeaders", "include_headers", _bool),
-        _Option("minPartitions", "min_partitions", _positive),
-        _Option("maxRecordsPerPartition", "max_records_per_partition", _positive),
-        _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", _positive),
-        _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", _positive),
+        _Option("failOnDataLoss", "fail_on_data_loss", parse_bool),
+        _Option("includeHeaders", "include_headers", parse_bool),
+        _Option("minPartitions", "min_partitions", parse_positive),
+        _Option("maxRecordsPerPartition", "max_records_per_partition", parse_positive),
+        _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", parse_positive),
+        _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", parse_positive),
         _Option("maxTriggerDelay", "max_trigger_delay_ms", parse_duration_ms),
         _Option("targetBatchDuration", "target_batch_duration_ms", parse_duration_ms),
-        _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", _positive),
-        _Option("fetchOffset.numRetries", "fetch_offset_num_retries", _positive),
-        _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", _non_negative),
+        _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", parse_positive),
+        _Option("fetchOffset.numRetries", "fetch_offset_num_retries", parse_positive),
+        _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_non_negative),
         _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", _no_match),
         _Option("groupIdPrefix", None, _text),
     )
@@ -232,8 +191,6 @@ _NOT_FOR_STREAMING = {
 }
 
 #: Source options reserved for later work: rejected with a message saying so, never ignored.
-RESERVED_OPTIONS: dict[str, str] = {}
-
 KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
     sorted(
         [
@@ -279,7 +236,7 @@ def _parse_starting(given: Mapping[str, str]) -> StartingPosition:
         )
     if "startingtimestamp" in given:
         raw = given["startingtimestamp"]
-        return TimestampStart(_non_negative("startingTimestamp", raw))
+        return TimestampStart(parse_non_negative("startingTimestamp", raw))
     if "startingoffsetsbytimestamp" in given:
         return PartitionTimestampsStart(
             parse_partition_timestamps(given["startingoffsetsbytimestamp"])
@@ -345,12 +302,6 @@ class SourceOptions:
         for key, name in _NOT_FOR_STREAMING.items():
             if key in given:
                 raise OptionError(f"option '{name}' is not valid in streaming queries")
-        for key, name in RESERVED_OPTIONS.items():
-            if key in given:
-                raise OptionError(
-                    f"option '{name}' is reserved for a later version of this source and not "
-                    "supported yet"
-                )
 
         chosen = [k for k in _SUBSCRIPTIONS if k in given]
         if len(chosen) != 1:
@@ -362,12 +313,11 @@ class SourceOptions:
             )
         subscription = _parse_subscription(chosen[0], given[chosen[0]])
 
-        kafka_params = {k[len(PREFIX) :]: v for k, v in given.items() if k.startswith(PREFIX)}
-        kafka = client_config_from_options(kafka_params)
+        kafka = client_config_from_options(kafka_params(given))
 
         values: dict[str, Any] = {}
         for key, raw in given.items():
-            if key in _SUBSCRIPTIONS or key in _STARTING or key.startswith(PREFIX):
+            if key in _SUBSCRIPTIONS or key in _STARTING or key.startswith(KAFKA_PREFIX):
                 continue
             option = _OPTIONS.get(key)
             if option is None:

@@ -21,9 +21,12 @@ backwards (topic recreated), or a new partition not starting at 0 stop the query
 :class:`~unaligned.errors.DataLossError` naming the topic-partition and offsets; with
 ``failOnDataLoss=false`` the source logs a warning and reads what is still there.
 
-Known limit: Spark's own Kafka source stores the initial offsets of a new query in its
-checkpoint; a Python source sees no checkpoint location, so if the very first batch fails before
-it is committed, ``startingOffsets=latest`` (or a timestamp) is resolved again on restart.
+First batch after a restart: Spark's own Kafka source stores a new query's initial offsets in its
+checkpoint (``sources/0``); a Python source sees no checkpoint location, and a restart that re-runs
+the very first batch calls ``initialOffset()`` again. The initial offset therefore carries the
+positions it resolved as ``queryStart``, and planning a batch whose end carries them reads from
+there, so ``startingOffsets=latest`` or a timestamp is never resolved twice
+(:meth:`unaligned.source.offsets.KafkaSourceOffset.batch_start`).
 """
 
 from __future__ import annotations

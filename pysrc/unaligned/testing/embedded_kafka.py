@@ -1,8 +1,9 @@
 """EmbeddedKafka: a real single-node Kafka broker (KRaft) for tests, demos and benchmarks.
 
-The broker is Apache Kafka itself, run in a JVM by :mod:`unaligned.testing.jvm`; this module only picks
-ports and directories, waits for the broker, and wraps kafka-python clients for topic admin,
-produce and consume. Everything listens on 127.0.0.1 only.
+The broker is Apache Kafka itself, built by :mod:`unaligned.testing.shim_build` and run in a JVM
+by :mod:`unaligned.testing.broker_process`; this module only picks ports and directories, waits
+for the broker, and wraps kafka-python clients for topic admin, produce and consume. Everything
+listens on 127.0.0.1 only.
 
     with EmbeddedKafka() as kafka:
         kafka.create_topic("in", partitions=4)
@@ -28,7 +29,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from unaligned.errors import EmbeddedKafkaError
-from unaligned.testing import jvm
+from unaligned.testing import broker_process, shim_build
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,8 @@ class EmbeddedKafka:
 
     ``data_dir``: where the broker keeps its files (a temporary directory when ``None``).
     ``broker_properties``: server properties that override the defaults of
-    :func:`unaligned.testing.jvm.broker_properties`. The constructor has no side effects; the broker
-    runs between ``__enter__`` and ``__exit__``.
+    :func:`unaligned.testing.broker_process.broker_properties`. The constructor has no side
+    effects; the broker runs between ``__enter__`` and ``__exit__``.
     """
 
     def __init__(
@@ -66,7 +67,7 @@ class EmbeddedKafka:
         self._overrides = dict(broker_properties or {})
         self._data_dir: Path | None = None
         self._owns_data_dir = False
-        self._broker: jvm.BrokerProcess | None = None
+        self._broker: broker_process.BrokerProcess | None = None
         self._bootstrap: str | None = None
         self._admin: KafkaAdminClient | None = None
         self._producer: KafkaProducer | None = None
@@ -75,7 +76,7 @@ class EmbeddedKafka:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> EmbeddedKafka:
-        build = jvm.ensure_built()
+        build = shim_build.ensure_built()
         self._make_data_dir()
         started = time.monotonic()
         try:
@@ -105,22 +106,22 @@ class EmbeddedKafka:
             self._data_dir.mkdir(parents=True, exist_ok=True)
             self._owns_data_dir = False
 
-    def _start_broker(self, build: jvm.ShimBuild) -> None:
+    def _start_broker(self, build: shim_build.ShimBuild) -> None:
         assert self._data_dir is not None
         log_file = self._data_dir / LOG_FILE
         for attempt in range(1, _START_ATTEMPTS + 1):
-            props = jvm.broker_properties(
-                broker_port=jvm.free_loopback_port(),
-                controller_port=jvm.free_loopback_port(),
+            props = broker_process.broker_properties(
+                broker_port=broker_process.free_loopback_port(),
+                controller_port=broker_process.free_loopback_port(),
                 log_dir=self._data_dir / LOG_DIR,
                 overrides=self._overrides,
             )
             properties_file = self._data_dir / PROPERTIES_FILE
-            properties_file.write_text(jvm.render_properties(props))
-            broker = jvm.launch_broker(
+            properties_file.write_text(broker_process.render_properties(props))
+            broker = broker_process.launch_broker(
                 build,
                 properties_file=properties_file,
-                cluster_id=jvm.new_cluster_id(),
+                cluster_id=broker_process.new_cluster_id(),
                 log_file=log_file,
             )
             self._broker = broker
@@ -233,11 +234,13 @@ class EmbeddedKafka:
             self._admin_client().create_topics(spec, wait_for_metadata=True)
         except Exception as exc:
             raise EmbeddedKafkaError(
-                f"creating topic {name!r} ({partitions} partitions) on {self.bootstrap_servers} failed: {exc!r}"
+                f"creating topic {name!r} ({partitions} partitions) on {self.bootstrap_servers} "
+                f"failed: {exc!r}"
             ) from exc
 
     def add_partitions(self, name: str, total: int) -> None:
-        """Grow topic ``name`` to ``total`` partitions; returns once every partition has a leader."""
+        """Grow topic ``name`` to ``total`` partitions; returns once every partition has a
+        leader."""
         admin = self._admin_client()
         try:
             admin.create_partitions({name: total})
@@ -246,7 +249,8 @@ class EmbeddedKafka:
             raise
         except Exception as exc:
             raise EmbeddedKafkaError(
-                f"growing topic {name!r} to {total} partitions on {self.bootstrap_servers} failed: {exc!r}"
+                f"growing topic {name!r} to {total} partitions on {self.bootstrap_servers} "
+                f"failed: {exc!r}"
             ) from exc
 
     def _wait_for_partition_count(self, name: str, total: int) -> None:
@@ -286,7 +290,8 @@ class EmbeddedKafka:
             self._admin_client().delete_records({TopicPartition(topic, partition): before_offset})
         except Exception as exc:
             raise EmbeddedKafkaError(
-                f"deleting records of {topic}-{partition} before offset {before_offset} failed: {exc!r}"
+                f"deleting records of {topic}-{partition} before offset {before_offset} "
+                f"failed: {exc!r}"
             ) from exc
 
     def delete_topic(self, name: str) -> None:

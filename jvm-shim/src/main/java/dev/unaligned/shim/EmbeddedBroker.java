@@ -23,7 +23,7 @@ import org.apache.kafka.common.utils.Time;
  * Runs ONE single-node KRaft Kafka server (process.roles=broker,controller) in this JVM.
  *
  * <p>Usage: {@code java dev.unaligned.shim.EmbeddedBroker <server.properties> <cluster-id>}.
- * The properties file is written by {@code unaligned.testing.jvm}; it names the listeners (loopback
+ * {@code unaligned.testing.broker_process} writes the properties file: the listeners (loopback
  * only), the log directory and the single-node replication settings.
  *
  * <p>Steps:

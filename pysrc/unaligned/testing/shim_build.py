@@ -1,0 +1,252 @@
+"""Building ``jvm-shim`` (the embedded broker's launcher, a Maven module) and finding the build.
+
+Build: ``python -m unaligned.testing.shim_build build`` (or :func:`ensure_built`) runs
+``mvn package`` when the shim has never been built or when ``pom.xml`` or a file under ``src/``
+changed since the last build. The first build downloads the Kafka jars; later builds need no
+network. Builds from several processes at once are serialised by a file lock. After a build, one
+training start of the broker records a class-data-sharing archive (``target/broker.jsa``) that
+later starts map instead of loading and verifying thousands of classes again (about 40% faster
+startup). :mod:`unaligned.testing.broker_process` runs the built shim.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from unaligned.errors import EmbeddedKafkaError
+from unaligned.testing.broker_process import (
+    broker_properties,
+    free_loopback_port,
+    launch_broker,
+    new_cluster_id,
+    render_properties,
+    require_tool,
+)
+
+logger = logging.getLogger(__name__)
+
+SHIM_DIR_ENV = "UNALIGNED_JVM_SHIM_DIR"
+"""Environment variable naming the ``jvm-shim`` directory (default: found from this package)."""
+
+BUILD_STAMP_NAME = "unaligned-build.stamp"
+CLASS_DATA_ARCHIVE_NAME = "broker.jsa"
+BUILD_RECIPE = "2"  # bump when the build steps below change: forces a rebuild
+
+_MAVEN_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class ShimBuild:
+    """A built shim: its jar plus every runtime dependency jar (the launch classpath), and the
+    class-data-sharing archive recorded for this classpath, if there is one."""
+
+    shim_dir: Path
+    classpath: tuple[Path, ...]
+    class_data_archive: Path | None = None
+
+    def classpath_arg(self) -> str:
+        return os.pathsep.join(str(path) for path in self.classpath)
+
+
+def shim_dir() -> Path:
+    """The ``jvm-shim`` directory: ``$UNALIGNED_JVM_SHIM_DIR``, else ``<repo>/jvm-shim`` found
+    from this package's location (``pysrc/unaligned/testing`` -> ``../../../jvm-shim``)."""
+    override = os.environ.get(SHIM_DIR_ENV)
+    if override:
+        return Path(override).resolve()
+    return Path(__file__).resolve().parents[3] / "jvm-shim"
+
+
+def source_fingerprint(directory: Path) -> str:
+    """SHA-256 over the build recipe version, ``pom.xml`` and every file under ``src/``
+    (relative names and contents)."""
+    digest = hashlib.sha256(f"recipe {BUILD_RECIPE}\0".encode())
+    files = [directory / "pom.xml"]
+    src = directory / "src"
+    if src.is_dir():
+        files.extend(sorted(path for path in src.rglob("*") if path.is_file()))
+    for path in files:
+        digest.update(str(path.relative_to(directory)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _built_classpath(directory: Path) -> tuple[Path, ...]:
+    target = directory / "target"
+    jars = sorted(target.glob("unaligned-jvm-shim-*.jar"))
+    libs = sorted((target / "lib").glob("*.jar"))
+    return tuple(jars + libs)
+
+
+def _current_build(directory: Path, fingerprint: str) -> ShimBuild | None:
+    """The build in ``target/`` if its stamp says it was built from ``fingerprint``."""
+    stamp = directory / "target" / BUILD_STAMP_NAME
+    try:
+        if stamp.read_text().strip() != fingerprint:
+            return None
+    except FileNotFoundError:
+        return None
+    return _read_build(directory)
+
+
+def _read_build(directory: Path) -> ShimBuild | None:
+    classpath = _built_classpath(directory)
+    if not any(path.name.startswith("unaligned-jvm-shim-") for path in classpath):
+        return None
+    archive = directory / "target" / CLASS_DATA_ARCHIVE_NAME
+    return ShimBuild(
+        shim_dir=directory,
+        classpath=classpath,
+        class_data_archive=archive if archive.is_file() else None,
+    )
+
+
+def maven_command(mvn: str, *, offline: bool) -> list[str]:
+    """``mvn package`` in batch mode, quiet, tests skipped (the shim has none); ``offline`` uses
+    only the local Maven repository."""
+    return [mvn, "-B", "-q", *(["-o"] if offline else []), "-DskipTests", "package"]
+
+
+def _run_maven(mvn: str, directory: Path) -> subprocess.CompletedProcess[str]:
+    """Offline first (no network once Kafka's jars are in the local repository), then online."""
+    result: subprocess.CompletedProcess[str] | None = None
+    for offline in (True, False):
+        result = subprocess.run(
+            maven_command(mvn, offline=offline),
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        if result.returncode == 0:
+            return result
+        if offline:
+            logger.info("offline Maven build failed; retrying online (downloads missing jars)")
+    assert result is not None
+    return result
+
+
+def ensure_built(directory: Path | None = None) -> ShimBuild:
+    """Build the shim unless a build of the current ``pom.xml`` and sources exists.
+
+    Raises :class:`EmbeddedKafkaError` naming the missing tool, or with the tail of Maven's
+    output when the build fails.
+    """
+    directory = directory or shim_dir()
+    if not (directory / "pom.xml").is_file():
+        raise EmbeddedKafkaError(
+            f"no jvm-shim Maven module at {directory} (set {SHIM_DIR_ENV} to its directory)"
+        )
+    fingerprint = source_fingerprint(directory)
+    build = _current_build(directory, fingerprint)
+    if build is not None:
+        return build
+    require_tool("java")
+    mvn = require_tool("mvn")
+    target = directory / "target"
+    target.mkdir(exist_ok=True)
+    with open(target / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building right now
+        build = _current_build(directory, fingerprint)
+        if build is not None:
+            return build
+        shutil.rmtree(target / "lib", ignore_errors=True)  # no stale jars from an older pom
+        (target / CLASS_DATA_ARCHIVE_NAME).unlink(missing_ok=True)  # recorded for the old classpath
+        logger.info(
+            "building jvm-shim in %s (Maven fetches Kafka's jars if they are not cached yet)",
+            directory,
+        )
+        started = time.monotonic()
+        result = _run_maven(mvn, directory)
+        if result.returncode != 0:
+            tail = "\n".join(result.stdout.splitlines()[-_MAVEN_TAIL_LINES:])
+            raise EmbeddedKafkaError(
+                f"building jvm-shim in {directory} failed "
+                f"(mvn exit code {result.returncode}):\n{tail}"
+            )
+        logger.info("built jvm-shim in %.1f s", time.monotonic() - started)
+        build = _read_build(directory)
+        if build is None:
+            raise EmbeddedKafkaError(
+                f"mvn package in {directory} succeeded but left no shim jar in target/"
+            )
+        _record_class_data_archive(build, target / CLASS_DATA_ARCHIVE_NAME)
+        (target / BUILD_STAMP_NAME).write_text(fingerprint + "\n")
+    build = _current_build(directory, fingerprint)
+    assert build is not None
+    return build
+
+
+def _record_class_data_archive(build: ShimBuild, archive: Path) -> None:
+    """Start and stop the broker once with ``-XX:ArchiveClassesAtExit`` (a dynamic CDS archive of
+    every class it loaded). Optional: on failure the broker simply starts without an archive."""
+    started = time.monotonic()
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+    work = Path(tempfile.mkdtemp(prefix="unaligned-cds-"))
+    try:
+        props = broker_properties(
+            broker_port=free_loopback_port(),
+            controller_port=free_loopback_port(),
+            log_dir=work / "logs",
+        )
+        (work / "server.properties").write_text(render_properties(props))
+        broker = launch_broker(
+            build,
+            properties_file=work / "server.properties",
+            cluster_id=new_cluster_id(),
+            log_file=work / "broker.log",
+            extra_jvm_options=[f"-XX:ArchiveClassesAtExit={partial}"],
+        )
+        try:
+            broker.wait_ready(120.0)
+        finally:
+            broker.stop(60.0)
+        if not partial.is_file():
+            raise EmbeddedKafkaError(f"the JVM wrote no archive; log tail:\n{broker.log_tail()}")
+        os.replace(partial, archive)
+        logger.info(
+            "recorded class-data-sharing archive %s in %.1f s", archive, time.monotonic() - started
+        )
+    except (EmbeddedKafkaError, OSError) as exc:
+        logger.warning(
+            "no class-data-sharing archive for the embedded broker (slower starts): %s", exc
+        )
+    finally:
+        partial.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["build"]:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        try:
+            build = ensure_built()
+        except EmbeddedKafkaError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"jvm-shim ready: {len(build.classpath)} jars in {build.shim_dir / 'target'}")
+        return 0
+    print("usage: python -m unaligned.testing.shim_build build", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
