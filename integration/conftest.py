@@ -50,6 +50,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
 TopicFactory = Callable[..., str]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here needs Spark or the broker: ``-m "not integration"`` leaves them out."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture
 def new_topic(kafka: EmbeddedKafka) -> TopicFactory:
     """``new_topic(partitions=4, config={...}) -> name``: a fresh topic with a unique name."""

@@ -4,8 +4,9 @@ channel-state files written by the writer, real commit records, a Spark-format o
 
 from __future__ import annotations
 
-import time
+import json
 import pickle
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -109,13 +110,19 @@ def write_offset_log(
     """``<checkpoint>/offsets/<batchId>`` as Spark writes it (v1: one line per source)."""
     offsets = Path(options.checkpoint_location) / "offsets"
     offsets.mkdir(parents=True, exist_ok=True)
-    metadata = '{"batchWatermarkMs":0,"batchTimestampMs":%d,"conf":{}}' % start_ms
+    metadata = compact_json({"batchWatermarkMs": 0, "batchTimestampMs": start_ms, "conf": {}})
     (offsets / str(batch_id)).write_text("\n".join(["v1", metadata, *source_lines]))
 
 
 def source_offset(token: str | None) -> str:
-    token_part = f',"barrierToken":"{token}"' if token else ""
-    return '{"offsets":{"t":{"0":10}},"idleBarrier":0%s}' % token_part
+    offset: dict[str, object] = {"offsets": {"t": {"0": 10}}, "idleBarrier": 0}
+    if token:
+        offset["barrierToken"] = token
+    return compact_json(offset)
+
+
+def compact_json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def state_files(options: SinkOptions) -> set[tuple[int, str]]:

@@ -6,6 +6,7 @@ columns: test_kafka_sink_columns.py; its transactional ids: test_kafka_sink.py."
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -66,10 +67,10 @@ def write_spark_checkpoint(checkpoint: Path, batches: int = 10) -> None:
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
     (checkpoint / "metadata").write_text('{"id":"q-1"}')
     for batch_id in range(batches):
-        (checkpoint / "offsets" / str(batch_id)).write_text(
-            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":%d,"conf":{}}\n{"offsets":{},"idleBarrier":0}'
-            % (int(time.time() * 1000))
-        )
+        metadata = {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": {}}
+        source = {"offsets": {}, "idleBarrier": 0}
+        lines = ["v1", *(json.dumps(doc, separators=(",", ":")) for doc in (metadata, source))]
+        (checkpoint / "offsets" / str(batch_id)).write_text("\n".join(lines))
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ def _staging_files(tmp_path: Path) -> list[Path]:
     return [p for p in (tmp_path / "out" / STAGING_DIR).rglob("*") if p.is_file()]
 
 
-# --- the protocol with the file participant --------------------------------------------------------
+# --- the protocol with the file participant ------------------------------------------------------
 
 
 def test_write_commit_read_back(tmp_path: Path, task_context: Callable[..., None]) -> None:
@@ -268,7 +269,7 @@ def test_pruning_keeps_min_batches(tmp_path: Path, task_context: Callable[..., N
     assert _ids(tmp_path) == list(range(50))  # manifests are never pruned
 
 
-# --- call sequence with a recording participant -----------------------------------------------------
+# --- call sequence with a recording participant --------------------------------------------------
 
 
 class RecordingTask:
@@ -412,7 +413,7 @@ def test_new_messages_for_a_decided_batch_are_aborted(
     assert participant.calls == ["abort:5:1", "commit:5:1", "finish:5", "clean:5"]
 
 
-# --- build_stream_writer ---------------------------------------------------------------------------
+# --- build_stream_writer -------------------------------------------------------------------------
 
 
 def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:

@@ -123,9 +123,7 @@ def after_barrier(
     if stats:
         metrics = aggregate(record.batch_id, entry.batch_timestamp_ms, int(wall_clock_ms()), stats)
         write_metrics(options.checkpoint_location, metrics)
-    pending_rows = sum(
-        ref.remaining_rows for refs in record.channel_state.values() for ref in refs
-    )
+    pending_rows = sum(ref.remaining_rows for refs in record.channel_state.values() for ref in refs)
     hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
     for token in idle_barriers.tokens_in(source.offset for source in entry.sources):
         idle_barriers.publish(token, hint)

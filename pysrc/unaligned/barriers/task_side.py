@@ -248,4 +248,3 @@ class BarrierAlignment:
             state_inline_bytes=inline_bytes,
         )
         return TaskBarrierOutcome(tuple(pending), stats)
-

@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 
 from unaligned.errors import OptionError, SchemaMismatchError
 
-
 CODECS = ("null", "deflate", "snappy", "zstandard")
 #: Codec -> (modules fastavro can use for it, the package to install).
 _CODEC_MODULES: dict[str, tuple[tuple[str, ...], str]] = {

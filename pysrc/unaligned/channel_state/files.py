@@ -35,7 +35,6 @@ import pyarrow.fs as pafs
 from unaligned._fs import resolve_location
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 
-
 ATTEMPT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 """What a writer's ``attempt`` may be: it becomes part of the temporary file's name."""
 _FINAL_NAME = re.compile(r"^task-(\d+)\.avro$")

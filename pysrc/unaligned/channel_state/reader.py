@@ -26,8 +26,6 @@ from unaligned.channel_state.format import DECODE_ERRORS, open_validated
 from unaligned.channel_state.refs import ChannelStateRef
 from unaligned.errors import ChannelStateError
 
-
-
 # --- reading --------------------------------------------------------------------------------------
 
 

@@ -36,7 +36,6 @@ from unaligned.channel_state.refs import ChannelStateRef
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 
 
-
 class TaskWriter(Protocol):
     """One task attempt's prepared work (a transaction, a staging file).
 
