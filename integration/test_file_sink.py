@@ -61,6 +61,7 @@ def test_kafka_to_files_and_back(
             table.column("partition").to_pylist(),
             table.column("offset").to_pylist(),
             table.column("text").to_pylist(),
+            strict=True,
         )
     )
     assert read_back.filter(F.col("timestamp").isNull()).count() == 0

@@ -136,7 +136,10 @@ def test_bad_input_is_refused_before_any_data_moves(
         expected = "SinkConfigurationError: option 'kafka.acks' = '1'"
     elif case == "timeout_above_broker_max":
         options["kafka.transaction.timeout.ms"] = "86400000"
-        expected = "'kafka.transaction.timeout.ms' = 86400000 is above the brokers' transaction.max.timeout.ms="
+        expected = (
+            "'kafka.transaction.timeout.ms' = 86400000 is above the brokers' "
+            "transaction.max.timeout.ms="
+        )
     elif case == "value_type":
         df = df.select("key", F.length("value").alias("value"))
         expected = "SchemaMismatchError: Kafka sink input column 'value' has type int"

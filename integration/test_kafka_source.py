@@ -103,7 +103,7 @@ def test_reads_every_column_exactly_and_keeps_partition_order(
         expected = [s for s in sent if s[0] == partition]
         got = sorted((r for r in rows if r["partition"] == partition), key=lambda r: r["offset"])
         assert [r["offset"] for r in got] == list(range(len(expected)))
-        for (_, key, value, headers, ts), row in zip(expected, got):
+        for (_, key, value, headers, ts), row in zip(expected, got, strict=True):
             assert (row["key"], row["value"], row["topic"], row["timestampType"]) == (
                 key,
                 value,

@@ -219,7 +219,7 @@ def test_unacknowledged_bytes_drop_to_zero_after_flush(
     writer = kt.TransactionalWriter({**client_kwargs, "linger_ms": 60_000}, _txn_id("bytes"))
     with writer:
         writer.begin()
-        for i in range(10):
+        for _ in range(10):
             writer.send(topic, b"x" * 100, key=b"key", headers=[("hd", b"12345")])
         assert writer.unacknowledged_bytes() == 10 * (100 + 3 + 2 + 5)
         writer.flush(timeout_s=30)

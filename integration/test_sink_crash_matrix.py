@@ -101,7 +101,7 @@ def _finish(config: dict[str, Any], tmp_path: Path, crash_at: str | None = None)
     return run
 
 
-# --- input and checks ------------------------------------------------------------------------------
+# --- input and checks -----------------------------------------------------------------------------
 
 
 def _expected(partition: int) -> list[bytes]:
@@ -155,7 +155,7 @@ def _assert_files_exactly_once(output: Path, checkpoint: Path) -> None:
     table = read_committed_files(str(output))
     by_partition: dict[int, list[bytes]] = defaultdict(list)
     for partition, value in zip(
-        table.column("partition").to_pylist(), table.column("value").to_pylist()
+        table.column("partition").to_pylist(), table.column("value").to_pylist(), strict=True
     ):
         by_partition[partition].append(value)
     for p in range(PARTITIONS):
@@ -198,7 +198,7 @@ FILE_POINTS = [
 ]
 
 
-# --- Kafka sink ---------------------------------------------------------------------------------------
+# --- Kafka sink -----------------------------------------------------------------------------------
 
 
 def _kafka_config(
@@ -259,7 +259,7 @@ def test_kafka_sink_task_retry_loses_and_duplicates_nothing(
     assert attempts == {"1"}, "the committed transactions of batch 1 are the retried attempts"
 
 
-# --- file sink ----------------------------------------------------------------------------------------
+# --- file sink ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("point", FILE_POINTS)

@@ -223,5 +223,5 @@ def test_target_batch_duration_keeps_batches_near_the_target_behind_a_slow_udf(
     # they may dip by a few rows after a batch that ran a little over the target.
     steady, steady_rows = durations[1:-1], rows[1:-1]
     assert len(steady) >= 2 and all(r < rows[0] for r in steady_rows), (rows, durations)
-    assert all(b <= 4 * a for a, b in zip(rows[1:], rows[2:])), (rows, durations)
+    assert all(b <= 4 * a for a, b in zip(rows[1:], rows[2:], strict=False)), (rows, durations)
     assert all(900 <= d <= 6000 for d in steady), (rows, durations)

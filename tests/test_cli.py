@@ -135,7 +135,7 @@ def test_sample_values_are_distinct_and_rows_well_formed() -> None:
     values = [row[2] for row in broker.rows]
     # The demo counts distinct values to detect duplicates: every value must be unique.
     assert len(set(values)) == 50
-    for partition, key, value, headers, timestamp_ms in broker.rows:
+    for _partition, key, value, headers, timestamp_ms in broker.rows:
         assert isinstance(key, bytes) and key.startswith(b"sensor-")
         assert isinstance(value, bytes) and value.startswith(b'{"seq": ')
         assert headers == [("source", b"demo")]

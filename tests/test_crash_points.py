@@ -62,7 +62,9 @@ def test_fail_first_attempt_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 _CHILD = r"""
 import os, subprocess, sys, time
 # A grandchild in its OWN process group, like pyspark.daemon's workers.
-grandchild = subprocess.Popen([sys.executable, "-c", "import os, time; os.setpgid(0, 0); time.sleep(60)"])
+grandchild = subprocess.Popen(
+    [sys.executable, "-c", "import os, time; os.setpgid(0, 0); time.sleep(60)"]
+)
 with open(sys.argv[1], "w") as fh:
     fh.write(str(grandchild.pid))
 time.sleep(0.5)

@@ -1,7 +1,7 @@
 """Benchmarks: ``python -m benchmarks [name ...]`` runs every ``bench_*.py`` module here (or the
 named ones, with or without the ``bench_`` prefix). Each module has a ``main()`` that prints its
-figures and writes ``integration/benchmarks/results/<name>.json``. Benchmarks are never run by the tests and
-nothing asserts on their timings."""
+figures and writes ``integration/benchmarks/results/<name>.json``. Benchmarks are never run by
+the tests and nothing asserts on their timings."""
 
 from __future__ import annotations
 

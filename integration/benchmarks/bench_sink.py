@@ -3,10 +3,10 @@
 Run: ``python -m benchmarks.bench_sink`` (or ``python -m benchmarks sink``). Prints a table and
 writes ``integration/benchmarks/results/sink.json``.
 
-Setup: an :class:`~unaligned.testing.embedded_kafka.EmbeddedKafka` broker; 1,000,000 records with 100-byte
-values (no key) in a topic with 8 partitions; Spark ``local[2]`` in this process. Three queries
-read it with ``readStream.format("unaligned")`` and ``maxOffsetsPerTrigger=250000`` (4 batches,
-``trigger(availableNow=True)``):
+Setup: an :class:`~unaligned.testing.embedded_kafka.EmbeddedKafka` broker; 1,000,000 records
+with 100-byte values (no key) in a topic with 8 partitions; Spark ``local[2]`` in this process.
+Three queries read it with ``readStream.format("unaligned")`` and ``maxOffsetsPerTrigger=250000``
+(4 batches, ``trigger(availableNow=True)``):
 
 - ``noop``: to Spark's ``noop`` sink - what the source and Spark cost on their own (run first
   as ``noop-cold``, which also pays for starting the Python workers, and again last);

@@ -157,7 +157,8 @@ def main() -> dict[str, Any]:
         produce_s = produce(kafka.bootstrap_servers, topic)
         end_offsets = kafka.end_offsets(topic)
         print(
-            f"produced {RECORDS:,} records x {VALUE_BYTES} B over {PARTITIONS} partitions in {produce_s:.1f} s",
+            f"produced {RECORDS:,} records x {VALUE_BYTES} B over {PARTITIONS} partitions "
+            f"in {produce_s:.1f} s",
             flush=True,
         )
 

@@ -3,30 +3,33 @@
 Run: ``python -m benchmarks unaligned`` (or ``python -m benchmarks.bench_unaligned``). Prints
 the figures and writes ``integration/benchmarks/results/unaligned.json``.
 
-Setup: one :class:`~unaligned.testing.embedded_kafka.EmbeddedKafka` broker, Spark ``local[2]`` in this process.
-Every query is Kafka -> ``readStream.format("unaligned")`` -> ``writeStream.format("unaligned")``
--> Kafka, writing the ``partition`` column so each record keeps its partition number in an
-8-partition output topic, ``trigger(availableNow=True)``. A small warm-up query to Spark's
-``noop`` sink runs first so that no measured query pays for starting the Python workers.
+Setup: one :class:`~unaligned.testing.embedded_kafka.EmbeddedKafka` broker, Spark ``local[2]``
+in this process. Every query is Kafka -> ``readStream.format("unaligned")`` ->
+``writeStream.format("unaligned")`` -> Kafka, writing the ``partition`` column so each record
+keeps its partition number in an 8-partition output topic, ``trigger(availableNow=True)``. A
+small warm-up query to Spark's ``noop`` sink runs first so that no measured query pays for
+starting the Python workers.
 
 1. ``throttled``: 8,000 records of 1,000 bytes in 8 partitions, 4,000 of them in partition 0
    (the hot partition), the rest spread over partitions 1..7. The broker's default client quota
    ``producer_byte_rate`` is set to ``THROTTLE_BYTES_PER_S`` while the sink writes. Each sink
    producer has its own client id (``producer-<transactional id>``, Kafka's default), so the
-   quota applies per task: writing the hot partition's 4 MB takes more than 13 s. One input batch (``maxOffsetsPerTrigger`` covers
-   the whole input); sink options ``chunkRows=200``, ``maxUnacknowledgedBytes=131072``.
-   Run once with ``checkpointMode=aligned`` and once with ``checkpointMode=unaligned``,
-   ``alignedCheckpointTimeout=2s``. Batch durations come from the sink's per-barrier metrics
-   (``BarrierMetrics.duration_ms``: commit time minus the driver-fixed batch start) and from
-   Spark's progress (``durationMs.triggerExecution``); channel-state bytes per batch are
-   ``channel_state_bytes + inlined_bytes`` of each barrier. Exactly-once is checked by reading
-   the output back with read_committed: every partition must hold exactly its input, in order.
+   quota applies per task: writing the hot partition's 4 MB takes more than 13 s. One input
+   batch (``maxOffsetsPerTrigger`` covers the whole input); sink options ``chunkRows=200``,
+   ``maxUnacknowledgedBytes=131072``. Run once with ``checkpointMode=aligned`` and once with
+   ``checkpointMode=unaligned``, ``alignedCheckpointTimeout=2s``. Batch durations come from the
+   sink's per-barrier metrics (``BarrierMetrics.duration_ms``: commit time minus the
+   driver-fixed batch start) and from Spark's progress (``durationMs.triggerExecution``);
+   channel-state bytes per batch are ``channel_state_bytes + inlined_bytes`` of each barrier.
+   Exactly-once is checked by reading the output back with read_committed: every partition must
+   hold exactly its input, in order.
 2. ``throughput``: no throttle; ``THROUGHPUT_RECORDS`` records of 100 bytes over 8 partitions,
    ``maxOffsetsPerTrigger=250000``, default sink options, once per mode, unaligned first (with the
    default 30 s timeout: the cost of being ready to cut). Records/s = records / sum of the
    batches' ``triggerExecution``, as in ``bench_sink``, also without the first batch.
-   Exactly-once: read_committed count and every record's sequence number seen once. ``UNALIGNED_BENCH_THROUGHPUT_RECORDS`` overrides
-   the record count (this machine's sink does about 20k records/s).
+   Exactly-once: read_committed count and every record's sequence number seen once.
+   ``UNALIGNED_BENCH_THROUGHPUT_RECORDS`` overrides the record count (this machine's sink does
+   about 20k records/s).
 
 Each query runs once: figures for one machine at one time, not a regression gate.
 """
@@ -309,7 +312,8 @@ def _print_throttled(r: dict[str, Any]) -> None:
     print(
         f"  {r['mode']:>9}: batches {r['batches']} (writing {r['batches_writing']}), "
         f"sink duration p50 {r['sink_duration_ms_p50']} ms max {r['sink_duration_ms_max']} ms, "
-        f"triggerExecution p50 {r['trigger_ms_p50']} ms max {r['trigger_ms_max']} ms, wall {r['wall_s']} s",
+        f"triggerExecution p50 {r['trigger_ms_p50']} ms max {r['trigger_ms_max']} ms, "
+        f"wall {r['wall_s']} s",
         flush=True,
     )
     print(
@@ -408,17 +412,20 @@ def main() -> dict[str, Any]:
                 result["check"] = _check_count(kafka, result["output_topic"], throughput_records)
                 throughput.append(result)
                 print(
-                    f"  {mode:>9}: {result['records_per_s']:,} records/s ({result['batches']} batches, "
+                    f"  {mode:>9}: {result['records_per_s']:,} records/s "
+                    f"({result['batches']} batches, "
                     f"trigger ms {result['trigger_ms']}, cut {result['batches_cut']}, wall "
                     f"{result['wall_s']} s, {result['records_per_s_wall']:,} records/s wall, "
-                    f"{result['records_per_s_after_first_batch']:,} records/s after the first batch); "
+                    f"{result['records_per_s_after_first_batch']:,} records/s "
+                    "after the first batch); "
                     f"exactly-once: {result['check']['exactly_once']}",
                     flush=True,
                 )
             ratio = _ratio(throughput, "records_per_s")
             ratio_steady = _ratio(throughput, "records_per_s_after_first_batch")
             print(
-                f"  unaligned / aligned throughput: {ratio} (after the first batch: {ratio_steady})",
+                f"  unaligned / aligned throughput: {ratio} "
+                f"(after the first batch: {ratio_steady})",
                 flush=True,
             )
             summary["throughput"] = {
@@ -426,7 +433,8 @@ def main() -> dict[str, Any]:
                 "records_note": (
                     "full 1,000,000 records"
                     if throughput_records == DEFAULT_THROUGHPUT_RECORDS
-                    else f"reduced to {throughput_records:,} records (set by {THROUGHPUT_RECORDS_ENV})"
+                    else f"reduced to {throughput_records:,} records "
+                    f"(set by {THROUGHPUT_RECORDS_ENV})"
                 ),
                 "value_bytes": THROUGHPUT_VALUE_BYTES,
                 "max_offsets_per_trigger": THROUGHPUT_MAX_OFFSETS,

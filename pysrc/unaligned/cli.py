@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-
 def _spark_session(app_name: str):  # type: ignore[no-untyped-def]
     """A local Spark session whose Python workers run this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -110,14 +109,16 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
         file_counts = Counter(files.column("partition").to_pylist())
         kafka_counts = Counter(r.partition for r in broker.consume_all(output_topic))
         print(
-            f"\n{'partition':>9} {'produced':>9} {'to kafka':>9} {'to files':>9}   ({batches} batches)"
+            f"\n{'partition':>9} {'produced':>9} {'to kafka':>9} {'to files':>9}   "
+            f"({batches} batches)"
         )
         for p in range(partitions):
             print(f"{p:>9} {produced[p]:>9} {kafka_counts[p]:>9} {file_counts[p]:>9}")
         from unaligned.barriers.metrics import read_metrics
 
         print(
-            "\nKafka sink barriers (batch: mode, duration from batch start, rows written/spilled/replayed)"
+            "\nKafka sink barriers "
+            "(batch: mode, duration from batch start, rows written/spilled/replayed)"
         )
         for m in read_metrics(str(workdir / "checkpoint-kafka")):
             print(

@@ -38,7 +38,6 @@ from typing import NoReturn
 
 from unaligned.errors import InjectedFailureError, OptionError
 
-
 CRASH_AT_ENV = "UNALIGNED_CRASH_AT"
 """``<point>[@<batchId>][,<point>[@<batchId>]...]``: the points armed in this process tree."""
 

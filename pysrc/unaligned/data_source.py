@@ -2,7 +2,8 @@
 
 One class serves three roles, chosen by what Spark asks for:
 
-- ``spark.readStream.format("unaligned")``: the Kafka source (:mod:`unaligned.source.stream_reader`).
+- ``spark.readStream.format("unaligned")``: the Kafka source
+  (:mod:`unaligned.source.stream_reader`).
 - ``df.writeStream.format("unaligned")``: the two-phase-commit sink
   (:mod:`unaligned.sink.two_phase_commit`), to Kafka or to Parquet files.
 - ``spark.read.format("unaligned").option("path", ...)``: a batch read of the files the file

@@ -74,7 +74,9 @@ def test_sasl_plain_jaas_maps_to_username_and_password() -> None:
         (
             {
                 "sasl.mechanism": "GSSAPI",
-                "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;",
+                "sasl.jaas.config": (
+                    "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"
+                ),
             },
             "kafka.sasl.jaas.config.*Krb5LoginModule",
         ),
@@ -121,7 +123,9 @@ def test_jaas_errors_do_not_echo_the_password() -> None:
             {
                 **SERVERS,
                 "sasl.mechanism": "SCRAM-SHA-256",
-                "sasl.jaas.config": 'x.PlainLoginModule required username="u" password="topsecret";',
+                "sasl.jaas.config": (
+                    'x.PlainLoginModule required username="u" password="topsecret";'
+                ),
             }
         )
     assert "topsecret" not in str(excinfo.value)

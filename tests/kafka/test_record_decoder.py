@@ -75,7 +75,7 @@ def test_decoded_columns_equal_kafka_pythons_records(codecs: tuple[int, ...]) ->
     rng = random.Random(7)
     buffer = b"".join(
         build_batch(base, random_records(rng, n), compression=codec)
-        for (base, n), codec in zip([(0, 5), (5, 40), (45, 1), (46, 200)], codecs)
+        for (base, n), codec in zip([(0, 5), (5, 40), (45, 1), (46, 200)], codecs, strict=True)
     )
     decoded = decode_record_batches(buffer, TP, 0, include_headers=True)
     assert decoded.columns is not None

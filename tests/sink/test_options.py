@@ -134,7 +134,9 @@ def test_secrets_never_in_repr() -> None:
         {
             **KAFKA,
             "kafka.sasl.mechanism": "PLAIN",
-            "kafka.sasl.jaas.config": 'x.PlainLoginModule required username="u" password="hunter2";',
+            "kafka.sasl.jaas.config": (
+                'x.PlainLoginModule required username="u" password="hunter2";'
+            ),
         }
     )
     assert "hunter2" not in repr(options)

@@ -64,7 +64,7 @@ def _message(
     return SinkCommitMessage(batch_id, partition, 0, 1, outcome, prepared)
 
 
-# --- step 2b: decide --------------------------------------------------------------------------------
+# --- step 2b: decide ------------------------------------------------------------------------------
 
 
 def test_prepared_items_skip_empty_tasks_in_partition_order() -> None:

@@ -266,7 +266,10 @@ def test_bad_values_name_the_option(key: str, value: str) -> None:
 def test_min_offsets_above_max_offsets_is_contradictory() -> None:
     with pytest.raises(
         OptionError,
-        match="'minOffsetsPerTrigger' \\(20\\) is higher than option 'maxOffsetsPerTrigger' \\(10\\)",
+        match=(
+            "'minOffsetsPerTrigger' \\(20\\) is higher than option "
+            "'maxOffsetsPerTrigger' \\(10\\)"
+        ),
     ):
         parse(minOffsetsPerTrigger="20", maxOffsetsPerTrigger="10")
 
@@ -313,7 +316,10 @@ def test_unknown_kafka_option_is_rejected_by_name() -> None:
 
 
 def test_secret_values_never_show_in_repr_or_errors() -> None:
-    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="svc" password="hunter2";'
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="svc" password="hunter2";'
+    )
     o = SourceOptions.parse(
         {
             **BASE,

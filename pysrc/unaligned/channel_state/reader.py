@@ -42,7 +42,8 @@ def read_channel_state(
     Size, CRC-32 and header are checked before this returns; the row count when the
     iteration ends. A caller that stops early and wrote ``n`` of the yielded rows carries the
     rest forward with ``ref.advanced(n)``. ``expected_schema``, when given, must equal the
-    stored schema.
+    stored schema. ``filesystem``, when given, is where a file ref's path is opened; a file
+    ref written without a URI needs the one its writer was handed.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")

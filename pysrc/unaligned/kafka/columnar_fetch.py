@@ -8,8 +8,8 @@ kafka-python decodes every record in Python (about 40,000 records/s per core).
 batches still go through kafka-python's own ``PartitionRecords``.
 
 This relies on private internals of kafka-python :data:`PINNED_KAFKA_PYTHON`
-(``tests/kafka/test_columnar_fetch.py`` fails when they change). With another version the hook is not
-installed and :func:`unaligned.source.arrow_rows.columns_from_consumer_records` converts
+(``tests/kafka/test_columnar_fetch.py`` fails when they change). With another version the hook is
+not installed and :func:`unaligned.source.arrow_rows.columns_from_consumer_records` converts
 kafka-python's records instead.
 """
 

@@ -30,7 +30,6 @@ from unaligned.kafka.record_columns import RecordColumns
 from unaligned.kafka.record_fields import RecordScan, decode_fields, read_varint
 
 
-
 @dataclass(frozen=True)
 class DecodedFetch:
     """One fetch response decoded: its records (or ``None``) and where the next fetch starts."""

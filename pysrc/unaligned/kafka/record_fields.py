@@ -23,7 +23,6 @@ from unaligned.errors import RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
 
-
 _HEADERS_TYPE: pa.DataType = kafka_arrow_schema(True).field("headers").type
 
 

@@ -19,8 +19,8 @@ sees the coordinator's exact error code (kafka-python's ``EndTxnHandler`` folds
 without bound); it runs no producer sender thread; and it pipelines many commits on one
 connection. ``EndTxn`` is capped at v3 like kafka-python's producer: transaction protocol v1,
 where the epoch does not change at commit, so committing a completed transaction again succeeds.
-The private names are pinned by ``tests/kafka/test_transaction_coordinator.py``; the resume is proved
-end to end by ``integration/test_kafka_transactions.py``.
+The private names are pinned by ``tests/kafka/test_transaction_coordinator.py``; the resume is
+proved end to end by ``integration/test_kafka_transactions.py``.
 
 Coordinator answers and what they become: success or a repeated commit -> done;
 ``CONCURRENT_TRANSACTIONS``, coordinator moved or loading, transport errors -> retried with
@@ -42,7 +42,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Union
+from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, TransactionState
@@ -84,7 +84,7 @@ listed as open."""
 
 # An answer to one EndTxn: the broker's error class (NoError on success), or the retriable
 # exception that stopped the request from being answered (connection lost, timed out).
-_Answer = Union[type, BaseException]
+_Answer = type | BaseException
 
 
 class _EndTxnOutcome(enum.Enum):
@@ -159,10 +159,10 @@ def _end_all(
             for start in range(0, len(pending), _END_TXN_WINDOW):
                 window = pending[start : start + _END_TXN_WINDOW]
                 answers += _run_window(admin, window, outcome, remaining_ms)
-            retry = [(p, a) for p, a in zip(pending, answers) if _is_retriable(a)]
+            retry = [(p, a) for p, a in zip(pending, answers, strict=True) if _is_retriable(a)]
             refused += [
                 (p, a)
-                for p, a in zip(pending, answers)
+                for p, a in zip(pending, answers, strict=True)
                 if a is not kafka_errors.NoError and not _is_retriable(a)
             ]
             if not retry:

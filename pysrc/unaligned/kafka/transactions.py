@@ -3,9 +3,10 @@
 The Kafka sink writes each task's records into a transaction on the executor
 (:class:`TransactionalWriter`), *prepares* it (flushed, still open) and hands the
 :class:`PreparedTransaction` to the driver, which commits it later in another OS process
-(:func:`unaligned.kafka.transaction_coordinator.commit_prepared`, which also explains how a transaction
-is resumed without ``init_transactions`` and the stale-EndTxn hazard). :meth:`prepare` checks
-every record was acknowledged, so the coordinator knows every partition the transaction wrote.
+(:func:`unaligned.kafka.transaction_coordinator.commit_prepared`, which also explains how a
+transaction is resumed without ``init_transactions`` and the stale-EndTxn hazard).
+:meth:`prepare` checks every record was acknowledged, so the coordinator knows every partition
+the transaction wrote.
 
 The writer reads the producer's private ``_transaction_manager.producer_id_and_epoch``; it is
 pinned by ``tests/kafka/test_transactions.py``.
@@ -29,7 +30,6 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionWriteError,
 )
-
 
 PRODUCER_CLOSE_TIMEOUT_S = 10.0
 

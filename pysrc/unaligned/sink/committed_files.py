@@ -1,9 +1,10 @@
 """Read back exactly what the file sink committed: the files its manifest names, nothing else.
 
-The file sink (:mod:`unaligned.sink.file_participant`) writes one manifest entry per committed micro-batch,
-``<path>/_unaligned_manifest/<batchId>.json``, after the batch's files have their final names.
-Readers list the manifest directory, never the data directory, so staged files of undecided or
-failed attempts and final files of a batch whose manifest entry is not written yet are invisible.
+The file sink (:mod:`unaligned.sink.file_participant`) writes one manifest entry per committed
+micro-batch, ``<path>/_unaligned_manifest/<batchId>.json``, after the batch's files have their
+final names. Readers list the manifest directory, never the data directory, so staged files of
+undecided or failed attempts and final files of a batch whose manifest entry is not written yet
+are invisible.
 
 Two ways in:
 
@@ -35,7 +36,6 @@ from unaligned.sink.file_participant import (
     manifest_name,
 )
 from unaligned.sink.options import absolute_path
-
 
 READ_BATCH_ROWS = 64 * 1024
 
@@ -177,7 +177,7 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """Cast to exactly the Arrow schema Spark expects (types and nullability)."""
     if batch.schema.equals(target):
         return batch
-    arrays = [batch.column(name).cast(field.type) for name, field in zip(target.names, target)]
+    arrays = [batch.column(name).cast(field.type) for name, field in zip(target.names, target, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 

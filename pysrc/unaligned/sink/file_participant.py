@@ -34,7 +34,6 @@ from unaligned.errors import CommitLogError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import FileTarget
 
-
 PARTICIPANT = "files"
 STAGING_DIR = "_unaligned_staging"
 MANIFEST_DIR = "_unaligned_manifest"

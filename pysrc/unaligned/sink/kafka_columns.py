@@ -13,9 +13,10 @@ ignored):
 ===============  ======================================  =========================================
 
 :func:`kafka_columns` finds and type-checks them when the stream writer is built
-(:func:`unaligned.sink.two_phase_commit.build_stream_writer`), before any data moves; nullability is
-ignored. :func:`bytes_list` and :func:`headers_list` turn a chunk's columns into the values the
-task's producer sends (:class:`unaligned.sink.kafka_participant.KafkaTaskWriter`, step 1 of the protocol).
+(:func:`unaligned.sink.two_phase_commit.build_stream_writer`), before any data moves;
+nullability is ignored. :func:`bytes_list` and :func:`headers_list` turn a chunk's columns into
+the values the task's producer sends (:class:`unaligned.sink.kafka_participant.KafkaTaskWriter`,
+step 1 of the protocol).
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ from pyspark.sql.types import (
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
 from unaligned.sink.options import KafkaTarget
 
-
 _HEADERS_TYPE = ArrayType(
     StructType().add("key", StringType(), True).add("value", BinaryType(), True)
 )
 
 
-# --- schema, when the writer is built --------------------------------------------------------------
+# --- schema, when the writer is built -------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,8 @@ def _same_type(actual: DataType, expected: DataType) -> bool:
             isinstance(actual, StructType)
             and [f.name.lower() for f in actual.fields] == [f.name for f in expected.fields]
             and all(
-                _same_type(a.dataType, e.dataType) for a, e in zip(actual.fields, expected.fields)
+                _same_type(a.dataType, e.dataType)
+                for a, e in zip(actual.fields, expected.fields, strict=True)
             )
         )
     return type(actual) is type(expected)

@@ -6,11 +6,12 @@ sink) and their types: :mod:`unaligned.sink.kafka_columns`. The participant cont
 
 Transactional ids are ``<prefix>-<batchId>-<partitionId>-<attemptNumber>``: unique per query,
 batch and task attempt, so no id ever carries two transactions of one run (see the hazard in
-:mod:`unaligned.kafka.transaction_coordinator`). After a restart the replayed batch reuses the ids of the
-crashed run; recovery (and the new producer's own ``init_transactions``) fences them first. The
-default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique
-to the query on the cluster, because recovery aborts every open transaction whose id is exactly
-``<prefix>-<n>-<n>-<n>`` (ids of other prefixes that merely start with it never match).
+:mod:`unaligned.kafka.transaction_coordinator`). After a restart the replayed batch reuses the
+ids of the crashed run; recovery (and the new producer's own ``init_transactions``) fences them
+first. The default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must
+be unique to the query on the cluster, because recovery aborts every open transaction whose id
+is exactly ``<prefix>-<n>-<n>-<n>`` (ids of other prefixes that merely start with it never
+match).
 
 Transaction timeout: a prepared transaction must be committed by the driver within
 ``kafka.transaction.timeout.ms`` of its first record, or the broker aborts it (and bumps the
@@ -140,7 +141,8 @@ def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
 
 _BROKER_MAX_TIMEOUT_MS: dict[tuple[tuple[str, str], ...], int] = {}
 """Per-process memo of the brokers' transaction.max.timeout.ms, keyed by the client kwargs: the
-check runs before every micro-batch (see unaligned.sink.writer_role.writer_role) and the value is static."""
+check runs before every micro-batch (see unaligned.sink.writer_role.writer_role) and the value is
+static."""
 
 
 def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
@@ -258,7 +260,8 @@ class KafkaParticipant:
         """Nothing beyond the commits: Kafka's transaction markers are the visibility switch."""
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
-        """Abort prepared transactions of an undecided batch; failures only logged (cleanup fences)."""
+        """Abort prepared transactions of an undecided batch; failures only logged (cleanup
+        fences)."""
         kwargs = self.client_kwargs()
         for item in items:
             prepared = prepared_from_json(item)

@@ -54,7 +54,6 @@ from unaligned.channel_state.avro_rows import check_codec
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.client_options import producer_kwargs
 
-
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 DEFAULT_CHUNK_ROWS = 1000
 DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 1024 * 1024
@@ -252,7 +251,8 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
         prefix = prefix.strip()
         if not prefix or any(c.isspace() for c in prefix):
             raise SinkConfigurationError(
-                f"option 'transactionalIdPrefix' must be non-empty without whitespace, got {prefix!r}"
+                "option 'transactionalIdPrefix' must be non-empty without whitespace, "
+                f"got {prefix!r}"
             )
     return KafkaTarget(
         kafka_params=dict(kafka_params),

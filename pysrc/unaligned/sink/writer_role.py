@@ -1,7 +1,8 @@
 """Which Spark worker process called ``DataSource.streamWriter``.
 
 Spark 4.3 (checked with logging, pyspark 4.3.0) calls ``streamWriter`` in two kinds of Python
-processes, and the sink must behave differently in each (see :mod:`unaligned.sink.two_phase_commit`):
+processes, and the sink must behave differently in each (see
+:mod:`unaligned.sink.two_phase_commit`):
 
 - :data:`PLANNER_MODULE` plans the write of *every micro-batch* (not only the first batch of a
   run): once before each batch's tasks, in a reused planner worker. The writer it returns is
@@ -9,8 +10,8 @@ processes, and the sink must behave differently in each (see :mod:`unaligned.sin
 - :data:`COMMIT_RUNNER_MODULE` runs each ``commit``/``abort`` in a new process with a new writer;
   recovery there would abort the batch being committed, so it never runs there.
 
-:func:`writer_role` tells them apart from the call stack. ``tests/sink/test_writer_role.py`` fails if
-pyspark renames either module.
+:func:`writer_role` tells them apart from the call stack. ``tests/sink/test_writer_role.py``
+fails if pyspark renames either module.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import enum
 import sys
 from types import FrameType
-
 
 PLANNER_MODULE = "pyspark.sql.worker.write_into_data_source"
 COMMIT_RUNNER_MODULE = "pyspark.sql.worker.python_streaming_sink_runner"

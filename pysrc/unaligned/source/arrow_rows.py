@@ -1,7 +1,8 @@
 """Decoded Kafka records -> the source's Arrow batches, in bounded chunks.
 
-The schema is Spark's Kafka source schema (:func:`unaligned.kafka.record_columns.kafka_source_schema`).
-Records arrive as :class:`RecordColumns` (one partition, offset order): from the fast decoder in
+The schema is Spark's Kafka source schema
+(:func:`unaligned.kafka.record_columns.kafka_source_schema`). Records arrive as
+:class:`RecordColumns` (one partition, offset order): from the fast decoder in
 :mod:`unaligned.kafka.record_decoder` (plugged into kafka-python's fetcher by
 :mod:`unaligned.kafka.columnar_fetch`), or from kafka-python's ``ConsumerRecord``s through
 :func:`columns_from_consumer_records` when that hook cannot be installed.
@@ -19,7 +20,6 @@ import pyarrow as pa
 
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
-
 
 MAX_BATCH_ROWS = 65_536
 MAX_BATCH_BYTES = 16 * 1024 * 1024

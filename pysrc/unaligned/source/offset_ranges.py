@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 from unaligned.kafka.partitions import TopicPartitionId
 
-
-
 # --- ranges ---------------------------------------------------------------------------------
 
 
@@ -48,7 +46,7 @@ def _pieces_per_range(sizes: Sequence[int], min_partitions: int) -> list[int]:
         return [1] * count
     extra = min_partitions - count
     shares = [extra * size / total for size in sizes]
-    pieces = [1 + min(int(math.floor(s)), max(size - 1, 0)) for s, size in zip(shares, sizes)]
+    pieces = [1 + min(int(math.floor(s)), max(size - 1, 0)) for s, size in zip(shares, sizes, strict=True)]
     leftover = min_partitions - sum(pieces)
     order = sorted(range(count), key=lambda i: (-(shares[i] - math.floor(shares[i])), i))
     while leftover > 0:
@@ -84,9 +82,12 @@ def split_ranges(
     if min_partitions is not None:
         pieces = _pieces_per_range([r.size for r in ordered], min_partitions)
     if max_records_per_partition is not None:
-        pieces = [max(p, -(-r.size // max_records_per_partition)) for p, r in zip(pieces, ordered)]
+        pieces = [
+            max(p, -(-r.size // max_records_per_partition))
+            for p, r in zip(pieces, ordered, strict=True)
+        ]
     out: list[OffsetRange] = []
-    for rng, count in zip(ordered, pieces):
+    for rng, count in zip(ordered, pieces, strict=True):
         start = rng.start
         remaining = rng.size
         for i in range(count):

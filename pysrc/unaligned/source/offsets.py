@@ -33,7 +33,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Union
+from typing import Any
 
 from unaligned.errors import OffsetFormatError
 from unaligned.kafka.partitions import TopicPartitionId
@@ -48,7 +48,7 @@ class Boundary(Enum):
     LATEST = -1
 
 
-PartitionPosition = Union[int, Boundary]
+PartitionPosition = int | Boundary
 
 
 # --- JSON options ----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Union
+from typing import Any
 
 from unaligned._parsing import (
     KAFKA_PREFIX,
@@ -91,7 +91,7 @@ class Assign:
     partitions: tuple[TopicPartitionId, ...]
 
 
-Subscription = Union[Subscribe, SubscribePattern, Assign]
+Subscription = Subscribe | SubscribePattern | Assign
 
 
 @dataclass(frozen=True)
@@ -125,9 +125,9 @@ class PartitionTimestampsStart:
     timestamps: Mapping[TopicPartitionId, int]
 
 
-StartingPosition = Union[
-    EarliestStart, LatestStart, OffsetsStart, TimestampStart, PartitionTimestampsStart
-]
+StartingPosition = (
+    EarliestStart | LatestStart | OffsetsStart | TimestampStart | PartitionTimestampsStart
+)
 
 
 class NoMatchStrategy(Enum):

@@ -8,7 +8,8 @@ task and uses only what the :class:`~unaligned.source.partition_reader.KafkaInpu
 carries.
 
 Offsets are "next offset to read" positions; ranges are ``[start, end)``; the checkpointed
-offset is :class:`~unaligned.source.offsets.KafkaSourceOffset` JSON, with room for an ``idleBarrier`` counter.
+offset is :class:`~unaligned.source.offsets.KafkaSourceOffset` JSON, with room for an
+``idleBarrier`` counter.
 
 Per batch Spark calls ``latestOffset(start, limit)`` -> ``commit(previous end)`` ->
 ``partitions(start, end)``; after a restart it replays the last planned batch with

@@ -1,0 +1,555 @@
+"""Faults only a real cluster has: speculative copies, lost executor JVMs, stage retries.
+
+Each query runs in ``integration/query_runner.py`` (a subprocess in its own session) on a
+multi-JVM master, and is checked like the crash matrix (``test_sink_crash_matrix.py``): every
+input record read back once (Kafka: ``read_committed``; files: the manifest), in input order per
+partition; last stable offset == end offset on every output partition and no open transaction
+of the sink's prefix; no staging file and no channel-state file left; every batch finished.
+
+- Speculation needs executors on *different hosts*: Spark never starts a speculative copy on a
+  host where the task already has an attempt, and every ``local-cluster`` executor is on the
+  same host. Those tests use :class:`cluster.StandaloneCluster` (workers on 127.0.0.2 and
+  127.0.0.3), started once for the module.
+- Executor kills and fetch failures use ``local-cluster[2,1,1024]``: the standalone workers in
+  the driver JVM launch a replacement executor after a kill.
+
+Helpers: ``integration/cluster.py``. These tests are expected to expose sink bugs (shared
+channel-state file names between attempts, transactional ids reused when ``attemptNumber``
+restarts at 0 in a new stage attempt): a failure names what the sink got wrong; harness
+preconditions (the fault really happened) are asserted separately, with "harness:" messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+
+import cluster
+from unaligned.kafka.transaction_coordinator import list_transactional_ids
+from unaligned.sink.commit_log import CommitLog
+from unaligned.sink.committed_files import read_committed_files
+from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR
+from unaligned.testing import EmbeddedKafka
+from harness import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+RUNNER = Path(__file__).with_name("query_runner.py")
+LOCAL_CLUSTER = "local-cluster[2,1,1024]"
+PARTITIONS = 4
+RUN_TIMEOUT_S = 240
+
+TopicFactory = Callable[..., str]
+
+
+# --- running the query -----------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str
+    driver_log: str
+    status: dict[str, Any]
+    markers: list[dict[str, Any]] = field(default_factory=list)
+
+    def tail(self) -> str:
+        return f"exit {self.returncode}\n{self.output[-6000:]}"
+
+    def summary(self) -> dict[str, Any]:
+        for line in reversed(self.output.strip().splitlines()):
+            if line.startswith("{"):
+                return dict(json.loads(line))
+        return {}
+
+
+class Runner:
+    """One query_runner.py process; ``controller(runner)`` runs while it does (kills etc.)."""
+
+    def __init__(self, config: dict[str, Any], tmp_path: Path) -> None:
+        self.dir = tmp_path / f"run-{time.monotonic_ns()}"
+        self.dir.mkdir()
+        self.markers_dir = self.dir / "markers"
+        self.markers_dir.mkdir()
+        self.status_file = self.dir / "status.json"
+        self.driver_log = self.dir / "driver.log"
+        self.output = self.dir / "runner.log"
+        self.config = {
+            **config,
+            "work_dir": str(tmp_path / "spark-work"),
+            "task_marker_dir": str(self.markers_dir),
+            "status_file": str(self.status_file),
+            "driver_log": str(self.driver_log),
+        }
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+
+    def start(self) -> "Runner":
+        env = {k: v for k, v in os.environ.items() if not k.startswith("UNALIGNED_CRASH")}
+        env["PYSPARK_PYTHON"] = sys.executable
+        env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        env.pop("SPARK_HOME", None)
+        with self.output.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(RUNNER), json.dumps(self.config)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def status(self, timeout_s: float = 120) -> dict[str, Any]:
+        wait_until(
+            lambda: self.status_file.exists() or not self.running(),
+            "the runner's Spark session",
+            timeout_s,
+        )
+        assert self.status_file.exists(), f"harness: runner died at start\n{self.read_output()[-4000:]}"
+        return dict(json.loads(self.status_file.read_text()))
+
+    def markers(self) -> list[dict[str, Any]]:
+        out = []
+        for path in self.markers_dir.iterdir():
+            if not path.name.startswith("."):
+                out.append(json.loads(path.read_text()))
+        return sorted(out, key=lambda m: m["time"])
+
+    def wait_marker(self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            hits = [m for m in self.markers() if predicate(m)]
+            if hits:
+                return hits[0]
+            assert self.running(), f"harness: the query ended before {what}\n{self.read_output()[-4000:]}"
+            assert time.monotonic() < deadline, f"harness: timed out waiting for {what}"
+            time.sleep(0.05)
+
+    def read_output(self) -> str:
+        return self.output.read_text(errors="replace") if self.output.exists() else ""
+
+    def wait(self, timeout_s: float = RUN_TIMEOUT_S) -> Run:
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        status = json.loads(self.status_file.read_text()) if self.status_file.exists() else {}
+        log = self.driver_log.read_text(errors="replace") if self.driver_log.exists() else ""
+        return Run(self.proc.returncode, self.read_output(), log, status, self.markers())
+
+    def kill(self) -> None:
+        """SIGKILL the runner's whole session (its own processes only, found by session id)."""
+        if self.proc is None:
+            return
+        session = self.proc.pid  # start_new_session: the runner leads its session
+        for pid in cluster._pids():
+            stat = cluster._stat(pid)
+            if stat is not None and stat[2] == session:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+        self.proc.wait(timeout=30)
+
+
+def run_query(
+    config: dict[str, Any], tmp_path: Path, controller: Optional[Callable[[Runner], None]] = None
+) -> Run:
+    runner = Runner(config, tmp_path).start()
+    try:
+        if controller is not None:
+            controller(runner)
+        return runner.wait()
+    finally:
+        if runner.running():
+            runner.kill()
+
+
+def finished(run: Run) -> None:
+    assert run.returncode == 0, f"the query failed; {run.tail()}"
+
+
+def executor_logs(tmp_path: Path) -> str:
+    """Every executor's stderr under the runs' Spark homes (for failure messages)."""
+    parts = []
+    for path in sorted(tmp_path.rglob("stderr")):
+        text = path.read_text(errors="replace")
+        interesting = [l for l in text.splitlines() if " ERROR " in l or "Exception" in l or "WARN" in l]
+        if interesting:
+            parts.append(f"== {path.relative_to(tmp_path)}\n" + "\n".join(interesting[-25:]))
+    return "\n".join(parts)[-6000:]
+
+
+# --- input and checks -------------------------------------------------------------------------------
+
+
+def _values(partition: int, count: int, size: int) -> list[bytes]:
+    return [f"p{partition}-{i:05d}-".encode().ljust(size, b"x") for i in range(count)]
+
+
+def make_input(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, counts: dict[int, int], size: int = 64
+) -> tuple[str, dict[int, list[bytes]]]:
+    topic = new_topic(partitions=PARTITIONS)
+    expected = {p: _values(p, counts.get(p, 0), size) for p in range(PARTITIONS)}
+    kafka.produce(
+        topic,
+        [(p, f"k{i % 7}".encode(), v, None, None) for p in range(PARTITIONS) for i, v in enumerate(expected[p])],
+    )
+    return topic, expected
+
+
+def _channel_state_files(checkpoint: Path) -> list[Path]:
+    state_dir = checkpoint / "unaligned" / "channel-state"
+    return [p for p in state_dir.rglob("*") if p.is_file()] if state_dir.exists() else []
+
+
+def _assert_sink_state_clean(checkpoint: Path) -> None:
+    log = CommitLog.under_checkpoint(str(checkpoint))
+    assert log.unfinished_batch_ids() == [], "batches decided but not finished"
+    decided = log.decided_batch_ids()
+    assert decided, "no batch was decided"
+    latest = log.read(decided[-1])
+    assert latest is not None and dict(latest.channel_state) == {}, "channel state left pending"
+    leftovers = _channel_state_files(checkpoint)
+    assert leftovers == [], f"channel-state files left: {leftovers}"
+
+
+def _diff(got: list[bytes], want: list[bytes]) -> str:
+    dupes = len(got) - len(set(got))
+    missing = len(set(want) - set(got))
+    extra = len(set(got) - set(want))
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    return (
+        f"{len(got)} records (want {len(want)}): {dupes} duplicates, {missing} missing, {extra} "
+        f"unexpected, first difference at index {first}"
+    )
+
+
+def assert_kafka_exactly_once(
+    kafka: EmbeddedKafka, output: str, expected: dict[int, list[bytes]], checkpoint: Path, prefix: str
+) -> None:
+    wait_until(
+        lambda: kafka.last_stable_offsets(output) == kafka.end_offsets(output),
+        "last stable offset == end offset on every output partition (no transaction left open)",
+        timeout_s=15,
+    )
+    open_ids = list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix)
+    assert open_ids == [], f"open transactions of the sink: {open_ids}"
+    got: dict[int, list[bytes]] = defaultdict(list)
+    for record in kafka.consume_all(output, read_committed=True):
+        got[record.partition].append(record.value)
+    for partition, values in expected.items():
+        assert got[partition] == values, f"output partition {partition}: {_diff(got[partition], values)}"
+    _assert_sink_state_clean(checkpoint)
+
+
+def assert_files_exactly_once(output: Path, expected: dict[int, list[bytes]], checkpoint: Path) -> None:
+    table = read_committed_files(str(output))
+    got: dict[int, list[bytes]] = defaultdict(list)
+    for partition, value in zip(table.column("partition").to_pylist(), table.column("value").to_pylist()):
+        got[partition].append(value)
+    for partition, values in expected.items():
+        assert got[partition] == values, f"input partition {partition}: {_diff(got[partition], values)}"
+    staged = [f for f in (output / STAGING_DIR).rglob("*") if f.is_file()]
+    assert staged == [], f"staging files left: {staged}"
+    listed = set()
+    for entry in (output / MANIFEST_DIR).glob("*.json"):
+        listed.update(f["path"] for f in json.loads(entry.read_text())["files"])
+    data_files = {f.name for f in output.glob("*.parquet")}
+    assert data_files == listed, f"data files not in the manifest: {sorted(data_files - listed)}"
+    _assert_sink_state_clean(checkpoint)
+
+
+def base_config(kafka: EmbeddedKafka, topic: str, checkpoint: Path, max_offsets: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap": kafka.bootstrap_servers,
+        "input_topic": topic,
+        "checkpoint": str(checkpoint),
+        "max_offsets": max_offsets,
+        **extra,
+    }
+
+
+# --- speculation (standalone cluster: two loopback hosts) -------------------------------------------
+
+SPECULATION_CONF = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.multiplier": "2",
+    "spark.speculation.quantile": "0.5",
+    "spark.speculation.minTaskRuntime": "500ms",
+    # Python tasks report no input-rate metrics; judge by run time alone.
+    "spark.speculation.efficiency.enabled": "false",
+    "spark.task.maxFailures": "4",
+}
+SPEC_COUNTS = {0: 400, 1: 400, 2: 400, 3: 400}
+SLOW_PARTITION = 3
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.StandaloneCluster]:
+    with cluster.StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2) as spark_cluster:
+        yield spark_cluster
+
+
+def _speculation_config(
+    kafka: EmbeddedKafka, topic: str, checkpoint: Path, master: str, slow_attempts: str, **extra: Any
+) -> dict[str, Any]:
+    return base_config(
+        kafka,
+        topic,
+        checkpoint,
+        max_offsets=800,  # two batches of 200 records per partition
+        master=master,
+        spark_conf=SPECULATION_CONF,
+        slow_partition=SLOW_PARTITION,
+        slow_ms_per_row=15,  # 3 s per slow task attempt, the others take a fraction of a second
+        slow_attempts=slow_attempts,
+        **extra,
+    )
+
+
+def _assert_speculated(run: Run) -> None:
+    """Harness: a speculative copy of the slow task really ran (its marker has attempt >= 1)."""
+    copies = [m for m in run.markers if m["partition"] == SLOW_PARTITION and m["attempt"] >= 1]
+    speculative_starts = [s for s in cluster.task_starts(run.driver_log) if s.speculative]
+    assert copies and speculative_starts, (
+        "harness: no speculative copy of the slow task ran "
+        f"(markers {[(m['batch'], m['partition'], m['attempt']) for m in run.markers]})"
+    )
+
+
+@pytest.mark.parametrize("slow_attempts", ["first", "all"])
+def test_speculation_kafka_sink(
+    slow_attempts: str,
+    standalone: cluster.StandaloneCluster,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    """A slow task gets a speculative copy on the other executor; one attempt wins the commit
+    coordinator, the other is killed with its transaction open. ``first``: only attempt 0 is
+    slow (the copy wins, the original dies mid-write); ``all``: both are slow and both spill
+    channel state past ``alignedCheckpointTimeout`` (1 s)."""
+    topic, expected = make_input(kafka, new_topic, SPEC_COUNTS)
+    output = new_topic(partitions=PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+    prefix = f"ua-spec-{tmp_path.name}"
+    config = _speculation_config(
+        kafka,
+        topic,
+        checkpoint,
+        standalone.master_url,
+        slow_attempts,
+        output_topic=output,
+        extra_sink_options={
+            "transactionalIdPrefix": prefix,
+            "alignedCheckpointTimeout": "1s",
+            "chunkRows": "50",
+        },
+    )
+    run = run_query(config, tmp_path)
+    finished(run)
+    _assert_speculated(run)
+    assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix)
+
+
+@pytest.mark.parametrize("slow_attempts", ["first", "all"])
+def test_speculation_file_sink(
+    slow_attempts: str,
+    standalone: cluster.StandaloneCluster,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    """The same with the file sink: the losing attempt's staging file must not be published."""
+    topic, expected = make_input(kafka, new_topic, SPEC_COUNTS)
+    output = tmp_path / "out"
+    checkpoint = tmp_path / "checkpoint"
+    config = _speculation_config(
+        kafka,
+        topic,
+        checkpoint,
+        standalone.master_url,
+        slow_attempts,
+        output_path=str(output),
+        extra_sink_options={"alignedCheckpointTimeout": "1s", "chunkRows": "50"},
+    )
+    run = run_query(config, tmp_path)
+    finished(run)
+    _assert_speculated(run)
+    assert_files_exactly_once(output, expected, checkpoint)
+
+
+# --- an executor JVM killed while channel state is pending (local-cluster) ------------------------
+
+THROTTLE_BYTES_PER_S = 200_000
+HOT_COUNTS = {0: 1200, 1: 200, 2: 200, 3: 200}
+VALUE_BYTES = 1000
+
+
+@pytest.fixture
+def throttled(kafka: EmbeddedKafka) -> Iterator[None]:
+    kafka.throttle_producers(THROTTLE_BYTES_PER_S)
+    try:
+        yield
+    finally:
+        kafka.throttle_producers(None)
+
+
+def test_executor_killed_while_channel_state_is_pending(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path, throttled: None
+) -> None:
+    """Batch 0 is cut at its 1 s barrier and leaves channel state for the hot partition's task;
+    while batch 1's task replays it (throttled producer), its executor JVM and Python workers
+    are SIGKILLed. Spark retries the task on the other (or the replacement) executor; the killed
+    attempt's transaction and channel-state temp file are left behind."""
+    topic, expected = make_input(kafka, new_topic, HOT_COUNTS, VALUE_BYTES)
+    output = new_topic(partitions=PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+    prefix = f"ua-kill-{tmp_path.name}"
+    config = base_config(
+        kafka,
+        topic,
+        checkpoint,
+        max_offsets=1000,
+        master=LOCAL_CLUSTER,
+        output_topic=output,
+        extra_sink_options={
+            "transactionalIdPrefix": prefix,
+            "checkpointMode": "unaligned",
+            "alignedCheckpointTimeout": "1s",
+            "chunkRows": "100",
+            "maxUnacknowledgedBytes": "65536",
+        },
+    )
+    killed: dict[str, Any] = {}
+
+    def kill_during_replay(runner: Runner) -> None:
+        status = runner.status()
+        log = CommitLog.under_checkpoint(str(checkpoint))
+
+        def pending_after_batch_0() -> bool:
+            record = log.read(0)
+            return record is not None and bool(record.channel_state)
+
+        wait_until(lambda: pending_after_batch_0() or not runner.running(), "batch 0's commit record", 90)
+        record = log.read(0)
+        assert record is not None and record.channel_state, (
+            f"harness: batch 0 left no channel state to replay\n{runner.read_output()[-3000:]}"
+        )
+        heir = sorted(record.channel_state)[0]
+        marker = runner.wait_marker(
+            lambda m: m["batch"] == 1 and m["partition"] == heir, f"batch 1's task {heir}"
+        )
+        found = cluster.executors(session=status["session"])
+        target = cluster.executor_of(marker["pid"], found)
+        assert target is not None, f"harness: no executor above pid {marker['pid']} in {found}"
+        killed["executor"] = target
+        killed["pids"] = cluster.kill_executor(target)
+        killed["at"] = time.time()
+        cluster.wait_gone(killed["pids"])
+
+    run = run_query(config, tmp_path, kill_during_replay)
+    finished(run)
+    assert killed, "harness: nothing was killed"
+    # Harness: the killed executor's task ran again (attempt >= 1) in batch 1.
+    retried = [s for s in cluster.task_starts(run.driver_log) if s.attempt >= 1]
+    assert retried, "harness: no task was retried after the executor was killed"
+    assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix)
+
+
+# --- a fetch failure and a stage retry (local-cluster, a shuffle before the sink) ------------------
+
+FETCH_COUNTS = {0: 300, 1: 300, 2: 300, 3: 300}
+
+
+def _expected_by_key(expected: dict[int, list[bytes]]) -> dict[tuple[int, bytes], list[bytes]]:
+    out: dict[tuple[int, bytes], list[bytes]] = defaultdict(list)
+    for partition, values in expected.items():
+        for i, value in enumerate(values):
+            out[(partition, f"k{i % 7}".encode())].append(value)
+    return out
+
+
+def test_fetch_failure_stage_retry_kafka_sink(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """Batch 1 shuffles by key before the sink. While both sink tasks run (slowly: the slow
+    partition's rows are spread over both), the JVM of one executor is SIGKILLed: its map output
+    is gone (no external shuffle service), so its task's re-run fails to fetch, Spark resubmits
+    the map stage and then the result stage as attempt 1, whose tasks start again at
+    ``attemptNumber`` 0 while the other task of attempt 0 may still run."""
+    topic, expected = make_input(kafka, new_topic, FETCH_COUNTS)
+    output = new_topic(partitions=PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+    prefix = f"ua-fetch-{tmp_path.name}"
+    config = base_config(
+        kafka,
+        topic,
+        checkpoint,
+        max_offsets=600,  # two batches of 150 records per partition
+        master=LOCAL_CLUSTER,
+        output_topic=output,
+        shuffle_before_sink="key",
+        slow_partition=SLOW_PARTITION,
+        slow_ms_per_row=100,  # ~75 slow rows per sink task per batch: ~7 s
+        spark_conf={
+            "spark.shuffle.service.enabled": "false",
+            # Executors share one host: without this a reducer reads a dead executor's shuffle
+            # files straight from its disk and never fails to fetch.
+            "spark.shuffle.readHostLocalDisk": "false",
+            "spark.task.maxFailures": "4",
+        },
+        extra_sink_options={"transactionalIdPrefix": prefix},
+    )
+    killed: dict[str, Any] = {}
+
+    def kill_holder_of_map_output(runner: Runner) -> None:
+        status = runner.status()
+        marker = runner.wait_marker(lambda m: m["batch"] == 1, "batch 1's sink tasks")
+        # Both sink tasks have started (one per executor) before the kill.
+        runner.wait_marker(
+            lambda m: m["batch"] == 1 and m["partition"] != marker["partition"], "the other sink task", 30
+        )
+        found = cluster.executors(session=status["session"])
+        target = cluster.executor_of(marker["pid"], found)
+        assert target is not None, f"harness: no executor above pid {marker['pid']} in {found}"
+        killed["executor"] = target
+        killed["result_stage"] = marker["stage"]
+        killed["pids"] = cluster.kill_executor(target)
+        cluster.wait_gone(killed["pids"])
+
+    run = run_query(config, tmp_path, kill_holder_of_map_output)
+    assert killed, "harness: nothing was killed"
+    # Harness: the kill made a fetch fail and the result stage ran again as attempt 1, with
+    # task attempt numbers starting at 0 again.
+    stage = killed["result_stage"]
+    starts = [s for s in cluster.task_starts(run.driver_log) if s.stage == stage]
+    retry_starts = [s for s in starts if s.stage_attempt >= 1]
+    assert cluster.fetch_failure_lines(run.driver_log), (
+        f"harness: no fetch failure in the driver log; stage {stage} starts: {starts}"
+    )
+    assert retry_starts and min(s.attempt for s in retry_starts) == 0, (
+        f"harness: result stage {stage} was not retried with attempt numbers from 0: {starts}"
+    )
+    finished(run)
+    assert_kafka_exactly_once(kafka, output, _by_partition(expected), checkpoint, prefix)
+
+
+def _by_partition(expected: dict[int, list[bytes]]) -> dict[int, list[bytes]]:
+    return expected
