@@ -327,9 +327,17 @@ class StandaloneCluster:
 
 # --- the driver's scheduler log -------------------------------------------------------------------
 
+# Spark 4: "Starting task <index>.<attempt> in stage <stage>.<stageAttempt> (TID <tid>)
+# (<host>,executor <id>, partition <partition>, <locality>, <n> bytes)"; <index> is the task's
+# index in its task set (not the partition: a resubmitted stage numbers its tasks from 0 again).
 _STARTING = re.compile(
-    r"Starting task (?P<index>\d+)\.(?P<attempt>\d+) in stage (?P<stage>\d+)\.(?P<stage_attempt>\d+)"
-    r" \(TID (?P<tid>\d+)\)(?:.*?executor (?P<executor>\S+?)[,)])?"
+    r"Starting task (?P<index>\d+)\.(?P<attempt>\d+) in stage "
+    r"(?P<stage>\d+)\.(?P<stage_attempt>\d+) \(TID (?P<tid>\d+)\)"
+    r"(?: \((?P<host>[^,]*),\s*executor (?P<executor>[^,]+), partition (?P<partition>\d+))?"
+)
+# "Marking task <index> in stage <stage>.<stageAttempt> (on <host>) as speculatable because ..."
+_SPECULATABLE = re.compile(
+    r"Marking task (?P<index>\d+) in stage (?P<stage>\d+)\.(?P<stage_attempt>\d+) .*speculatable"
 )
 _FETCH_FAILED = re.compile(r"FetchFailed|MetadataFetchFailed|fetch failure", re.IGNORECASE)
 
@@ -342,13 +350,22 @@ class TaskStart:
     attempt: int
     tid: int
     executor: str
+    partition: int
     speculative: bool
 
 
 def task_starts(log_text: str) -> list[TaskStart]:
-    """Every ``Starting task i.a in stage s.t (TID n, ...)`` line of the driver log."""
+    """Every ``Starting task i.a in stage s.t (TID n) (...)`` line of the driver log.
+
+    Spark 4 does not say "speculative" there: a start is marked speculative when the task was
+    marked speculatable before it and it is not the first attempt."""
     out = []
+    speculatable: set[tuple[int, int, int]] = set()
     for line in log_text.splitlines():
+        marked = _SPECULATABLE.search(line)
+        if marked:
+            speculatable.add((int(marked["stage"]), int(marked["stage_attempt"]), int(marked["index"])))
+            continue
         match = _STARTING.search(line)
         if match:
             out.append(
@@ -359,7 +376,10 @@ def task_starts(log_text: str) -> list[TaskStart]:
                     attempt=int(match["attempt"]),
                     tid=int(match["tid"]),
                     executor=match["executor"] or "",
-                    speculative="speculative" in line.lower(),
+                    partition=int(match["partition"]) if match["partition"] else -1,
+                    speculative=int(match["attempt"]) > 0
+                    and (int(match["stage"]), int(match["stage_attempt"]), int(match["index"]))
+                    in speculatable,
                 )
             )
     return out

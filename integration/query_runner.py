@@ -39,13 +39,15 @@ Optional keys for real-cluster fault tests (``integration/test_cluster_faults.py
     ``partition`` column (the Kafka partition it was read from) equals ``slow_partition``.
     Columns stay ``key, value, partition, offset``. ``slow_attempts``: ``all`` (default: every
     task attempt is slow) or ``first`` (only attempt 0 of a task sleeps, so a speculative copy
-    or a retry runs at full speed).
+    or a retry runs at full speed). ``slow_batches``: only these batch ids are slow (default:
+    all).
 ``task_marker_dir``
     The same ``mapInArrow`` step (added also without ``slow_partition``) writes one file per
     task attempt as it receives its first rows, named
-    ``b<batch>-s<stage>.<stageAttempt>-p<partition>.<attempt>-tid<taskAttemptId>-pid<pid>``
-    with a JSON body of the same fields: tests use it to time a kill and to find the executor
-    that runs a given task (the pid is the Python worker's).
+    ``b<batch>-s<stage>-p<partition>.<attempt>-tid<taskAttemptId>-pid<pid>`` with a JSON body of
+    the same fields and ``time``: tests use it to time a kill and to find the executor that runs
+    a given task (the pid is the Python worker's). Python's ``TaskContext`` has no stage attempt
+    number: join ``tid`` with the ``driver_log`` task starts (``TID n``) for it.
 ``shuffle_before_sink``
     ``true`` or a column name: ``repartition(spark.sql.shuffle.partitions, <column>)`` before
     the sink, so the sink's stage reads a shuffle. ``true`` means the ``partition`` column: every
@@ -123,6 +125,7 @@ def _marker_step(config: dict[str, Any]) -> Any:
     slow_partition = config.get("slow_partition")
     delay_s = float(config.get("slow_ms_per_row", 0)) / 1000.0
     first_only = config.get("slow_attempts", "all") == "first"
+    slow_batches = config.get("slow_batches")
     marker_dir = config.get("task_marker_dir")
 
     def step(batches: Any) -> Any:
@@ -138,13 +141,15 @@ def _marker_step(config: dict[str, Any]) -> Any:
         slow = slow_partition is not None and delay_s > 0
         if slow and first_only and context.attemptNumber() != 0:
             slow = False
+        batch_id = int(context.getLocalProperty("streaming.sql.batchId") or -1)
+        if slow and slow_batches is not None and batch_id not in slow_batches:
+            slow = False
         for batch in batches:
             if marker_dir and not marked and batch.num_rows:
                 marked = True
                 info = {
-                    "batch": int(context.getLocalProperty("streaming.sql.batchId") or -1),
+                    "batch": batch_id,
                     "stage": context.stageId(),
-                    "stage_attempt": context.stageAttemptNumber(),
                     "partition": context.partitionId(),
                     "attempt": context.attemptNumber(),
                     "tid": context.taskAttemptId(),
@@ -152,7 +157,7 @@ def _marker_step(config: dict[str, Any]) -> Any:
                     "time": _time.time(),
                 }
                 name = (
-                    f"b{info['batch']}-s{info['stage']}.{info['stage_attempt']}"
+                    f"b{info['batch']}-s{info['stage']}"
                     f"-p{info['partition']}.{info['attempt']}-tid{info['tid']}-pid{info['pid']}"
                 )
                 tmp = _os.path.join(marker_dir, f".{name}.tmp")

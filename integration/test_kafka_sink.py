@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from harness import kafka_stream, wait_until
-from unaligned.kafka import transaction_coordinator
+from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.two_phase_commit import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka
@@ -85,7 +85,7 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
             assert item["transactionalId"].startswith(f"{prefix}-{batch_id}-")
     wait_until(
         lambda: (
-            transaction_coordinator.list_transactional_ids(
+            transaction_states.list_transactional_ids(
                 {"bootstrap_servers": kafka.bootstrap_servers}, prefix
             )
             == []

@@ -21,7 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from harness import kafka_stream, wait_for_query
 from kafka import KafkaProducer
-from unaligned.errors import OffsetFormatError
+from unaligned.errors import DataLossError, OffsetFormatError
 from unaligned.kafka.record_columns import kafka_source_schema
 from unaligned.source.options import SourceOptions
 from unaligned.source.stream_reader import KafkaStreamReader
@@ -312,6 +312,95 @@ def test_fail_on_data_loss_after_records_are_deleted_below_the_next_offset(
     else:
         run_available_now(df, out, checkpoint)
         assert [r["offset"] for r in read_back(spark, out)] == list(range(20)) + list(range(30, 40))
+
+
+def test_a_flaky_listing_keeps_a_topic_and_a_real_deletion_drops_it(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Driver-side, against the real broker: a listing of every topic that leaves out a known
+    topic is checked with a direct metadata request; only a real deletion drops the topic."""
+    kept, deleted = new_topic(partitions=1), new_topic(partitions=1)
+    produce_numbered(kafka, kept, 1, 0, 5)
+    produce_numbered(kafka, deleted, 1, 0, 5)
+    options = {
+        "subscribe": f"{kept},{deleted}",
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "startingOffsets": "earliest",
+    }
+    reader = KafkaStreamReader(SourceOptions.parse(options))
+    real_listing = reader._lookup.topics
+    left_out: list[str] = []
+
+    def flaky_listing() -> dict[str, list[int]]:
+        listing = real_listing()
+        while left_out:
+            listing.pop(left_out.pop(), None)
+        return listing
+
+    monkeypatch.setattr(reader._lookup, "topics", flaky_listing)
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, ReadAllAvailable())
+    assert ranges_of(reader.partitions(start, first)) == [(0, 0, 5), (0, 0, 5)]
+
+    produce_numbered(kafka, deleted, 1, 5, 5)
+    left_out.append(deleted)  # one refresh without the topic, which still exists
+    second = reader.latestOffset(first, ReadAllAvailable())
+    assert second["offsets"] == {kept: {"0": 5}, deleted: {"0": 10}}
+    left_out.append(deleted)  # and one more while the batch is planned
+    assert [
+        (str(p.range.tp), p.range.start, p.range.end) for p in reader.partitions(first, second)
+    ] == [
+        (f"{kept}-0", 5, 5),
+        (f"{deleted}-0", 5, 10),
+    ]
+
+    kafka.delete_topic(deleted)  # the broker now answers UNKNOWN_TOPIC_OR_PARTITION
+    produce_numbered(kafka, kept, 1, 5, 3)
+    third = reader.latestOffset(second, ReadAllAvailable())
+    assert third["offsets"] == {kept: {"0": 8}}
+    with pytest.raises(DataLossError, match=f"{deleted}-0 from offset 10"):
+        reader.partitions(second, third)
+    reader.stop()
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_deleted_topic_is_detected_when_the_query_restarts(
+    spark: Any,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Path,
+    fail_on_data_loss: bool,
+) -> None:
+    kept, deleted = new_topic(partitions=1), new_topic(partitions=1)
+    produce_numbered(kafka, kept, 1, 0, 10)
+    produce_numbered(kafka, deleted, 1, 100, 10)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    df = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", f"{kept},{deleted}")
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", str(fail_on_data_loss).lower())
+        .option("fetchOffset.retryIntervalMs", "100")
+        .load()
+    )
+    run_available_now(df, out, checkpoint)
+    assert len(read_back(spark, out)) == 20
+    kafka.delete_topic(deleted)
+    produce_numbered(kafka, kept, 1, 10, 5)
+
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as excinfo:
+            run_available_now(df, out, checkpoint)
+        message = str(excinfo.value)
+        assert "DataLossError" in message and f"{deleted}-0" in message, message
+        assert len(read_back(spark, out)) == 20
+    else:
+        run_available_now(df, out, checkpoint)
+        rows = read_back(spark, out)
+        assert sorted((r["topic"], r["offset"]) for r in rows) == sorted(
+            [(kept, i) for i in range(15)] + [(deleted, i) for i in range(10)]
+        )
 
 
 def test_read_committed_yields_exactly_the_committed_records_and_moves_past_markers(

@@ -34,7 +34,7 @@ import pytest
 from harness import wait_until
 from unaligned import crash_points
 from unaligned.barriers.offset_log import read_query_id
-from unaligned.kafka import transaction_coordinator
+from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR
@@ -122,7 +122,7 @@ def _prefix(checkpoint: Path) -> str:
 
 
 def _open_ids(kafka: EmbeddedKafka, checkpoint: Path) -> list[str]:
-    return transaction_coordinator.list_transactional_ids(
+    return transaction_states.list_transactional_ids(
         {"bootstrap_servers": kafka.bootstrap_servers}, _prefix(checkpoint)
     )
 

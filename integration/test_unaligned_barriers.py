@@ -20,7 +20,7 @@ import pytest
 
 from harness import kafka_stream
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
-from unaligned.kafka.transaction_coordinator import list_transactional_ids
+from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 

@@ -68,7 +68,8 @@ def resolve_location(location: str, filesystem: pafs.FileSystem | None = None) -
 def read_text(location: Location) -> str:
     """The whole (small) file at ``location`` as UTF-8; ``FileNotFoundError`` if absent."""
     with location.filesystem.open_input_stream(location.path) as stream:
-        return stream.read().decode("utf-8")
+        data: bytes = stream.read()
+        return data.decode("utf-8")
 
 
 def atomic_write(location: Location, data: bytes) -> None:
@@ -105,7 +106,8 @@ def read_bytes(location: Location) -> bytes | None:
     """The whole file, or ``None`` if it does not exist."""
     try:
         with location.filesystem.open_input_stream(location.path) as stream:
-            return stream.read()
+            data: bytes = stream.read()
+            return data
     except FileNotFoundError:
         return None
 
@@ -124,3 +126,35 @@ def numbered_files(directory: Location) -> list[int]:
 def describe(location: Location) -> str:
     """The URI of ``location`` where it has one, else its path (for messages)."""
     return location.uri or location.path
+
+
+def create_exclusive(location: Location, data: bytes) -> bool:
+    """Write ``data`` to ``location`` whole, only if nothing is there yet; ``False`` if it was.
+
+    On a local filesystem (and any POSIX mount, e.g. NFS or a FUSE-mounted object store) the
+    file is written under a temporary name, fsynced, and hard-linked to its final name: the
+    link fails if the name exists, so of two writers racing exactly one wins. Other pyarrow
+    filesystems have no exclusive create; there the check and the write are two steps, and two
+    writers within the same instant could both succeed (the last one's file stays).
+    """
+    fs = location.filesystem
+    if not isinstance(fs, pafs.LocalFileSystem):
+        if fs.get_file_info(location.path).type != pafs.FileType.NotFound:
+            return False
+        atomic_write(location, data)
+        return True
+    parent, _, name = location.path.rpartition("/")
+    os.makedirs(parent, exist_ok=True)
+    temporary = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "wb") as stream:
+        stream.write(data)
+        stream.flush()
+        os.fsync(stream.fileno())
+    try:
+        os.link(temporary, location.path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(temporary)
+    _fsync_path(parent)
+    return True

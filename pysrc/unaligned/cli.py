@@ -16,11 +16,23 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from unaligned.testing.embedded_kafka import ProduceRecord
 
 
-def _spark_session(app_name: str):  # type: ignore[no-untyped-def]
+class _Producer(Protocol):
+    """What the demo needs of a broker: ``EmbeddedKafka.produce`` (a recorder in the tests)."""
+
+    def produce(self, topic: str, records: Iterable[ProduceRecord]) -> None: ...
+
+
+def _spark_session(app_name: str) -> SparkSession:
     """A local Spark session whose Python workers run this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -38,12 +50,12 @@ def _spark_session(app_name: str):  # type: ignore[no-untyped-def]
     return spark
 
 
-def _produce_sample(broker, topic: str, partitions: int, records: int) -> Counter:  # type: ignore[no-untyped-def]
+def _produce_sample(broker: _Producer, topic: str, partitions: int, records: int) -> Counter[int]:
     """Produce ``records`` keyed records round-robin over ``partitions``; count per partition."""
-    per_partition: Counter = Counter()
+    per_partition: Counter[int] = Counter()
     now_ms = int(time.time() * 1000)
 
-    def rows():  # type: ignore[no-untyped-def]
+    def rows() -> Iterator[ProduceRecord]:
         for i in range(records):
             partition = i % partitions
             per_partition[partition] += 1
@@ -171,7 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(metrics_jsonl(args.checkpoint))
         return 0
     parser.error(f"unknown command {args.command}")
-    return 2
 
 
 if __name__ == "__main__":

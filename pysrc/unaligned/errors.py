@@ -72,6 +72,12 @@ class TransactionCommitError(UnalignedError):
     """
 
 
+class TransactionExpiredError(UnalignedError):
+    """A batch was not decided because a prepared transaction can no longer commit (the broker
+    aborted it after ``kafka.transaction.timeout.ms``, or another producer fenced it). Nothing
+    of the batch was written; it runs again when the query restarts."""
+
+
 class TransactionAbortError(UnalignedError):
     """The broker refused to abort a prepared transaction (already committed, fenced, unknown)."""
 

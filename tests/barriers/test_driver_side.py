@@ -4,6 +4,7 @@ channel-state files written by the writer, real commit records, a Spark-format o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import time
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from unaligned.barriers import idle as idle_barriers
+from unaligned.barriers.barrier import Barrier, Deadline
 from unaligned.barriers.driver_side import (
     after_barrier,
     collect_channel_state_garbage,
@@ -22,7 +24,8 @@ from unaligned.barriers.driver_side import (
 )
 from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
 from unaligned.barriers.metrics import TaskBarrierStats, read_metrics
-from unaligned.channel_state.files import list_barrier_ids, list_state_files
+from unaligned.barriers.task_side import BarrierAlignment
+from unaligned.channel_state.files import list_barrier_ids, list_state_files, query_state_dir
 from unaligned.channel_state.reader import read_all
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.channel_state.writer import ChannelStateWriter
@@ -31,13 +34,25 @@ from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False)])
+QUERY_ID = "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+
+
+def query_options(checkpoint: Path, query_id: str = QUERY_ID, **extra: str) -> SinkOptions:
+    """Sink options of a query whose checkpoint holds Spark's ``metadata`` (its query id)."""
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    return SinkOptions.parse(
+        {"checkpointLocation": str(checkpoint), "path": str(checkpoint.parent / "out"), **extra}
+    )
 
 
 @pytest.fixture
 def options(tmp_path: Path) -> SinkOptions:
-    return SinkOptions.parse(
-        {"checkpointLocation": str(tmp_path / "ck"), "path": str(tmp_path / "out")}
-    )
+    return query_options(tmp_path / "ck")
+
+
+def query_dir(options: SinkOptions, query_id: str = QUERY_ID) -> str:
+    return query_state_dir(options.alignment.state_dir, query_id)
 
 
 @pytest.fixture
@@ -55,12 +70,15 @@ def state(
     *,
     attempt: str = "a0",
     inline: bool = False,
+    query_id: str = QUERY_ID,
+    state_dir: str | None = None,
 ) -> ChannelStateRef:
-    """Real channel state of ``rows`` rows, written by the sink's writer (a file unless inline)."""
+    """Real channel state of ``rows`` rows, written by the sink's writer (a file unless inline)
+    into the query's directory, as a sink task does (``state_dir``: somewhere else)."""
     writer = ChannelStateWriter(
-        state_dir=options.alignment.state_dir,
+        state_dir=state_dir or query_dir(options, query_id),
         barrier_id=barrier_id,
-        query_id="q1",
+        query_id=query_id,
         task_index=task,
         attempt=attempt,
         schema=SCHEMA,
@@ -125,13 +143,19 @@ def compact_json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def state_files(options: SinkOptions) -> set[tuple[int, str]]:
-    """(barrier id, file name) of every channel-state file on disk."""
+def state_files(options: SinkOptions, query_id: str = QUERY_ID) -> set[str]:
+    """The path of every channel-state file in the query's directory."""
+    directory = query_dir(options, query_id)
     return {
-        (barrier, Path(f.path).name)
-        for barrier in list_barrier_ids(options.alignment.state_dir)
-        for f in list_state_files(options.alignment.state_dir, barrier)
+        f.path
+        for barrier in list_barrier_ids(directory)
+        for f in list_state_files(directory, barrier)
     }
+
+
+def path_of(ref: ChannelStateRef) -> str:
+    assert isinstance(ref, FileChannelState)
+    return ref.path
 
 
 # --- pending_after: what the commit record keeps ------------------------------------------------
@@ -232,9 +256,9 @@ def test_garbage_collection_keeps_exactly_what_the_newest_record_references(
     decide(options, 2, {0: [carried]})
     new = state(options, 3, 1, 10)
     ChannelStateWriter(  # a failed attempt's temporary file, never finished
-        state_dir=options.alignment.state_dir,
+        state_dir=query_dir(options),
         barrier_id=3,
-        query_id="q1",
+        query_id=QUERY_ID,
         task_index=0,
         attempt="failed1",
         schema=SCHEMA,
@@ -247,14 +271,14 @@ def test_garbage_collection_keeps_exactly_what_the_newest_record_references(
 
     collect_channel_state_garbage(options)
 
-    assert state_files(options) == {(2, "task-0.avro"), (3, "task-1.avro")}
-    assert list_barrier_ids(options.alignment.state_dir) == [2, 3]  # barrier 1 and 4 dirs gone
+    assert state_files(options) == {path_of(carried), path_of(new)}
+    assert list_barrier_ids(query_dir(options)) == [2, 3]  # barrier 1 and 4 dirs gone
     assert not Path(replayed.path).exists() and not Path(denied.path).exists()  # type: ignore[attr-defined]
     # What is kept still replays completely.
     assert read_all(carried.advanced(3)).column("id").to_pylist() == list(range(3, 10))
     assert read_all(new).num_rows == 10
     collect_channel_state_garbage(options)  # idempotent
-    assert state_files(options) == {(2, "task-0.avro"), (3, "task-1.avro")}
+    assert state_files(options) == {path_of(carried), path_of(new)}
 
 
 def test_garbage_collection_without_any_record_removes_all_state(options: SinkOptions) -> None:
@@ -276,18 +300,12 @@ def test_garbage_collection_with_only_inline_state_pending_removes_every_file(
 
 
 def test_garbage_collection_looks_in_the_configured_state_path(tmp_path: Path) -> None:
-    options = SinkOptions.parse(
-        {
-            "checkpointLocation": str(tmp_path / "ck"),
-            "path": str(tmp_path / "out"),
-            "channelStatePath": str(tmp_path / "elsewhere"),
-        }
-    )
+    options = query_options(tmp_path / "ck", channelStatePath=str(tmp_path / "elsewhere"))
     kept, dropped = state(options, 1, 0, 5), state(options, 1, 1, 5)
     decide(options, 1, {0: [kept]})
     collect_channel_state_garbage(options)
-    assert Path(kept.path).exists() and not Path(dropped.path).exists()  # type: ignore[attr-defined]
-    assert Path(kept.path).is_relative_to(tmp_path / "elsewhere")  # type: ignore[attr-defined]
+    assert Path(path_of(kept)).exists() and not Path(path_of(dropped)).exists()
+    assert Path(path_of(kept)).is_relative_to(tmp_path / "elsewhere" / QUERY_ID)
 
 
 # --- after the barrier: metrics and the idle-barrier hint ---------------------------------------
@@ -379,3 +397,112 @@ def test_hint_goes_to_every_source_token_and_only_to_tokens(
     after_barrier(options, decide(options, 2, {0: [pending]}), [message(2, 0, [pending])])
     assert sorted(p.name for p in hint_dir.iterdir()) == ["tokA.json", "tokB.json"]
     assert idle_barriers.read("tokA") == idle_barriers.read("tokB") == PendingHint(2, 3)
+
+
+# --- issue 8: attempts sharing a name, queries sharing a path, the older layout -----------------
+
+
+def spill(
+    options: SinkOptions, query_id: str, barrier_id: int, attempt_id: str, first: int
+) -> ChannelStateRef:
+    """What a sink task at ``barrier_id`` leaves pending when it is past its deadline at once:
+    one chunk written, the other 90 of its 100 rows (``first`` ..) spilled to a file."""
+    barrier = Barrier(batch_id=barrier_id, start_ms=0, query_id=query_id)
+    batch = pa.record_batch([pa.array(range(first, first + 100), pa.int64())], schema=SCHEMA)
+    alignment = BarrierAlignment(
+        dataclasses.replace(options.alignment, chunk_rows=10, inline_threshold_bytes=0),
+        barrier,
+        Deadline(0, 0, lambda: 1.0),
+        task_index=0,
+        attempt_number=0,
+        attempt_id=attempt_id,
+        inherited=(),
+    )
+    (ref,) = alignment.run(iter([batch]), lambda chunk: None, lambda: 1.0).pending
+    assert isinstance(ref, FileChannelState)
+    return ref
+
+
+def ids(ref: ChannelStateRef) -> list[int]:
+    return list(read_all(ref).column("id").to_pylist())
+
+
+def test_attempts_of_one_task_never_share_a_file_and_the_losers_are_collected(
+    options: SinkOptions,
+) -> None:
+    """Issue 8.1: a speculative copy, and a zombie of an earlier run with the same Spark
+    taskAttemptId, finish after the attempt whose ref the commit record holds."""
+    committed = spill(options, QUERY_ID, 1, "7", first=0)
+    speculative = spill(options, QUERY_ID, 1, "8", first=1000)
+    zombie = spill(options, QUERY_ID, 1, "7", first=2000)
+    decide(options, 1, {0: [committed]})
+    assert ids(committed) == list(range(10, 100))
+    assert len(state_files(options)) == 3
+    collect_channel_state_garbage(options)
+    assert ids(committed) == list(range(10, 100))  # the committed attempt's rows, intact
+    assert state_files(options) == {path_of(committed)}
+    assert not Path(path_of(speculative)).exists() and not Path(path_of(zombie)).exists()
+
+
+def test_queries_sharing_a_channel_state_path_keep_their_own_state(tmp_path: Path) -> None:
+    """Issue 8.2: two queries with the same channelStatePath, at the same barrier and task."""
+    shared = str(tmp_path / "shared")
+    a = query_options(tmp_path / "ck-a", "query-a", channelStatePath=shared)
+    b = query_options(tmp_path / "ck-b", "query-b", channelStatePath=shared)
+    state_a, state_b = spill(a, "query-a", 1, "3", first=0), spill(b, "query-b", 1, "3", first=500)
+    decide(a, 1, {0: [state_a]})
+    decide(b, 1, {})  # query b's batch failed: its file is garbage, but only to query b
+    collect_channel_state_garbage(a)
+    assert Path(path_of(state_b)).exists()
+    assert ids(state_a) == list(range(10, 100))
+    collect_channel_state_garbage(b)
+    assert not Path(path_of(state_b)).exists()
+    assert ids(state_a) == list(range(10, 100))
+    decide(a, 2, {})
+    collect_channel_state_garbage(a)
+    assert not Path(path_of(state_a)).exists()
+
+
+def legacy_state(options: SinkOptions, barrier_id: int, task: int, rows: int) -> ChannelStateRef:
+    """State of the older layout: ``<channelStatePath>/barrier-N/task-P.avro``."""
+    ref = state(options, barrier_id, task, rows, state_dir=options.alignment.state_dir)
+    legacy = Path(path_of(ref)).with_name(f"task-{task}.avro")
+    Path(path_of(ref)).rename(legacy)
+    return dataclasses.replace(ref, path=str(legacy), uri=str(legacy))  # type: ignore[type-var]
+
+
+def test_garbage_collection_of_the_older_layout_under_the_default_path(
+    options: SinkOptions,
+) -> None:
+    carried = legacy_state(options, 1, 0, 10)
+    replayed = legacy_state(options, 1, 1, 10)
+    decide(options, 1, {0: [carried], 1: [replayed]})
+    decide(options, 2, {0: [carried.advanced(4)]})
+    collect_channel_state_garbage(options)
+    assert Path(path_of(carried)).exists() and not Path(path_of(replayed)).exists()
+    assert ids(carried.advanced(4)) == list(range(4, 10))
+    decide(options, 3, {})
+    collect_channel_state_garbage(options)
+    assert list_barrier_ids(options.alignment.state_dir) == []
+
+
+def test_garbage_collection_of_the_older_layout_under_a_shared_path(tmp_path: Path) -> None:
+    shared = str(tmp_path / "shared")
+    options = query_options(tmp_path / "ck", channelStatePath=shared)
+    other = query_options(tmp_path / "ck-other", "query-other", channelStatePath=shared)
+    ours, theirs = legacy_state(options, 1, 0, 10), legacy_state(other, 2, 0, 10)
+    decide(options, 1, {0: [ours]})
+    collect_channel_state_garbage(options)
+    assert Path(path_of(ours)).exists() and Path(path_of(theirs)).exists()
+    decide(options, 2, {})  # replayed: the previous record named it, the newest does not
+    collect_channel_state_garbage(options)
+    assert not Path(path_of(ours)).exists()
+    assert Path(path_of(theirs)).exists()  # another query's: never listed, never deleted
+
+
+def test_garbage_collection_without_the_query_id_deletes_nothing(tmp_path: Path) -> None:
+    options = query_options(tmp_path / "ck")
+    unreferenced = state(options, 1, 0, 5)
+    (tmp_path / "ck" / "metadata").unlink()
+    collect_channel_state_garbage(options)
+    assert Path(path_of(unreferenced)).exists()

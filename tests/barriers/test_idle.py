@@ -202,3 +202,26 @@ def test_a_restarted_source_reacts_once_to_a_hint_still_on_disk(hint_dir: Path) 
     restarted = IdleBarrierTrigger()
     assert restarted.due("tok1")
     assert not restarted.due("tok1")
+
+
+# --- the first barrier of a run ---------------------------------------------------------------
+
+
+def test_start_of_run_forces_one_barrier_only_when_resuming_an_earlier_run(hint_dir: Path) -> None:
+    resumed = IdleBarrierTrigger()
+    assert resumed.start_of_run(resumed=True)  # no hint on this (new) host, still one barrier
+    assert not resumed.start_of_run(resumed=True)
+    assert not resumed.due("tok1")  # and none without a hint afterwards
+
+    fresh = IdleBarrierTrigger()
+    assert not fresh.start_of_run(resumed=False)  # a new query has nothing pending
+    assert not fresh.start_of_run(resumed=True)  # only the first call of the object's life
+
+
+def test_a_batch_planned_first_makes_the_run_barrier_unnecessary(hint_dir: Path) -> None:
+    # Spark re-ran the earlier run's last batch: its commit publishes the hint on this host.
+    rerun = IdleBarrierTrigger()
+    rerun.batch_planned()
+    assert not rerun.start_of_run(resumed=True)
+    idle_barriers.publish("tok1", PendingHint(7, 3))
+    assert rerun.due("tok1")

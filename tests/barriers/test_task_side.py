@@ -69,10 +69,13 @@ def run_barrier(
     *,
     ms_per_chunk: int,
     mode: CheckpointMode = CheckpointMode.UNALIGNED,
+    attempt_id: str | None = None,
+    query_id: str = "q1",
+    input_schema: pa.Schema | None = None,
     **kw: int,
 ) -> tuple[TaskBarrierOutcome, list[pa.RecordBatch]]:
     clock = Clock(1_000_000)
-    barrier = Barrier(batch_id=batch_id, start_ms=1_000_000, query_id="q1")
+    barrier = Barrier(batch_id=batch_id, start_ms=1_000_000, query_id=query_id)
     written: list[pa.RecordBatch] = []
 
     def write_chunk(chunk: pa.RecordBatch) -> None:
@@ -85,8 +88,9 @@ def run_barrier(
         Deadline(barrier.start_ms, kw.get("timeout_ms", 100), clock),
         task_index=0,
         attempt_number=0,
-        attempt_id=f"a{batch_id}",
+        attempt_id=attempt_id or f"a{batch_id}",
         inherited=inherited,
+        input_schema=input_schema,
     )
     return alignment.run(new_rows, write_chunk, clock), written
 
@@ -170,3 +174,110 @@ def test_corrupt_inherited_state_stops_the_task(tmp_path: Path) -> None:
     Path(state.path).write_bytes(data[: len(data) // 2])
     with pytest.raises(ChannelStateError, match="barrier"):
         run_barrier(tmp_path, 2, first.pending, rows(100, 10), ms_per_chunk=1)
+
+
+# --- issue 8: attempts sharing a file name, queries sharing a path, changed input columns -------
+
+
+def test_state_goes_to_the_querys_own_directory(tmp_path: Path) -> None:
+    outcome, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=25, query_id="q-42")
+    (state,) = outcome.pending
+    assert isinstance(state, FileChannelState)
+    assert Path(state.path).parent == tmp_path / "state" / "q-42" / "barrier-1"
+
+
+def test_another_attempt_of_the_task_never_replaces_the_committed_state(tmp_path: Path) -> None:
+    """A speculative copy, or a zombie of a failed stage or of an earlier run (whose Spark
+    taskAttemptId may even be the same), cuts at the same barrier after the committed attempt
+    finished: the committed attempt's ref still replays its own rows."""
+    committed, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=25, attempt_id="7")
+    speculative, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=50, attempt_id="8")
+    zombie, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=20, attempt_id="7")
+    refs = [ref for o in (committed, speculative, zombie) for ref in o.pending]
+    assert all(isinstance(ref, FileChannelState) for ref in refs)
+    assert len({ref.path for ref in refs if isinstance(ref, FileChannelState)}) == 3
+    _, written = run_barrier(tmp_path, 2, committed.pending, rows(100, 10), ms_per_chunk=1)
+    assert values(written) == list(range(40, 110))
+
+
+def test_replay_maps_reordered_input_columns_by_name(tmp_path: Path) -> None:
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=25)  # (key, value)
+    swapped = pa.schema([SCHEMA.field("value"), SCHEMA.field("key")])
+    new_input = (batch.select(["value", "key"]) for batch in rows(100, 20))
+    _, written = run_barrier(tmp_path, 2, first.pending, new_input, ms_per_chunk=1)
+    assert all(chunk.schema.equals(swapped) for chunk in written)  # what the sink reads by position
+    assert values(written) == list(range(40, 120))
+    keys = [k for chunk in written for k in chunk.column(1).to_pylist()]
+    assert keys == [f"k{i % 3}".encode() for i in range(40, 120)]
+
+
+def test_replay_without_input_takes_the_declared_input_schema(tmp_path: Path) -> None:
+    """An idle barrier: no input batch to take the schema from."""
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=25)
+    swapped = pa.schema([SCHEMA.field("value"), SCHEMA.field("key")])
+    _, written = run_barrier(
+        tmp_path, 2, first.pending, rows(0, 0), ms_per_chunk=1, input_schema=swapped
+    )
+    assert written and all(chunk.schema.equals(swapped) for chunk in written)
+    assert values(written) == list(range(40, 100))
+
+
+def test_an_incompatible_input_change_stops_before_anything_is_written(tmp_path: Path) -> None:
+    from unaligned.errors import SchemaMismatchError
+
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=25)
+    grown = SCHEMA.append(pa.field("tenant", pa.string(), nullable=False))
+
+    def new_input() -> Iterator[pa.RecordBatch]:
+        for batch in rows(100, 10):
+            yield batch.append_column(grown.field("tenant"), pa.array(["t"] * batch.num_rows))
+
+    written: list[pa.RecordBatch] = []
+    with pytest.raises(SchemaMismatchError, match="'tenant'.*non-nullable.*Way out"):
+        barrier = Barrier(batch_id=2, start_ms=0, query_id="q1")
+        BarrierAlignment(
+            settings(tmp_path),
+            barrier,
+            Deadline(0, 10**12),
+            task_index=0,
+            attempt_number=0,
+            attempt_id="9",
+            inherited=first.pending,
+        ).run(new_input(), written.append, lambda: 0.0)
+    assert written == []
+
+
+def test_arrow_input_schema_is_what_spark_hands_the_sink() -> None:
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        StringType,
+        StructType,
+        TimestampType,
+    )
+
+    from unaligned.barriers.task_side import arrow_input_schema
+
+    header = StructType().add("key", StringType(), False).add("value", BinaryType(), True)
+    spark_schema = (
+        StructType()
+        .add("value", BinaryType(), False)
+        .add("key", StringType(), True)
+        .add("partition", IntegerType(), True)
+        .add("ts", TimestampType(), True)
+        .add("headers", ArrayType(header, containsNull=False), True)
+    )
+    # As a mapInArrow batch of this schema arrives (checked with pyspark 4.3.0, session time
+    # zone Etc/UTC).
+    element = pa.struct([pa.field("key", pa.string(), False), pa.field("value", pa.binary())])
+    expected = pa.schema(
+        [
+            pa.field("value", pa.binary(), False),
+            pa.field("key", pa.string()),
+            pa.field("partition", pa.int32()),
+            pa.field("ts", pa.timestamp("us", tz="Etc/UTC")),
+            pa.field("headers", pa.list_(pa.field("element", element, False))),
+        ]
+    )
+    assert arrow_input_schema(spark_schema, timezone="Etc/UTC").equals(expected)

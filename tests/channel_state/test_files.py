@@ -15,8 +15,10 @@ from unaligned.channel_state.files import (
     barrier_dir_name,
     delete_barrier_state,
     delete_channel_state,
+    legacy_state_file_name,
     list_barrier_ids,
     list_state_files,
+    query_state_dir,
     state_file_name,
     temp_file_name,
 )
@@ -51,23 +53,53 @@ def write_state(state_dir: Path | str, batch: pa.RecordBatch, **overrides) -> Ch
 def test_listing_finds_the_named_files_and_nothing_else(tmp_path: Path) -> None:
     barrier = tmp_path / barrier_dir_name(7)
     barrier.mkdir()
-    (barrier / state_file_name(3)).write_bytes(b"x" * 5)
-    (barrier / temp_file_name(3, "attempt_9-b")).write_bytes(b"x" * 2)
-    (barrier / temp_file_name(12, "1")).write_bytes(b"")
-    for decoy in ("task-x.avro", "task-1.avro.tmp", "task-1.attempt-a.b.avro.tmp", "notes.txt"):
+    (barrier / state_file_name(3, "17", "w1")).write_bytes(b"x" * 5)
+    (barrier / temp_file_name(3, "attempt_9-b", "w2")).write_bytes(b"x" * 2)
+    (barrier / temp_file_name(12, "1", "w3")).write_bytes(b"")
+    # the older layout (one name per task), still listed
+    (barrier / legacy_state_file_name(4)).write_bytes(b"x" * 3)
+    (barrier / "task-4.attempt-8.avro.tmp").write_bytes(b"x")
+    decoys = (
+        "task-x.avro",
+        "task-1.avro.tmp",
+        "task-1.attempt-a.b.c.avro.tmp",
+        "task-1.attempt-.w.avro",
+        "task-1.attempt-a b.w.avro",
+        "notes.txt",
+    )
+    for decoy in decoys:
         (barrier / decoy).write_bytes(b"?")
-    (barrier / state_file_name(5)).mkdir()  # a directory, not a file
+    (barrier / state_file_name(5, "1", "w")).mkdir()  # a directory, not a file
     (tmp_path / barrier_dir_name(8)).mkdir()
     (tmp_path / "barrier-x").mkdir()
     (tmp_path / barrier_dir_name(9)).write_bytes(b"")  # a file, not a barrier directory
 
     assert list_state_files(str(tmp_path), 7) == [
-        StateFile(str(barrier / "task-12.attempt-1.avro.tmp"), 7, 12, "1", 0),
-        StateFile(str(barrier / "task-3.attempt-attempt_9-b.avro.tmp"), 7, 3, "attempt_9-b", 2),
-        StateFile(str(barrier / "task-3.avro"), 7, 3, None, 5),
+        StateFile(str(barrier / "task-12.attempt-1.w3.avro.tmp"), 7, 12, "1", 0, False, "w3"),
+        StateFile(str(barrier / "task-3.attempt-17.w1.avro"), 7, 3, "17", 5, True, "w1"),
+        StateFile(
+            str(barrier / "task-3.attempt-attempt_9-b.w2.avro.tmp"),
+            7,
+            3,
+            "attempt_9-b",
+            2,
+            False,
+            "w2",
+        ),
+        StateFile(str(barrier / "task-4.attempt-8.avro.tmp"), 7, 4, "8", 1, False, None),
+        StateFile(str(barrier / "task-4.avro"), 7, 4, None, 3, True, None),
     ]
     assert list_state_files(str(tmp_path), 8) == []
     assert list_barrier_ids(str(tmp_path)) == [7, 8]
+
+
+def test_each_query_has_a_directory_of_its_own(tmp_path: Path) -> None:
+    root = str(tmp_path / "shared")
+    assert query_state_dir(root, "0f1e2d3c-aaaa-bbbb") == f"{root}/0f1e2d3c-aaaa-bbbb"
+    assert query_state_dir(root + "/", "q1") == f"{root}/q1"
+    for bad in ("", "../x", "a/b", "a.b"):
+        with pytest.raises(ChannelStateError, match="cannot name a channel-state directory"):
+            query_state_dir(root, bad)
 
 
 def test_a_missing_state_dir_lists_nothing_and_deletes_nothing(tmp_path: Path) -> None:
@@ -111,7 +143,7 @@ def test_delete_channel_state_needs_the_writers_filesystem(tmp_path: Path) -> No
     assert isinstance(ref, FileChannelState) and ref.uri is None
     with pytest.raises(ChannelStateError, match="pass the same filesystem"):
         delete_channel_state([ref])
-    assert (tmp_path / "root" / "state" / "barrier-7" / "task-3.avro").exists()
+    assert (tmp_path / "root" / ref.path).exists()
     assert delete_channel_state([ref], filesystem=fs) == 1
     assert list_state_files("state", 7, filesystem=fs) == []
     assert list_barrier_ids("state", filesystem=fs) == [7]
@@ -123,7 +155,10 @@ def test_delete_barrier_state_removes_stale_attempts(tmp_path: Path) -> None:
     write_state(tmp_path, value_batch(10), inline_threshold_bytes=0, attempt="ok")
     write_state(tmp_path, value_batch(10), inline_threshold_bytes=0, barrier_id=8)
     files = list_state_files(str(tmp_path), 7)
-    assert sorted((f.task_index, f.attempt or "") for f in files) == [(3, ""), (3, "crashed")]
+    assert sorted((f.task_index, f.attempt, f.finished) for f in files) == [
+        (3, "crashed", False),
+        (3, "ok", True),
+    ]
     delete_barrier_state(str(tmp_path), 7)
     delete_barrier_state(str(tmp_path), 7)
     assert list_state_files(str(tmp_path), 7) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import zlib
 from pathlib import Path
 
@@ -117,6 +118,10 @@ def lying_ref(ref, data: bytes):
     return dataclasses.replace(ref, byte_size=len(data), crc32=zlib.crc32(data))
 
 
+NAME = r"task-3\.attempt-42\.\w+\.avro"
+"""A finished file's name (task 3, attempt 42, any write id)."""
+
+
 @pytest.fixture
 def file_ref(tmp_path: Path) -> FileChannelState:
     batches = [kafka_batch(100, start=i * 100) for i in range(5)]
@@ -128,7 +133,7 @@ def file_ref(tmp_path: Path) -> FileChannelState:
 def test_truncated_file(file_ref: FileChannelState) -> None:
     data = Path(file_ref.path).read_bytes()
     Path(file_ref.path).write_bytes(data[: len(data) // 2])
-    with pytest.raises(ChannelStateError, match=r"task-3\.avro \(barrier 7, task 3\) is trunc"):
+    with pytest.raises(ChannelStateError, match=rf"{NAME} \(barrier 7, task 3\) is trunc"):
         read_channel_state(file_ref, batch_rows=50)
 
 
@@ -159,7 +164,7 @@ def test_corrupt_block(file_ref: FileChannelState) -> None:
 
 def test_missing_file(file_ref: FileChannelState) -> None:
     Path(file_ref.path).unlink()
-    with pytest.raises(ChannelStateError, match=r"task-3\.avro \(barrier 7, task 3\) is missing"):
+    with pytest.raises(ChannelStateError, match=rf"{NAME} \(barrier 7, task 3\) is missing"):
         read_channel_state(file_ref, batch_rows=10)
 
 
@@ -181,13 +186,32 @@ def test_wrong_barrier_in_header(file_ref: FileChannelState) -> None:
         read_channel_state(dataclasses.replace(good, task_index=4), batch_rows=10)
 
 
-def test_file_replaced_by_another_attempt_is_detected(tmp_path: Path) -> None:
+def test_a_later_attempt_never_replaces_the_committed_attempts_file(tmp_path: Path) -> None:
+    """Issue 8.1: two attempts of one task at one barrier (a retry, a speculative copy, a
+    zombie of a failed stage or of an earlier run with the same taskAttemptId) each finish
+    their own file; the ref the commit record holds still replays the rows its attempt wrote."""
+    committed = write_state(tmp_path, [kafka_batch(50)], inline_threshold_bytes=0, attempt="1")
+    later = write_state(
+        tmp_path, [kafka_batch(30, start=500)], inline_threshold_bytes=0, attempt="2"
+    )
+    same_id = write_state(  # a zombie of an earlier run: Spark's taskAttemptId starts over
+        tmp_path, [kafka_batch(20, start=900)], inline_threshold_bytes=0, attempt="1"
+    )
+    assert isinstance(committed, FileChannelState) and isinstance(later, FileChannelState)
+    assert isinstance(same_id, FileChannelState)
+    assert len({committed.path, later.path, same_id.path}) == 3
+    assert rows_of(read_channel_state(committed, batch_rows=100)) == kafka_rows(50)
+    assert rows_of(read_channel_state(later, batch_rows=100)) == kafka_rows(30, start=500)
+
+
+def test_file_replaced_by_another_writer_is_detected(tmp_path: Path) -> None:
+    """A file of the older layout (one name per task) overwritten by another attempt."""
     first = write_state(tmp_path, [kafka_batch(50)], inline_threshold_bytes=0, attempt="1")
     second = write_state(tmp_path, [kafka_batch(50)], inline_threshold_bytes=0, attempt="2")
-    assert isinstance(first, FileChannelState) and first.path == second.path
+    assert isinstance(first, FileChannelState) and isinstance(second, FileChannelState)
+    Path(second.path).replace(first.path)
     with pytest.raises(ChannelStateError, match=r"\(barrier 7, task 3\) was replaced by another"):
         read_channel_state(first, batch_rows=10)
-    assert rows_of(read_channel_state(second, batch_rows=100)) == kafka_rows(50)
 
 
 def test_garbage_inline_state() -> None:
@@ -227,3 +251,16 @@ def test_expected_schema_must_match(tmp_path: Path) -> None:
     assert rows_of(read_channel_state(ref, batch_rows=5, expected_schema=KAFKA_SCHEMA)) == (
         kafka_rows(5)
     )
+
+
+def test_a_ref_of_the_older_layout_still_replays(tmp_path: Path) -> None:
+    """Checkpoints written before per-attempt names hold refs to ``barrier-N/task-P.avro``
+    directly under the state path: the ref names its file, so it replays unchanged."""
+    ref = write_state(tmp_path, [kafka_batch(40)], inline_threshold_bytes=0)
+    assert isinstance(ref, FileChannelState)
+    legacy = tmp_path / "barrier-7" / "task-3.avro"
+    Path(ref.path).rename(legacy)
+    old = {**ref.to_dict(), "path": str(legacy), "uri": str(legacy)}
+    old_ref = ChannelStateRef.from_json(json.dumps(old))
+    assert rows_of(read_channel_state(old_ref, batch_rows=7)) == kafka_rows(40)
+    assert rows_of(read_channel_state(old_ref.advanced(25), batch_rows=7)) == kafka_rows(40)[25:]

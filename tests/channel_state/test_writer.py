@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import fastavro
@@ -127,23 +128,27 @@ def test_file_is_written_under_a_temporary_name_and_renamed(tmp_path: Path) -> N
     writer = make_writer(tmp_path, inline_threshold_bytes=0, block_bytes=4096)
     writer.append(kafka_batch(500))
     barrier_dir = tmp_path / "barrier-7"
-    assert [p.name for p in barrier_dir.iterdir()] == ["task-3.attempt-42.avro.tmp"]
+    [temp_path] = barrier_dir.iterdir()
+    assert re.fullmatch(r"task-3\.attempt-42\.([0-9a-f]{32})\.avro\.tmp", temp_path.name)
     [temp] = list_state_files(str(tmp_path), 7)
-    assert (temp.task_index, temp.attempt, temp.barrier_id) == (3, "42", 7)
+    assert (temp.task_index, temp.attempt, temp.barrier_id, temp.finished) == (3, "42", 7, False)
     ref = writer.finish()
     assert isinstance(ref, FileChannelState)
-    assert [p.name for p in barrier_dir.iterdir()] == ["task-3.avro"]
-    assert ref.path == str(barrier_dir / "task-3.avro")
-    assert ref.uri == str(barrier_dir / "task-3.avro")
+    name = f"task-3.attempt-42.{ref.write_id}.avro"  # unique per attempt and per writer
+    assert temp_path.name == f"{name}.tmp"
+    assert [p.name for p in barrier_dir.iterdir()] == [name]
+    assert ref.path == str(barrier_dir / name)
+    assert ref.uri == str(barrier_dir / name)
     [final] = list_state_files(str(tmp_path), 7)
-    assert (final.attempt, final.size_bytes) == (None, ref.byte_size)
+    assert (final.attempt, final.write_id, final.finished) == ("42", ref.write_id, True)
+    assert final.size_bytes == ref.byte_size
     assert list_barrier_ids(str(tmp_path)) == [7]
 
 
 def test_writer_streams_to_the_file_with_bounded_memory(tmp_path: Path) -> None:
     block_bytes = 16 * 1024
     writer = make_writer(tmp_path, inline_threshold_bytes=4096, block_bytes=block_bytes)
-    temp = tmp_path / "barrier-7" / "task-3.attempt-42.avro.tmp"
+    temps: list[Path] = []
     sizes = []
     appended_value_bytes = 0
     for i in range(40):
@@ -151,7 +156,8 @@ def test_writer_streams_to_the_file_with_bounded_memory(tmp_path: Path) -> None:
         writer.append(batch)
         appended_value_bytes += sum(len(v) for v in batch.column("value").to_pylist() if v)
         assert writer.spilled and writer.memory_bytes == 0
-        sizes.append(temp.stat().st_size)
+        temps = temps or list((tmp_path / "barrier-7").glob("task-3.attempt-42.*.avro.tmp"))
+        sizes.append(temps[0].stat().st_size)
         # everything but the pending block (and a block's framing) is on disk already
         assert sizes[-1] >= appended_value_bytes - 2 * block_bytes
     assert sizes == sorted(sizes) and sizes[-1] > sizes[0] * 10
@@ -192,8 +198,8 @@ def test_passed_filesystem_needs_the_same_filesystem_to_read(tmp_path: Path) -> 
     fs = pafs.SubTreeFileSystem(str(tmp_path / "root"), pafs.LocalFileSystem())
     ref = write_state(Path("state"), [kafka_batch(30)], inline_threshold_bytes=0, filesystem=fs)
     assert isinstance(ref, FileChannelState) and ref.uri is None
-    assert ref.path == "state/barrier-7/task-3.avro"
-    assert (tmp_path / "root" / "state" / "barrier-7" / "task-3.avro").exists()
+    assert ref.path == f"state/barrier-7/task-3.attempt-42.{ref.write_id}.avro"
+    assert (tmp_path / "root" / ref.path).exists()
     with pytest.raises(ChannelStateError, match="pass the same filesystem"):
         read_channel_state(ref, batch_rows=10)
     assert rows_of(read_channel_state(ref, batch_rows=10, filesystem=fs)) == kafka_rows(30)
@@ -203,7 +209,7 @@ def test_passed_filesystem_needs_the_same_filesystem_to_read(tmp_path: Path) -> 
 def test_file_uri_state_dir(tmp_path: Path) -> None:
     ref = write_state(f"file://{tmp_path}/cp/state", [kafka_batch(5)], inline_threshold_bytes=0)
     assert isinstance(ref, FileChannelState)
-    assert ref.uri == f"file://{tmp_path}/cp/state/barrier-7/task-3.avro"
+    assert ref.uri == f"file://{tmp_path}/cp/state/barrier-7/task-3.attempt-42.{ref.write_id}.avro"
     assert rows_of(read_channel_state(ChannelStateRef.from_json(ref.to_json()), batch_rows=2)) == (
         kafka_rows(5)
     )

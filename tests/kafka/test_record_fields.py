@@ -73,6 +73,7 @@ def decoded(scan: RecordScan, data: bytes, fetch_offset: int) -> list[tuple[Any,
             columns.keys.to_pylist(),
             columns.values.to_pylist(),
             headers,
+            strict=True,
         )
     )
 

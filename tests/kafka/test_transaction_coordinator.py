@@ -20,6 +20,7 @@ from kafka.protocol.producer import EndTxnRequest
 
 from unaligned.errors import KafkaUnavailableError, TransactionAbortError, TransactionCommitError
 from unaligned.kafka import transaction_coordinator as tc
+from unaligned.kafka import transaction_states
 from unaligned.kafka.transactions import PreparedTransaction
 
 PREPARED = PreparedTransaction(
@@ -92,13 +93,13 @@ def test_broker_error_codes_the_commit_relies_on() -> None:
 
 
 def test_open_states_are_broker_state_names() -> None:
-    assert {state.value for state in tc.OPEN_TRANSACTION_STATES} == {
+    assert {state.value for state in transaction_states.OPEN_TRANSACTION_STATES} == {
         "Ongoing",
         "PrepareCommit",
         "PrepareAbort",
         "PrepareEpochFence",
     }
-    assert TransactionState("CompleteCommit") not in tc.OPEN_TRANSACTION_STATES
+    assert TransactionState("CompleteCommit") not in transaction_states.OPEN_TRANSACTION_STATES
 
 
 # --- pure behaviour ----------------------------------------------------------------------------

@@ -39,10 +39,33 @@ def test_record_round_trip_and_layout(tmp_path: Path) -> None:
 
 def test_a_decision_is_never_replaced(tmp_path: Path) -> None:
     log = CommitLog.under_checkpoint(str(tmp_path))
-    log.write(_record(3, n=1))
-    with pytest.raises(CommitLogError, match="already exists"):
-        log.write(_record(3, n=2))
+    assert log.write(_record(3, n=1))
+    assert not log.write(_record(3, n=2))
     assert log.read(3) == _record(3, n=1)
+
+
+def test_of_two_deciders_racing_exactly_one_decides(tmp_path: Path) -> None:
+    """Scenario 12 (issue 8): an earlier run's commit process and a restarted run decide the
+    same batch at once. Threads released together race on the same record; one writes it."""
+    import threading
+
+    logs = [CommitLog.under_checkpoint(str(tmp_path)) for _ in range(8)]
+    start = threading.Barrier(len(logs))
+    won: list[int] = []
+
+    def decide(n: int) -> None:
+        start.wait()
+        if logs[n].write(_record(5, n=n + 1)):
+            won.append(n)
+
+    threads = [threading.Thread(target=decide, args=(n,)) for n in range(len(logs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(won) == 1
+    assert logs[0].read(5) == _record(5, n=won[0] + 1)
+    assert [p.name for p in (tmp_path / "unaligned" / "commits").iterdir()] == ["5.json"]
 
 
 def test_file_uri_checkpoint(tmp_path: Path) -> None:

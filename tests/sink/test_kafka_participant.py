@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
+from kafka.admin import TransactionDescription, TransactionState
 from pyspark.sql.types import StringType, StructField, StructType
 
+from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka import transaction_coordinator, transaction_states
+from unaligned.kafka.transaction_states import commit_blockers
 from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.sink.kafka_participant import KafkaParticipant, prepared_from_json, prepared_to_json
 from unaligned.sink.options import KafkaTarget, SinkOptions
@@ -29,18 +36,79 @@ def _participant(tmp_path: Path, prefix: str) -> KafkaParticipant:
 
 def test_only_the_sinks_own_transactional_ids_are_recognised(tmp_path: Path) -> None:
     participant = _participant(tmp_path, "app")
-    assert participant.transactional_id(12, 3, 0) == "app-12-3-0"
-    assert participant.batch_of("app-12-3-0") == 12
+    assert participant.transactional_id(3, 0) == "app-3-0"
+    assert participant.owns("app-3-0")
+    assert participant.owns("app-12-3-0")  # the earlier per-batch scheme is still cleaned up
     # Another sink whose prefix merely starts with "app" is left alone by cleanup.
-    for foreign in ("app-2-12-3-0", "apple-1-2-3", "app-1-2", "app-x-2-3"):
-        assert participant.batch_of(foreign) is None, foreign
+    for foreign in ("app-2-12-3-0", "apple-1-2", "app-1", "app-x-2", "app-1-2-"):
+        assert not participant.owns(foreign), foreign
 
 
 def test_a_prefix_with_regex_characters_matches_only_itself(tmp_path: Path) -> None:
     participant = _participant(tmp_path, "a.b+")
-    assert participant.batch_of(participant.transactional_id(4, 0, 1)) == 4
-    assert participant.batch_of("aXb+-4-0-1") is None
-    assert participant.batch_of("a.bb-4-0-1") is None
+    assert participant.owns(participant.transactional_id(4, 1))
+    assert not participant.owns("aXb+-4-1")
+    assert not participant.owns("a.bb-4-1")
+
+
+def test_clean_up_with_a_broker_away_is_skipped_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rolling restart must not kill the query: clean-up only keeps consumers moving."""
+    participant = _participant(tmp_path, "app")
+
+    def unavailable(*args: object, **kwargs: object) -> list[str]:
+        raise KafkaUnavailableError("could not reach Kafka at 127.0.0.1:1")
+
+    monkeypatch.setattr(transaction_states, "list_transactional_ids", unavailable)
+    fenced: list[str] = []
+    monkeypatch.setattr(transaction_coordinator, "fence", lambda kwargs, tid: fenced.append(tid))
+    assert participant.clean_up(CommitLog.under_checkpoint(str(tmp_path)), 3) == 0
+    assert fenced == []
+
+
+def test_clean_up_fences_open_ids_no_needed_record_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    participant = _participant(tmp_path, "app")
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    item = {"transactionalId": "app-0-0", "producerId": 1, "epoch": 0, "recordCount": 1}
+    log.write(CommitRecord(7, "kafka", (item,), 0))
+    listed = ["app-0-0", "app-0-1", "app-1-0", "app-5-1-0", "other-0-0", "app-x"]
+    monkeypatch.setattr(transaction_states, "list_transactional_ids", lambda kw, prefix: listed)
+    fenced: list[str] = []
+    monkeypatch.setattr(transaction_coordinator, "fence", lambda kwargs, tid: fenced.append(tid))
+    assert participant.clean_up(log, 7) == 3
+    assert fenced == ["app-0-1", "app-1-0", "app-5-1-0"]
+
+
+def _description(state: str, pid: int = 4001, epoch: int = 3, start: int = 0) -> Any:
+    return TransactionDescription(1, TransactionState(state), pid, epoch, 60_000, start, set())
+
+
+@pytest.mark.parametrize(
+    "description, reason",
+    [
+        (None, "unknown to its coordinator"),
+        (_description("CompleteAbort"), "CompleteAbort"),
+        (_description("Ongoing", epoch=4), "epoch 4"),
+        (_description("Ongoing", pid=9), "producer id 9"),
+        (_description("Ongoing", start=-50_000), "began 50.0 s ago"),
+    ],
+)
+def test_commit_blockers_name_why_a_transaction_cannot_commit(
+    description: Any, reason: str
+) -> None:
+    prepared = PreparedTransaction("app-0-0", producer_id=4001, epoch=3, record_count=2)
+    blockers = commit_blockers([prepared], {"app-0-0": description}, now_ms=0, margin_ms=15_000)
+    assert len(blockers) == 1 and reason in blockers[0], blockers
+
+
+def test_commit_blockers_accept_a_live_transaction_and_an_empty_one() -> None:
+    live = PreparedTransaction("app-0-0", producer_id=4001, epoch=3, record_count=2)
+    empty = PreparedTransaction("app-1-0", producer_id=4002, epoch=0, record_count=0)
+    descriptions = {"app-0-0": _description("Ongoing", start=-1_000)}
+    assert commit_blockers([live, empty], descriptions, now_ms=0, margin_ms=15_000) == []
 
 
 def test_a_prepared_transaction_survives_the_commit_record_as_json(tmp_path: Path) -> None:
@@ -52,4 +120,4 @@ def test_a_prepared_transaction_survives_the_commit_record_as_json(tmp_path: Pat
     assert prepared_from_json(item) == prepared
     participant = _participant(tmp_path, "app")
     assert participant.item_key(item) == "app-5-2-1"
-    assert participant.batch_of(participant.item_key(item)) == 5
+    assert participant.owns(participant.item_key(item))

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from unaligned.errors import CommitLogError
+from unaligned.errors import CommitLogError, TransactionExpiredError
 from unaligned.sink import two_phase_commit as tpc
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.committed_files import read_committed_files
@@ -304,6 +304,7 @@ class RecordingParticipant:
     def __init__(self, fail_after_chunks: int | None = None) -> None:
         self.calls: list[str] = []
         self.fail_after_chunks = fail_after_chunks
+        self.undecidable = False
 
     def check_at_query_start(self) -> None:
         self.calls.append("check")
@@ -316,6 +317,11 @@ class RecordingParticipant:
         self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
     ) -> None:
         self.calls.append(f"commit:{batch_id}:{len(items)}")
+
+    def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        self.calls.append(f"check:{batch_id}:{len(items)}")
+        if self.undecidable:
+            raise TransactionExpiredError(f"batch {batch_id}: cannot commit")
 
     def finish_batch(self, record: CommitRecord) -> None:
         self.calls.append(f"finish:{record.batch_id}")
@@ -392,13 +398,53 @@ def test_commit_sequence_decide_commit_finish_done_clean(
     message = writer.write(_batches(0, 4))
     participant.calls.clear()
     writer.commit([message], 2)
-    assert participant.calls == ["commit:2:1", "finish:2", "clean:2"]
+    assert participant.calls == ["check:2:1", "commit:2:1", "finish:2", "clean:2"]
     log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
     assert log.read(2) is not None and log.is_done(2)
     # Spark calls commit again for the same batch after a restart: nothing is committed twice.
     participant.calls.clear()
     writer.commit([message], 2)
     assert participant.calls == ["clean:2"]
+
+
+def test_a_batch_that_cannot_commit_is_never_decided(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    """Scenario 1 (issue 8): the check runs before the commit record; when it refuses, no
+    record is written, so a restart runs the batch again instead of failing forever."""
+    participant = RecordingParticipant()
+    participant.undecidable = True
+    writer = _recording_writer(tmp_path, participant)
+    task_context(2, 0)
+    message = writer.write(_batches(0, 4))
+    participant.calls.clear()
+    with pytest.raises(TransactionExpiredError):
+        writer.commit([message], 2)
+    assert participant.calls == ["check:2:1"]
+    assert CommitLog.under_checkpoint(str(tmp_path / "ck")).read(2) is None
+
+
+def test_an_attempt_whose_batch_was_decided_meanwhile_opens_nothing(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    """Scenario 11 (issue 8): a zombie attempt that started before the decision checks again
+    right before it opens a transaction, so it cannot fence a later batch's id."""
+    participant = RecordingParticipant()
+    writer = _recording_writer(tmp_path, participant)
+    task_context(2, 0)
+    first = writer.write(_batches(0, 4))
+    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+
+    def input_arriving_after_the_decision() -> Iterator[pa.RecordBatch]:
+        writer.commit([first], 2)
+        yield from _batches(0, 4)
+
+    participant.calls.clear()
+    task_context(2, 0, attempt=1)
+    zombie = writer.write(input_arriving_after_the_decision())
+    assert log.is_done(2)
+    assert zombie.outcome is TaskOutcome.ALREADY_DECIDED and zombie.prepared is None
+    assert not any(call.startswith("open:") for call in participant.calls)
 
 
 def test_new_messages_for_a_decided_batch_are_aborted(
@@ -429,7 +475,7 @@ def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
     assert writer.participant.transactional_id_prefix == (  # type: ignore[attr-defined]
         "unaligned-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
     )
-    assert writer.participant.transactional_id(7, 2, 1).endswith("-7-2-1")  # type: ignore[attr-defined]
+    assert writer.participant.transactional_id(2, 1).endswith("-2-1")  # type: ignore[attr-defined]
 
 
 def test_writer_is_picklable(tmp_path: Path) -> None:

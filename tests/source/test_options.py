@@ -267,8 +267,7 @@ def test_min_offsets_above_max_offsets_is_contradictory() -> None:
     with pytest.raises(
         OptionError,
         match=(
-            "'minOffsetsPerTrigger' \\(20\\) is higher than option "
-            "'maxOffsetsPerTrigger' \\(10\\)"
+            "'minOffsetsPerTrigger' \\(20\\) is higher than option 'maxOffsetsPerTrigger' \\(10\\)"
         ),
     ):
         parse(minOffsetsPerTrigger="20", maxOffsetsPerTrigger="10")

@@ -18,15 +18,18 @@ from unaligned._fs import resolve_location
 from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.barrier import wall_clock_ms
 from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
-from unaligned.barriers.offset_log import read_offset_log
+from unaligned.barriers.offset_log import read_offset_log, read_query_id
 from unaligned.channel_state.files import (
     delete_barrier_state,
+    delete_channel_state,
     list_barrier_ids,
     list_state_files,
+    query_state_dir,
 )
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
+from unaligned.errors import BarrierError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import SinkOptions
+from unaligned.sink.options import SinkOptions, default_channel_state_path
 
 if TYPE_CHECKING:
     from unaligned.sink.participant import SinkCommitMessage
@@ -106,12 +109,46 @@ def collect_garbage(state_dir: str, keep: Sequence[ChannelStateRef]) -> int:
 
 def collect_channel_state_garbage(options: SinkOptions) -> None:
     """Delete channel-state files the newest commit record no longer references (replayed,
-    or written by failed and denied attempts). Runs only when no task of the query runs."""
+    or written by failed, denied, speculative or zombie attempts). Runs only when no task of
+    the query runs.
+
+    Lists and deletes only inside this query's own directory, ``<channelStatePath>/<query
+    id>/`` (other queries may share ``channelStatePath``). Files of the older layout
+    (``<channelStatePath>/barrier-<N>/``, before per-query directories): under the default
+    path, which belongs to this query alone, every such file no record keeps; under a
+    ``channelStatePath`` the user set, which other queries may share, only the files this
+    query's previous commit record named and the newest one no longer keeps.
+    """
     log = CommitLog.under_checkpoint(options.checkpoint_location)
     decided = log.decided_batch_ids()
     latest = log.read(decided[-1]) if decided else None
     keep = [ref for refs in (latest.channel_state.values() if latest else ()) for ref in refs]
-    collect_garbage(options.alignment.state_dir, keep)
+    root = options.alignment.state_dir
+    try:
+        query_id = read_query_id(options.checkpoint_location)
+    except BarrierError as exc:
+        logger.warning("channel-state garbage not collected: %s", exc)
+        return
+    collect_garbage(query_state_dir(root, query_id), keep)
+    if root == default_channel_state_path(options.checkpoint_location):
+        collect_garbage(root, keep)  # lists barrier-<N>/ directories only, never query dirs
+        return
+    previous = log.read(decided[-2]) if len(decided) > 1 else None
+    if previous is None:
+        return
+    kept_paths = {ref.location().path for ref in keep if isinstance(ref, FileChannelState)}
+    own_dir = resolve_location(query_state_dir(root, query_id)).path.rstrip("/") + "/"
+    dropped = [
+        ref
+        for refs in previous.channel_state.values()
+        for ref in refs
+        if isinstance(ref, FileChannelState)
+        and not ref.location().path.startswith(own_dir)
+        and ref.location().path not in kept_paths
+    ]
+    if dropped:
+        removed = delete_channel_state(dropped)
+        logger.info("deleted %d channel-state file(s) of the older layout", removed)
 
 
 def after_barrier(

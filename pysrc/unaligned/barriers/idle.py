@@ -19,6 +19,14 @@ The hint is for liveness only: correctness never depends on it (pending state is
 sink's commit record and is replayed by whatever barrier comes next). The directory is
 ``$UNALIGNED_IDLE_BARRIER_DIR`` or ``<temp dir>/unaligned-idle-barriers``; a stale hint costs
 at most one empty batch.
+
+Liveness never depends on the hint surviving a restart: the hint is on the driver's local disk,
+and a query restarted on another host (YARN cluster mode, Kubernetes) finds none. A source
+resuming from an offset of an earlier run therefore asks for one idle barrier at the start of
+each run (:meth:`IdleBarrierTrigger.start_of_run`), unless the run began by re-planning a batch
+of the earlier run (:meth:`IdleBarrierTrigger.batch_planned`). Either way the run's first barrier
+reaches the sink, which writes the pending state and, if some is still pending, publishes the
+hint again on the new host. A restart with nothing pending costs one empty batch.
 """
 
 from __future__ import annotations
@@ -104,6 +112,21 @@ class IdleBarrierTrigger:
 
     def __init__(self) -> None:
         self._answered_batch: int | None = None
+        self._run_started = False
+
+    def start_of_run(self, resumed: bool) -> bool:
+        """Called at every ``latestOffset``: True only on the first call of this object's life
+        (one per run: the source's reader lives as long as its run), when the start offset
+        comes from an earlier run (``resumed``) and no batch was planned yet. Pending state the
+        earlier run left is then written by an idle barrier, whatever hint this host has."""
+        first = not self._run_started
+        self._run_started = True
+        return first and resumed
+
+    def batch_planned(self) -> None:
+        """A batch was planned: one planned before any ``latestOffset`` is Spark re-running
+        the earlier run's last batch, which reaches the sink, so no barrier is forced."""
+        self._run_started = True
 
     def due(self, token: str) -> bool:
         """True once per hint batch id: state is pending and no idle barrier was asked for it."""

@@ -29,24 +29,41 @@ Guarantees and rules:
 - ``maxInflightBytes`` (Flink's UNALIGNED_WITH_MAX_INFLIGHT_DATA): a task whose inherited state
   is above it does not cut at this barrier; it writes aligned until it is back under.
 - ``aligned`` mode never cuts: Spark's own behaviour.
+- State files go to the query's own directory, ``<channelStatePath>/<query id>/``, under names
+  unique per attempt and write (:mod:`unaligned.channel_state.files`): no other attempt of the
+  task (a retry, a speculative copy, a zombie of a failed stage or of an earlier run) can
+  replace the file the commit record names.
+- Replayed rows come in the sink's *current* input schema, mapped by column name from the
+  schema they were stored with (:mod:`unaligned.channel_state.replay_schema`): a query
+  restarted with its columns reordered, or with a nullable column added, replays its pending
+  state correctly; a change replay cannot bridge stops the task with
+  :class:`~unaligned.errors.SchemaMismatchError` before any row is written. The current schema
+  is that of the task's first input batch, else ``input_schema`` (a task with no input: an
+  idle barrier).
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from unaligned import crash_points
 from unaligned.barriers.barrier import Barrier, Deadline
 from unaligned.barriers.metrics import TaskBarrierStats
+from unaligned.channel_state.files import query_state_dir
 from unaligned.channel_state.reader import read_channel_state
 from unaligned.channel_state.refs import ChannelStateRef, InlineChannelState
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.crash_points import FailPoint
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType, StructType
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +88,9 @@ class AlignmentSettings:
     max_inflight_bytes: int
     chunk_rows: int
     state_dir: str
-    """Where channel-state files go (``<checkpoint>/unaligned/channel-state`` by default)."""
+    """``channelStatePath`` (``<checkpoint>/unaligned/channel-state`` by default): each query's
+    files go to ``<state_dir>/<query id>/`` (:func:`unaligned.channel_state.files.query_state_dir`).
+    """
     codec: str
     inline_threshold_bytes: int
 
@@ -104,11 +123,16 @@ class BarrierAlignment:
     """One sink task attempt at one barrier. Use once: :meth:`run`.
 
     ``task_index`` is the Spark partition id of the sink task, ``attempt_number`` its attempt
-    (0 first); ``attempt_id`` is unique among attempts (Spark's ``taskAttemptId``) and names
-    the temporary channel-state file.
+    (0 first); ``attempt_id`` (Spark's ``taskAttemptId``) goes into the names of the
+    channel-state files it writes.
     ``inherited`` is this task index's pending state from the previous barrier's commit
-    record, oldest first. Replayed rows keep the Arrow schema stored with them; new state takes
-    the schema of the input batches.
+    record, oldest first. New state takes the schema of the input batches.
+
+    Replayed rows are mapped by name onto the sink's current input schema: the first input
+    batch's, else ``input_schema`` (the sink input as Spark declared it, for a task with no
+    input; :func:`arrow_input_schema`). Without either they keep the schema stored with them.
+    ``sink_columns`` are the input columns the sink writes out (``None``: all of them): a
+    stored column outside them may be gone from the current input.
     """
 
     def __init__(
@@ -120,6 +144,9 @@ class BarrierAlignment:
         attempt_number: int,
         attempt_id: str,
         inherited: Sequence[ChannelStateRef],
+        *,
+        input_schema: pa.Schema | None = None,
+        sink_columns: Collection[str] | None = None,
     ) -> None:
         self._settings = settings
         self._barrier = barrier
@@ -128,6 +155,8 @@ class BarrierAlignment:
         self._attempt_number = attempt_number
         self._attempt_id = attempt_id
         self._inherited = tuple(inherited)
+        self._input_schema = input_schema
+        self._sink_columns = sink_columns
 
     def _may_cut(self) -> bool:
         if self._settings.mode is not CheckpointMode.UNALIGNED:
@@ -147,7 +176,7 @@ class BarrierAlignment:
 
     def _new_state_writer(self, schema: pa.Schema) -> ChannelStateWriter:
         return ChannelStateWriter(
-            state_dir=self._settings.state_dir,
+            state_dir=query_state_dir(self._settings.state_dir, self._barrier.query_id),
             barrier_id=self._barrier.batch_id,
             query_id=self._barrier.query_id,
             task_index=self._task_index,
@@ -157,6 +186,27 @@ class BarrierAlignment:
             inline_threshold_bytes=self._settings.inline_threshold_bytes,
             chunk_rows=self._settings.chunk_rows,
         )
+
+    def _current_schema(
+        self, input_batches: Iterator[pa.RecordBatch]
+    ) -> tuple[Iterator[pa.RecordBatch], pa.Schema | None]:
+        """The sink input's schema that replayed rows must take, and the input (unchanged).
+
+        Only with state to replay is the first input batch taken ahead (Spark pulls the input
+        ahead of the sink anyway); its schema is exact, nullability included."""
+        if all(ref.exhausted for ref in self._inherited):
+            return input_batches, self._input_schema
+        first = next(input_batches, None)
+        if first is None:
+            if self._input_schema is None:
+                logger.warning(
+                    "barrier %d task %d: no input and no input schema: channel state is "
+                    "replayed with the columns it was stored with",
+                    self._barrier.batch_id,
+                    self._task_index,
+                )
+            return input_batches, self._input_schema
+        return itertools.chain([first], input_batches), first.schema
 
     def run(
         self,
@@ -171,6 +221,7 @@ class BarrierAlignment:
         written = replayed = carried_rows = spilled = 0
         cut = False
         pending: list[ChannelStateRef] = []
+        input_batches, target_schema = self._current_schema(iter(input_batches))
 
         # 1. Replay inherited state, oldest first; after a cut, carry the rest by reference.
         for ref in self._inherited:
@@ -179,7 +230,13 @@ class BarrierAlignment:
                 carried_rows += ref.remaining_rows
                 continue
             consumed = 0
-            for chunk in read_channel_state(ref, batch_rows=chunk_rows):
+            replay = read_channel_state(
+                ref,
+                batch_rows=chunk_rows,
+                target_schema=target_schema,
+                sink_columns=self._sink_columns,
+            )
+            for chunk in replay:
                 write_chunk(chunk)
                 consumed += chunk.num_rows
                 crash_points.fail_first_attempt(
@@ -248,3 +305,36 @@ class BarrierAlignment:
             state_inline_bytes=inline_bytes,
         )
         return TaskBarrierOutcome(tuple(pending), stats)
+
+
+def arrow_input_schema(schema: StructType, timezone: str = "UTC") -> pa.Schema:
+    """The Arrow schema Spark gives the sink's input batches for the Spark ``schema`` (as
+    ``mapInArrow`` does: nullability at every level; timestamps in ``timezone``, which only
+    labels the same instants). For :class:`BarrierAlignment`'s ``input_schema``."""
+    return pa.schema(
+        [pa.field(f.name, _arrow_type(f.dataType, timezone), f.nullable) for f in schema.fields]
+    )
+
+
+def _arrow_type(data_type: DataType, timezone: str) -> pa.DataType:
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, StructType):
+        return pa.struct(
+            [
+                pa.field(f.name, _arrow_type(f.dataType, timezone), f.nullable)
+                for f in data_type.fields
+            ]
+        )
+    if isinstance(data_type, ArrayType):
+        element = _arrow_type(data_type.elementType, timezone)
+        return pa.list_(pa.field("element", element, data_type.containsNull))
+    if isinstance(data_type, MapType):
+        return pa.map_(
+            _arrow_type(data_type.keyType, timezone),
+            pa.field(
+                "value", _arrow_type(data_type.valueType, timezone), data_type.valueContainsNull
+            ),
+        )
+    return to_arrow_type(data_type, timezone=timezone)

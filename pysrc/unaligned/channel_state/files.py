@@ -1,22 +1,36 @@
 """Channel state on disk: the directory layout under the state directory, naming, listing, deletion.
 
-Layout (``state_dir`` is the sink's channel-state directory under the checkpoint,
-``channelStatePath``)::
+Layout (``root`` is the ``channelStatePath`` option, by default
+``<checkpoint>/unaligned/channel-state``; every query keeps its state in a directory of its own,
+named by its query id, :func:`query_state_dir`)::
 
-    <state_dir>/barrier-<barrierId>/task-<index>.avro                        finished
-    <state_dir>/barrier-<barrierId>/task-<index>.attempt-<attempt>.avro.tmp  being written
+    <root>/<query id>/barrier-<N>/task-<index>.attempt-<attempt>.<writeId>.avro      finished
+    <root>/<query id>/barrier-<N>/task-<index>.attempt-<attempt>.<writeId>.avro.tmp  being written
 
-Write-then-rename
-    One file per (barrier, task). The writer (:mod:`unaligned.channel_state.writer`) writes
-    the temporary name and renames it to the final name when it finishes, so nobody sees half
-    a file. ``<attempt>`` ([A-Za-z0-9_-]+, :data:`ATTEMPT_NAME`) is unique among concurrently
-    running attempts of the task. Only the committed attempt's ref is in the sink's commit
-    record; a retried attempt overwrites the final file before returning its own ref (the
-    ref's ``write_id``, size and CRC-32 make replay of a replaced file fail, see
-    :mod:`unaligned.channel_state.refs`).
+Unique names, write-then-rename
+    Every writer has a name of its own: ``<attempt>`` ([A-Za-z0-9_-]+, :data:`ATTEMPT_NAME`;
+    the sink uses Spark's ``taskAttemptId``, unique per SparkContext) and ``<writeId>`` (the
+    writer's random id, also in the file's header and in its ref; unique across runs). The
+    writer (:mod:`unaligned.channel_state.writer`) writes the temporary name and renames it to
+    its final name when it finishes, so nobody sees half a file, and no attempt (a retry, a
+    speculative copy, a zombie of a failed stage or of an earlier run of the query) can
+    replace another attempt's file. The commit record holds the committed attempt's ref, which
+    names its exact file; replay reads that file and no other.
+
+Per-query directory
+    Two queries may share a ``channelStatePath``: each one lists and deletes only inside its
+    own ``<root>/<query id>/``.
+
+Older layouts (still read)
+    Checkpoints written before the per-attempt names hold refs to
+    ``<root>/barrier-<N>/task-<index>.avro`` (temporary ``task-<index>.attempt-<a>.avro.tmp``).
+    Refs name their file, so they replay unchanged; :func:`list_state_files` recognises these
+    names too (``write_id`` ``None``).
 
 Listing and garbage
-    Temporary files of failed attempts stay until the sink's cleanup removes them:
+    Files of attempts that lost (failed, denied by Spark's commit coordinator, zombies) stay
+    until the sink's garbage collection removes them while no task runs
+    (:func:`unaligned.barriers.driver_side.collect_channel_state_garbage`):
     :func:`list_barrier_ids` and :func:`list_state_files` find every file (finished and
     temporary), :func:`delete_barrier_state` removes a barrier's whole directory and
     :func:`delete_channel_state` the files of given refs. Both deletions are idempotent. A
@@ -34,27 +48,65 @@ import pyarrow.fs as pafs
 
 from unaligned._fs import resolve_location
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
+from unaligned.errors import ChannelStateError
 
 ATTEMPT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-"""What a writer's ``attempt`` may be: it becomes part of the temporary file's name."""
-_FINAL_NAME = re.compile(r"^task-(\d+)\.avro$")
-_TEMP_NAME = re.compile(r"^task-(\d+)\.attempt-([A-Za-z0-9_-]+)\.avro\.tmp$")
+"""What a writer's ``attempt`` (and ``write_id``, and a query id) may be: they become part of
+file and directory names."""
+_NAME = r"[A-Za-z0-9_-]+"
+_FINAL_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.({_NAME})\.avro$")
+_TEMP_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.({_NAME})\.avro\.tmp$")
+_LEGACY_FINAL_NAME = re.compile(r"^task-(\d+)\.avro$")
+_LEGACY_TEMP_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.avro\.tmp$")
 _BARRIER_DIR = re.compile(r"^barrier-(\d+)$")
 
 
 # --- naming ---------------------------------------------------------------------------------------
 
 
+def query_state_dir(root: str, query_id: str) -> str:
+    """The directory of one query's channel state under ``root`` (``channelStatePath``)."""
+    if not ATTEMPT_NAME.match(query_id):
+        raise ChannelStateError(
+            f"query id {query_id!r} cannot name a channel-state directory under {root}: "
+            "it must match [A-Za-z0-9_-]+"
+        )
+    return f"{root.rstrip('/')}/{query_id}"
+
+
 def barrier_dir_name(barrier_id: int) -> str:
     return f"barrier-{barrier_id}"
 
 
-def state_file_name(task_index: int) -> str:
+def state_file_name(task_index: int, attempt: str, write_id: str) -> str:
+    """The finished file of one writer (one attempt of a task, one write)."""
+    return f"task-{task_index}.attempt-{attempt}.{write_id}.avro"
+
+
+def temp_file_name(task_index: int, attempt: str, write_id: str) -> str:
+    """The same writer's file while it is being written."""
+    return f"{state_file_name(task_index, attempt, write_id)}.tmp"
+
+
+def legacy_state_file_name(task_index: int) -> str:
+    """The finished file's name before names were unique per attempt (still read)."""
     return f"task-{task_index}.avro"
 
 
-def temp_file_name(task_index: int, attempt: str) -> str:
-    return f"task-{task_index}.attempt-{attempt}.avro.tmp"
+def _parse_name(name: str) -> tuple[int, str | None, str | None, bool] | None:
+    """(task index, attempt, write id, finished) of a state file's name; ``None`` if it is not
+    one."""
+    for pattern, finished in ((_FINAL_NAME, True), (_TEMP_NAME, False)):
+        match = pattern.match(name)
+        if match:
+            return int(match.group(1)), match.group(2), match.group(3), finished
+    legacy = _LEGACY_FINAL_NAME.match(name)
+    if legacy:
+        return int(legacy.group(1)), None, None, True
+    legacy = _LEGACY_TEMP_NAME.match(name)
+    if legacy:
+        return int(legacy.group(1)), legacy.group(2), None, False
+    return None
 
 
 # --- listing --------------------------------------------------------------------------------------
@@ -64,8 +116,9 @@ def temp_file_name(task_index: int, attempt: str) -> str:
 class StateFile:
     """A file found under a barrier's directory.
 
-    ``attempt`` is set for a temporary file (an attempt that never finished, or is still
-    running) and ``None`` for a finished ``task-<index>.avro``.
+    ``finished`` is False for a temporary file (an attempt that never finished, or is still
+    running). ``attempt`` and ``write_id`` come from the name (``None`` in the older names:
+    both in a finished ``task-<index>.avro``, ``write_id`` in an older temporary name).
     """
 
     path: str
@@ -73,6 +126,8 @@ class StateFile:
     task_index: int
     attempt: str | None
     size_bytes: int
+    finished: bool = True
+    write_id: str | None = None
 
 
 def list_state_files(
@@ -85,13 +140,13 @@ def list_state_files(
     for info in location.filesystem.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
-        final, temp = _FINAL_NAME.match(info.base_name), _TEMP_NAME.match(info.base_name)
-        if final:
-            found.append(StateFile(info.path, barrier_id, int(final.group(1)), None, info.size))
-        elif temp:
-            found.append(
-                StateFile(info.path, barrier_id, int(temp.group(1)), temp.group(2), info.size)
-            )
+        parsed = _parse_name(info.base_name)
+        if parsed is None:
+            continue
+        task_index, attempt, write_id, finished = parsed
+        found.append(
+            StateFile(info.path, barrier_id, task_index, attempt, info.size, finished, write_id)
+        )
     return sorted(found, key=lambda f: f.path)
 
 

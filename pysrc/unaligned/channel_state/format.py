@@ -171,3 +171,19 @@ def open_validated(
         source.close()
         raise
     return source, blocks, schema
+
+
+def read_stored_schema(
+    ref: ChannelStateRef, filesystem: pafs.FileSystem | None = None
+) -> pa.Schema:
+    """The Arrow schema in the state's header, after checks 2 and 3 (the header only, no CRC
+    pass over the whole file: for a check before a batch runs, never instead of replay's)."""
+    source = ref.open_input(filesystem)
+    try:
+        try:
+            metadata = dict(fastavro.block_reader(source).metadata)
+        except DECODE_ERRORS as exc:
+            raise ChannelStateError(f"{ref.describe()}: unreadable Avro header: {exc!r}") from exc
+        return check_header(ref, metadata)
+    finally:
+        source.close()

@@ -24,8 +24,10 @@ Inline or file (Flink's data-inline-threshold)
 Files
     The file is written under its temporary name and renamed by
     :meth:`~ChannelStateWriter.finish` (write-then-rename; the layout is
-    :mod:`unaligned.channel_state.files`). The returned ref carries the writer's random
-    ``write_id`` and the size and CRC-32 of the Avro bytes.
+    :mod:`unaligned.channel_state.files`). Both names hold the attempt and the writer's random
+    ``write_id``, so no other writer (another attempt of the task, a zombie of an earlier run)
+    can replace the file. The returned ref names that exact file and carries the ``write_id``
+    and the size and CRC-32 of the Avro bytes.
 """
 
 from __future__ import annotations
@@ -145,8 +147,9 @@ class ChannelStateWriter:
     or ``discard()``. Usable as a context manager: leaving it with an exception discards.
     Nothing is opened or written before the first ``append``/``finish``.
 
-    ``attempt`` names the temporary file ([A-Za-z0-9_-]+, unique among concurrently running
-    attempts of the task, e.g. Spark's ``taskAttemptId``).
+    ``attempt`` goes into the file's names ([A-Za-z0-9_-]+, e.g. Spark's ``taskAttemptId``),
+    next to the writer's random ``write_id``; ``state_dir`` is the query's own directory
+    (:func:`unaligned.channel_state.files.query_state_dir`).
     """
 
     def __init__(
@@ -231,7 +234,7 @@ class ChannelStateWriter:
     def _open_temp(self) -> Any:
         barrier = self._barrier_location()
         barrier.filesystem.create_dir(barrier.path, recursive=True)
-        self._temp = barrier.child(temp_file_name(self._task_index, self._attempt))
+        self._temp = barrier.child(temp_file_name(self._task_index, self._attempt, self._write_id))
         logger.info("spilling %s to %s", self.describe(), self._temp.path)
         return self._temp.filesystem.open_output_stream(self._temp.path)
 
@@ -308,7 +311,9 @@ class ChannelStateWriter:
             else:
                 self._stream.close_file()
                 assert self._temp is not None
-                final = self._barrier_location().child(state_file_name(self._task_index))
+                final = self._barrier_location().child(
+                    state_file_name(self._task_index, self._attempt, self._write_id)
+                )
                 final.filesystem.move(self._temp.path, final.path)
                 ref = FileChannelState(path=final.path, uri=final.uri, **common)
         except BaseException:

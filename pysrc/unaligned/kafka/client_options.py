@@ -400,7 +400,5 @@ def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
     kwargs.setdefault("bootstrap_timeout_ms", config.request_timeout_ms)
     kwargs["acks"] = "all"
     kwargs["enable_idempotence"] = True
-    kwargs["transaction_timeout_ms"] = int(
-        kafka_params["transaction.timeout.ms"]
-    )
+    kwargs["transaction_timeout_ms"] = int(kafka_params["transaction.timeout.ms"])
     return kwargs

@@ -127,7 +127,7 @@ def install_columnar_fetch(consumer: Any, include_headers: bool) -> bool:
     kafka-python is not the pinned version (then ``poll()`` returns ``ConsumerRecord``s)."""
     fetcher = getattr(consumer, "_fetcher", None)
     original = getattr(type(fetcher), "PartitionRecords", None)
-    if kafka.__version__ != PINNED_KAFKA_PYTHON or original is None:
+    if kafka.__version__ != PINNED_KAFKA_PYTHON or fetcher is None or original is None:
         logger.warning(
             "kafka-python %s is not the pinned %s: reading through its per-record decoder (slow)",
             kafka.__version__,

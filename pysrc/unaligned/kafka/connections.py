@@ -2,8 +2,9 @@
 
 :func:`open_consumer` gives a connected ``KafkaConsumer`` (no subscription); :class:`OffsetLookup`
 answers the driver's broker queries (topics, earliest / latest offsets, offsets by timestamp) on
-one long-lived consumer, retrying failed calls. The ``kafka.*`` options behind the config are
-mapped by :mod:`unaligned.kafka.client_options`.
+one long-lived consumer, retrying failed calls, and confirms whether topics exist with a direct
+metadata request (:meth:`OffsetLookup.confirm_topics`). The ``kafka.*`` options behind the config
+are mapped by :mod:`unaligned.kafka.client_options`.
 
 Bounded time: every broker round trip is bounded by ``kafka.request.timeout.ms`` (default
 30000 ms); connecting to an unreachable cluster fails with :class:`KafkaUnavailableError`
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 from unaligned.errors import KafkaUnavailableError
@@ -79,10 +80,11 @@ class OffsetLookup:
         self._attempts = max(1, attempts)
         self._retry_interval_s = retry_interval_ms / 1000.0
         self._consumer: KafkaConsumer | None = None
+        self._admin: KafkaAdminClient | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickles without the live consumer (a copy connects again on first use)."""
-        return {**self.__dict__, "_consumer": None}
+        """Pickles without the live clients (a copy connects again on first use)."""
+        return {**self.__dict__, "_consumer": None, "_admin": None}
 
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:
@@ -97,17 +99,46 @@ class OffsetLookup:
             except Exception:  # closing a broken client must not hide the real error
                 logger.debug("closing a failed Kafka consumer raised", exc_info=True)
 
-    def _call(self, doing: str, fn: Callable[[KafkaConsumer, int], T]) -> T:
+    def _admin_client(self) -> KafkaAdminClient:
+        if self._admin is None:
+            kwargs = {
+                k: v
+                for k, v in self._config.consumer_kwargs().items()
+                if k in KafkaAdminClient.DEFAULT_CONFIG
+            }
+            try:
+                self._admin = KafkaAdminClient(**kwargs)
+            except _UNAVAILABLE as exc:
+                raise unavailable(self._config, "connecting", exc) from exc
+        return self._admin
+
+    def _discard_admin(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            try:
+                admin.close()
+            except Exception:  # closing a broken client must not hide the real error
+                logger.debug("closing a failed Kafka admin client raised", exc_info=True)
+
+    def _call(
+        self,
+        doing: str,
+        fn: Callable[[KafkaConsumer, int], T],
+        client: Callable[[], Any] | None = None,
+    ) -> T:
+        """``fn(client, remaining ms)`` with retries; ``client`` defaults to the consumer."""
+        get_client = self._client if client is None else client
+        discard = self._discard if client is None else self._discard_admin
         budget_s = self._config.request_timeout_ms / 1000.0
         deadline = time.monotonic() + budget_s
         for attempt in range(1, self._attempts + 1):
             remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
             try:
-                return fn(self._client(), remaining_ms)
+                return fn(get_client(), remaining_ms)
             except KafkaUnavailableError:
                 raise
             except kafka_errors.KafkaError as exc:
-                self._discard()
+                discard()
                 out_of_time = time.monotonic() + self._retry_interval_s >= deadline
                 if attempt == self._attempts or out_of_time:
                     if isinstance(exc, _UNAVAILABLE):
@@ -132,6 +163,39 @@ class OffsetLookup:
             return {t: sorted(consumer.partitions_for_topic(t) or ()) for t in names}
 
         return self._call("listing topics", fetch)
+
+    def confirm_topics(self, names: Iterable[str]) -> dict[str, tuple[int, ...] | None]:
+        """Ask the broker directly (a metadata request for exactly these topics, never
+        creating one) whether each topic exists: ``None`` when it answers
+        UNKNOWN_TOPIC_OR_PARTITION (the topic does not exist), its partition numbers when it
+        answers without error. A topic answered with any other error (leader not available,
+        not authorized, ...) is left out: no clear answer.
+
+        Used to confirm a deletion that one listing of every topic (:meth:`topics`) suggested:
+        such a listing can leave out a topic that still exists."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+
+        def describe(admin: KafkaAdminClient, _timeout_ms: int) -> list[dict[str, Any]]:
+            return list(admin.describe_topics(wanted))
+
+        described = self._call("describing topics", describe, self._admin_client)
+        out: dict[str, tuple[int, ...] | None] = {}
+        for topic in described:
+            name = topic.get("name")
+            if name not in wanted:
+                continue
+            error = kafka_errors.for_code(int(topic.get("error_code", 0)))
+            if error is kafka_errors.NoError:
+                out[name] = tuple(
+                    sorted(int(p["partition_index"]) for p in topic.get("partitions", ()))
+                )
+            elif error is kafka_errors.UnknownTopicOrPartitionError:
+                out[name] = None
+            else:
+                logger.warning("describing topic %s: the broker answered %s", name, error.__name__)
+        return out
 
     def earliest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         """Log start offsets (the first offset still stored)."""
@@ -174,3 +238,4 @@ class OffsetLookup:
 
     def close(self) -> None:
         self._discard()
+        self._discard_admin()

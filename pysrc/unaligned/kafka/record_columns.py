@@ -76,7 +76,8 @@ class RecordColumns:
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes + 20 * len(self)
+        payload: int = self.keys.nbytes + self.values.nbytes
+        return payload + 20 * len(self)
 
     def slice(self, start: int, stop: int) -> RecordColumns:
         return RecordColumns(

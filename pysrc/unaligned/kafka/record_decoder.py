@@ -78,7 +78,8 @@ def _is_abort_marker(buf: bytes, records_start: int, batch_end: int) -> bool:
     key_len, pos = read_varint(buf, pos)
     if key_len < 4 or pos + 4 > batch_end:
         return False
-    return struct.unpack_from(">h", buf, pos + 2)[0] == 0
+    kind: int = struct.unpack_from(">h", buf, pos + 2)[0]
+    return kind == 0
 
 
 class _BatchHeader(NamedTuple):

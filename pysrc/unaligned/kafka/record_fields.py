@@ -91,7 +91,8 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
         offsets = np.zeros(len(lengths), np.int64)
         np.cumsum(lengths[:-1], out=offsets[1:])
         index = np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
-        return arr[index]
+        gathered: np.ndarray = arr[index]
+        return gathered
     # dense: a byte mask of alternating (gap, value) runs
     runs = np.empty(2 * len(starts), np.int64)
     runs[0] = 0
@@ -99,7 +100,8 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
     runs[1::2] = lengths
     keep = np.zeros(2 * len(starts), bool)
     keep[1::2] = True
-    return arr[lo:hi][np.repeat(keep, runs)]
+    masked: np.ndarray = arr[lo:hi][np.repeat(keep, runs)]
+    return masked
 
 
 def _binary_array(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:

@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, TransactionState
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
 from kafka.protocol.producer import EndTxnRequest
 
@@ -69,18 +69,6 @@ DEFAULT_END_TXN_TIMEOUT_S = 60.0
 _END_TXN_WINDOW = 16  # EndTxn requests in flight at once; the admin client allows one more
 _FIRST_BACKOFF_S = 0.02
 _MAX_BACKOFF_S = 1.0
-
-OPEN_TRANSACTION_STATES = frozenset(
-    {
-        TransactionState.ONGOING,
-        TransactionState.PREPARE_COMMIT,
-        TransactionState.PREPARE_ABORT,
-        TransactionState.PREPARE_EPOCH_FENCE,
-    }
-)
-"""``ListTransactions`` states of an unfinished transaction. ``PrepareCommit``/``PrepareAbort``
-last until the markers are written (milliseconds): a transaction just committed may briefly be
-listed as open."""
 
 # An answer to one EndTxn: the broker's error class (NoError on success), or the retriable
 # exception that stopped the request from being answered (connection lost, timed out).
@@ -151,7 +139,7 @@ def _end_all(
     refused: list[tuple[PreparedTransaction, _Answer]] = []
     if not pending:
         return
-    with _admin_client(client_kwargs, max_in_flight=_END_TXN_WINDOW + 1) as admin:
+    with admin_client(client_kwargs, max_in_flight=_END_TXN_WINDOW + 1) as admin:
         while pending:
             rounds += 1
             remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
@@ -194,7 +182,10 @@ def _run_window(
     request_timeout_ms: int,
 ) -> list[_Answer]:
     try:
-        return admin._manager.run(_async_end_window, admin, window, outcome, request_timeout_ms)
+        answers: list[_Answer] = admin._manager.run(
+            _async_end_window, admin, window, outcome, request_timeout_ms
+        )
+        return answers
     except kafka_errors.KafkaError as exc:  # not a broker answer: unsupported version, auth...
         error = (
             TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
@@ -245,7 +236,8 @@ async def _async_end_one(
     response = await manager.send(find, request_timeout_ms=request_timeout_ms)
     found = response.coordinators[0] if response.coordinators else response
     if found.error_code != 0:
-        return kafka_errors.for_code(found.error_code)
+        find_error: type = kafka_errors.for_code(found.error_code)
+        return find_error
     node_id = manager.cluster.add_coordinator(
         found, CoordinatorType.TRANSACTION, key, synthesize_node_id=False
     )
@@ -257,7 +249,8 @@ async def _async_end_one(
         max_version=END_TXN_MAX_VERSION,
     )
     response = await manager.send(end, node_id=node_id, request_timeout_ms=request_timeout_ms)
-    return kafka_errors.for_code(response.error_code)
+    end_error: type = kafka_errors.for_code(response.error_code)
+    return end_error
 
 
 def _refusal(prepared: PreparedTransaction, outcome: _EndTxnOutcome, answer: _Answer) -> Exception:
@@ -331,33 +324,12 @@ def fence(client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
     logger.info("fenced transactional id %r", transactional_id)
 
 
-def list_transactional_ids(
-    client_kwargs: Mapping[str, Any], prefix: str, *, open_only: bool = True
-) -> list[str]:
-    """Sorted transactional ids starting with ``prefix`` known to the coordinators.
-
-    ``open_only`` keeps ids in :data:`OPEN_TRANSACTION_STATES`; otherwise any state (``Empty``,
-    ``CompleteCommit``, ``CompleteAbort``...). Filtered here, so brokers before 4.1 work too.
-    """
-    with _admin_client(client_kwargs) as admin:
-        by_broker = admin.list_transactions()
-    return sorted(
-        {
-            listing.transactional_id
-            for listings in by_broker.values()
-            for listing in listings
-            if listing.transactional_id.startswith(prefix)
-            and (not open_only or listing.state in OPEN_TRANSACTION_STATES)
-        }
-    )
-
-
 def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
     """The brokers' ``transaction.max.timeout.ms`` (the smallest if they differ).
 
     ``init_transactions`` refuses a ``transaction_timeout_ms`` above it."""
     name = "transaction.max.timeout.ms"
-    with _admin_client(client_kwargs) as admin:
+    with admin_client(client_kwargs) as admin:
         broker_ids = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
         described = admin.describe_configs(
             [ConfigResource(ConfigResourceType.BROKER, b, [name]) for b in broker_ids],
@@ -385,7 +357,7 @@ def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def _admin_client(
+def admin_client(
     client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
 ) -> Iterator[KafkaAdminClient]:
     kwargs = admin_client_kwargs(client_kwargs)

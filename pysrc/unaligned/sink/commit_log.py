@@ -38,6 +38,7 @@ import pyarrow.fs as pafs
 from unaligned._fs import (
     Location,
     atomic_write,
+    create_exclusive,
     describe,
     numbered_files,
     read_bytes,
@@ -169,21 +170,28 @@ class CommitLog:
             )
         return record
 
-    def write(self, record: CommitRecord) -> None:
-        """Make the decision for ``record.batch_id`` durable. Refuses to replace a decision."""
+    def write(self, record: CommitRecord) -> bool:
+        """Make the decision for ``record.batch_id`` durable, if no decision exists yet.
+
+        Returns ``False`` (and writes nothing) when the batch already has a record: a decided
+        batch is never decided again, and of two deciders racing only one writes (see
+        :func:`unaligned._fs.create_exclusive` for which filesystems make that exclusive).
+        """
         location = self._record_location(record.batch_id)
-        if location.filesystem.get_file_info(location.path).type != pafs.FileType.NotFound:
-            raise CommitLogError(
-                f"commit record {describe(location)} already exists; a decided batch is never "
-                "decided again"
+        if not create_exclusive(location, record.to_json()):
+            logger.warning(
+                "batch %d already has commit record %s; this decision is dropped",
+                record.batch_id,
+                describe(location),
             )
-        atomic_write(location, record.to_json())
+            return False
         logger.info(
             "batch %d decided: commit record %s with %d prepared item(s)",
             record.batch_id,
             describe(location),
             len(record.prepared),
         )
+        return True
 
     def mark_done(self, batch_id: int, *, commit_ms: float | None = None) -> None:
         """Record that every item of batch ``batch_id`` is committed (idempotent).

@@ -1,16 +1,25 @@
 """Read back exactly what the file sink committed: the files its manifest names, nothing else.
 
-The file sink (:mod:`unaligned.sink.file_participant`) writes one manifest entry per committed
-micro-batch, ``<path>/_unaligned_manifest/<batchId>.json``, after the batch's files have their
-final names. Readers list the manifest directory, never the data directory, so staged files of
-undecided or failed attempts and final files of a batch whose manifest entry is not written yet
-are invisible.
+The file sink (:mod:`unaligned.sink.file_participant`, which describes the layout) publishes one
+manifest entry per committed micro-batch and query, ``<path>/_unaligned_manifest/<queryId>-
+<batchId>.json``, after the batch's files have their final names; a query's older entries are
+folded into ``<queryId>-<throughBatchId>.compacted.json``; entries of older versions are named
+``<batchId>.json`` (no query id). Readers list the manifest directory, never the data directory,
+so staged files of undecided or failed attempts and final files of a batch whose manifest entry
+is not written yet are invisible.
+
+Every committed batch of every query that wrote to ``path`` is read exactly once: a batch is
+identified by ``(query id, batch id)`` (``None`` for a legacy entry), so a batch listed both in a
+compacted file and as an entry that compaction has not deleted yet counts once, and a file that
+disappears between the listing and the read (a compaction just replaced it) makes the reader
+list again. Order: legacy entries first, then query by query (by query id), each in batch then
+file order.
 
 Two ways in:
 
 - :func:`read_committed_files` (``unaligned.read_committed_files(path)``): a ``pyarrow.Table``.
 - ``spark.read.format("unaligned").option("path", ...).load()``: :class:`CommittedFilesReader`,
-  one Spark partition per committed file, schema from the newest manifest entry
+  one Spark partition per committed file, schema from the most recently committed manifest entry
   (:func:`committed_files_schema`).
 """
 
@@ -32,12 +41,14 @@ from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink.file_participant import (
     MANIFEST_DIR,
     MANIFEST_VERSION,
-    manifest_batch_ids,
-    manifest_name,
+    ManifestName,
+    list_manifest,
 )
 from unaligned.sink.options import absolute_path
 
 READ_BATCH_ROWS = 64 * 1024
+LISTING_ATTEMPTS = 10
+"""How often a reader lists the manifest again when listed files disappear under it."""
 
 
 @dataclass(frozen=True)
@@ -47,46 +58,123 @@ class CommittedFile:
     batch_id: int
     path: str
     rows: int
+    bytes: int = 0
+    query_id: str | None = None
 
 
 @dataclass(frozen=True)
 class ManifestEntry:
+    """One committed batch of one query (``query_id`` ``None``: a legacy entry)."""
+
     batch_id: int
     schema: StructType
     files: tuple[CommittedFile, ...]
+    query_id: str | None = None
+    committed_at_ms: int = 0
+
+    @property
+    def key(self) -> tuple[str | None, int]:
+        return (self.query_id, self.batch_id)
 
 
 def _location(path: str, filesystem: pafs.FileSystem | None) -> Location:
     return resolve_location(path, filesystem)
 
 
-def read_manifest_entry(output: Location, batch_id: int) -> ManifestEntry:
-    location = output.child(MANIFEST_DIR, manifest_name(batch_id))
-    name = location.uri or location.path
+def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEntry]:
+    """The batches one manifest file holds: one for an entry, many for a compacted file.
+
+    Raises ``FileNotFoundError`` if the file is gone (a compaction deleted it after the
+    listing) and :class:`CommitLogError` if it is unreadable or does not match its name.
+    """
+    location = output.child(MANIFEST_DIR, name.name)
+    described = location.uri or location.path
     data = read_bytes(location)
     if data is None:
-        raise CommitLogError(f"manifest entry {name} disappeared while reading")
+        raise FileNotFoundError(described)
     try:
         doc = json.loads(data.decode("utf-8"))
         if doc["version"] != MANIFEST_VERSION:
-            raise CommitLogError(f"manifest entry {name} has unsupported version {doc['version']}")
-        return ManifestEntry(
-            batch_id=int(doc["batchId"]),
-            schema=StructType.fromJson(doc["schema"]),
-            files=tuple(
-                CommittedFile(int(doc["batchId"]), str(f["path"]), int(f["rows"]))
-                for f in doc["files"]
-            ),
-        )
+            raise CommitLogError(
+                f"manifest file {described} has unsupported version {doc['version']}"
+            )
+        query_id = doc.get("queryId")
+        if query_id != name.query_id or bool(doc.get("compacted", False)) != name.compacted:
+            raise CommitLogError(
+                f"manifest file {described} holds query {query_id!r} "
+                f"({'compacted' if doc.get('compacted') else 'entry'}), not what its name says"
+            )
+        schema = StructType.fromJson(doc["schema"])
+        if name.compacted:
+            return _compacted_entries(doc, schema, query_id, described)
+        batch_id = int(doc["batchId"])
+        if batch_id != name.batch_id:
+            raise CommitLogError(f"manifest entry {described} names batch {batch_id}")
+        return [
+            ManifestEntry(
+                batch_id=batch_id,
+                schema=schema,
+                files=tuple(_committed_file(f, batch_id, query_id) for f in doc["files"]),
+                query_id=query_id,
+                committed_at_ms=int(doc.get("committedAtMs", 0)),
+            )
+        ]
     except CommitLogError:
         raise
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
-        raise CommitLogError(f"manifest entry {name} is unreadable: {exc!r}") from exc
+        raise CommitLogError(f"manifest file {described} is unreadable: {exc!r}") from exc
+
+
+def _committed_file(doc: Mapping[str, Any], batch_id: int, query_id: str | None) -> CommittedFile:
+    return CommittedFile(
+        batch_id, str(doc["path"]), int(doc["rows"]), int(doc.get("bytes", 0)), query_id
+    )
+
+
+def _compacted_entries(
+    doc: Mapping[str, Any], schema: StructType, query_id: str | None, described: str
+) -> list[ManifestEntry]:
+    files: dict[int, list[CommittedFile]] = {}
+    for f in doc["files"]:
+        batch_id = int(f["batchId"])
+        files.setdefault(batch_id, []).append(_committed_file(f, batch_id, query_id))
+    entries = [
+        ManifestEntry(
+            batch_id=int(b["batchId"]),
+            schema=schema,
+            files=tuple(files.pop(int(b["batchId"]), ())),
+            query_id=query_id,
+            committed_at_ms=int(b.get("committedAtMs", 0)),
+        )
+        for b in doc["batches"]
+    ]
+    if files:
+        raise CommitLogError(
+            f"compacted manifest {described} names files of batches {sorted(files)} it does "
+            "not list"
+        )
+    return entries
 
 
 def manifest_entries(output: Location) -> list[ManifestEntry]:
-    """Every committed batch's manifest entry, by batch id."""
-    return [read_manifest_entry(output, b) for b in manifest_batch_ids(output)]
+    """Every committed batch of every query, each once: legacy entries first, then by query id,
+    then by batch id."""
+    for _ in range(LISTING_ATTEMPTS):
+        batches: dict[tuple[str | None, int], ManifestEntry] = {}
+        try:
+            # Entries after compacted files: a live entry and its compacted copy are the same.
+            for name in sorted(list_manifest(output), key=lambda m: not m.compacted):
+                for entry in read_manifest_file(output, name):
+                    batches[entry.key] = entry
+        except FileNotFoundError:
+            continue  # replaced by a compaction since the listing: list again
+        return [
+            batches[k] for k in sorted(batches, key=lambda k: (k[0] is not None, k[0] or "", k[1]))
+        ]
+    raise CommitLogError(
+        f"the manifest under {output.uri or output.path} kept changing while being read "
+        f"({LISTING_ATTEMPTS} listings)"
+    )
 
 
 def read_committed_files(
@@ -118,16 +206,16 @@ def read_committed_files(
 
 
 def committed_files_schema(options: Mapping[str, str]) -> StructType:
-    """The Spark schema of the newest committed batch under option ``path``."""
+    """The Spark schema of the most recently committed batch under option ``path``."""
     path = _path_option(options)
-    output = _location(path, None)
-    batches = manifest_batch_ids(output)
-    if not batches:
+    entries = manifest_entries(_location(path, None))
+    if not entries:
         raise CommitLogError(
             f"no committed batch under {path!r} ({MANIFEST_DIR} is empty or missing): nothing "
             "to infer a schema from; give one with .schema(...)"
         )
-    return read_manifest_entry(output, batches[-1]).schema
+    newest = max(range(len(entries)), key=lambda i: (entries[i].committed_at_ms, i))
+    return entries[newest].schema
 
 
 def _path_option(options: Mapping[str, str]) -> str:
@@ -177,15 +265,19 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """Cast to exactly the Arrow schema Spark expects (types and nullability)."""
     if batch.schema.equals(target):
         return batch
-    arrays = [batch.column(name).cast(field.type) for name, field in zip(target.names, target, strict=True)]
+    arrays = [
+        batch.column(name).cast(field.type)
+        for name, field in zip(target.names, target, strict=True)
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def describe_committed(path: str) -> dict[str, Any]:
-    """Committed batches, files and rows under ``path`` (for logs and benchmarks)."""
+    """Committed batches, files, rows and writing queries under ``path`` (logs, benchmarks)."""
     entries = manifest_entries(_location(path, None))
     return {
         "batches": [e.batch_id for e in entries],
         "files": sum(len(e.files) for e in entries),
         "rows": sum(f.rows for e in entries for f in e.files),
+        "queries": len({e.query_id for e in entries}),
     }

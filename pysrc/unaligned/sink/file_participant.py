@@ -1,53 +1,175 @@
 """The Parquet files participant of the two-phase-commit sink (pyarrow, any ``pyarrow.fs``).
 
-Layout under the output ``path``::
+Layout under the output ``path``; every name carries the id of the query that wrote it (``<q>``,
+Spark's query id from ``<checkpoint>/metadata``, a UUID stable across restarts of one
+checkpoint), so queries with different checkpoints can write to the same ``path`` side by side::
 
-    <path>/_unaligned_staging/<batchId>/part-<partition>-<attempt>-<random>.parquet   step 1
-    <path>/part-<batchId:010d>-<partition:05d>.parquet                               step 2
-    <path>/_unaligned_manifest/<batchId:010d>.json                                    step 2
+    <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet  step 1
+    <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2
+    <path>/_unaligned_manifest/<q>-<batchId:010d>.json                                  step 2
+    <path>/_unaligned_manifest/<q>-<throughBatchId:010d>.compacted.json                compaction
 
 Step 1 (task): rows go to a staging file unique to the task attempt; the commit message carries
 its staged path, its final name and its row count. Step 2 (driver, after the commit record):
 each staged file is renamed to its *deterministic* final name (so a repeated rename after a crash
 finds the final file and does nothing), then the batch's manifest entry is written atomically.
-Only files named by a manifest entry are committed: readers (:mod:`unaligned.sink.committed_files`)
-never list the directory, so a final file whose manifest entry is not written yet is invisible,
-and so is every staging file. Directories starting with ``_`` are also skipped by Spark's own
-Parquet reader.
+Only files named by the manifest are committed: readers (:mod:`unaligned.sink.committed_files`)
+never list the data directory, so a final file whose manifest entry is not written yet is
+invisible, and so is every staging file. Directories starting with ``_`` are also skipped by
+Spark's own Parquet reader.
+
+Ownership. Recovery and clean-up remove staging only under the query's own
+``_unaligned_staging/<q>/``; compaction folds only the query's own entries. Nothing of another
+query is ever renamed, deleted or rewritten.
+
+Compaction. A long-running query would add one manifest entry per batch forever. After a batch
+is done, :meth:`FileParticipant.clean_up` folds the query's finished entries older than its
+newest ``manifest_retain`` into one compacted file, once more than ``manifest_retain +
+compact_every`` entries are live. The compacted file holds the previous compacted file's
+batches plus the folded ones; it is written atomically (:func:`unaligned._fs.atomic_write`)
+*before* the older compacted file and the folded entries are deleted. So every listing of the
+manifest directory covers every committed batch at least once; readers de-duplicate by
+``(query id, batch id)`` (a batch may be listed both in a compacted file and as an entry not yet
+deleted) and list again when a listed file disappears under them.
+
+Layout of older versions (no query id), still read and continued::
+
+    <path>/_unaligned_staging/<batchId>/part-<partition>-<attempt>-<random>.parquet
+    <path>/part-<batchId:010d>-<partition:05d>.parquet
+    <path>/_unaligned_manifest/<batchId:010d>.json
+
+Rule for those *legacy* names: a legacy manifest entry belongs to no query id; every reader
+reads it once (key ``(None, batch id)``), and no query compacts or deletes it. A query restarted
+from a checkpoint that an older version wrote has the same query id; what its commit records
+decided with legacy names (items without ``queryId``) is rolled forward under the same legacy
+names (the same final files, the same legacy manifest entry - idempotent, never a second entry
+for the batch), and every batch it decides from then on uses its query id. A legacy staging
+directory ``_unaligned_staging/<batchId>/`` is removed only by a query whose own commit log has
+batch ``batchId`` done (the query re-ran that batch under its new names, or rolled it forward):
+then whatever is staged there is a leftover of that very query. Do not run an older version
+of the package on the same ``path`` at the same time as this one: older versions do not know
+query ids and overwrite each other's names.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, atomic_write, numbered_files, resolve_location
-from unaligned.errors import CommitLogError
+from unaligned._fs import Location, atomic_write, resolve_location
+from unaligned.barriers.offset_log import read_query_id
+from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import FileTarget
+
+if TYPE_CHECKING:
+    from unaligned.sink.committed_files import ManifestEntry
+
+logger = logging.getLogger(__name__)
 
 PARTICIPANT = "files"
 STAGING_DIR = "_unaligned_staging"
 MANIFEST_DIR = "_unaligned_manifest"
 MANIFEST_VERSION = 1
+"""Version of a manifest entry and of a compacted manifest file."""
 ROW_GROUP_ROWS = 128 * 1024
 """Rows a task buffers before writing a Parquet row group (chunks are smaller)."""
+DEFAULT_MANIFEST_RETAIN = 100
+"""Newest manifest entries of a query that compaction leaves as separate files."""
+DEFAULT_COMPACT_EVERY = 100
+"""Compaction runs once more than ``retain + compact_every`` entries of the query are live: at
+most about ``retain + compact_every + 1`` manifest files per query, rewritten every
+``compact_every`` batches."""
+
+_QUERY_ID = re.compile(r"^[0-9A-Za-z_-]+$")
+_LEGACY_ENTRY = re.compile(r"^(?P<batch>\d+)\.json$")
+_ENTRY = re.compile(r"^(?P<query>[0-9A-Za-z_-]+)-(?P<batch>\d+)\.json$")
+_COMPACTED = re.compile(r"^(?P<query>[0-9A-Za-z_-]+)-(?P<batch>\d+)\.compacted\.json$")
 
 
-def final_name(batch_id: int, partition_id: int) -> str:
-    return f"part-{batch_id:010d}-{partition_id:05d}.parquet"
+def check_query_id(query_id: str) -> str:
+    """A query id usable in file names (Spark's are UUIDs); raises ``SinkConfigurationError``."""
+    if not _QUERY_ID.match(query_id) or query_id.isdigit():
+        raise SinkConfigurationError(
+            f"query id {query_id!r} cannot name files: the file sink needs letters, digits, "
+            "'-' or '_', not only digits"
+        )
+    return query_id
 
 
-def manifest_name(batch_id: int) -> str:
-    return f"{batch_id:010d}.json"
+def final_name(batch_id: int, partition_id: int, query_id: str | None = None) -> str:
+    """A committed data file's name (``query_id=None``: the legacy name)."""
+    if query_id is None:
+        return f"part-{batch_id:010d}-{partition_id:05d}.parquet"
+    return f"part-{query_id}-{batch_id:010d}-{partition_id:05d}.parquet"
+
+
+def manifest_name(batch_id: int, query_id: str | None = None) -> str:
+    """A batch's manifest entry name in ``MANIFEST_DIR`` (``query_id=None``: the legacy name)."""
+    if query_id is None:
+        return f"{batch_id:010d}.json"
+    return f"{query_id}-{batch_id:010d}.json"
+
+
+def compacted_manifest_name(query_id: str, through_batch_id: int) -> str:
+    """A compacted manifest file: the query's batches up to ``through_batch_id``."""
+    return f"{query_id}-{through_batch_id:010d}.compacted.json"
+
+
+def staging_dir(batch_id: int, query_id: str | None = None) -> str:
+    """A batch's staging directory relative to the output (``None``: the legacy one)."""
+    if query_id is None:
+        return f"{STAGING_DIR}/{batch_id}"
+    return f"{STAGING_DIR}/{query_id}/{batch_id}"
+
+
+@dataclass(frozen=True)
+class ManifestName:
+    """A parsed file name in ``MANIFEST_DIR``: an entry (one batch) or a compacted file (every
+    batch up to ``batch_id``). ``query_id`` is ``None`` for a legacy entry."""
+
+    name: str
+    query_id: str | None
+    batch_id: int
+    compacted: bool
+
+    @property
+    def key(self) -> tuple[str | None, int]:
+        return (self.query_id, self.batch_id)
+
+
+def parse_manifest_name(name: str) -> ManifestName | None:
+    """``None`` for what is not a manifest file (temporary files of atomic writes, strays)."""
+    for pattern, compacted in ((_COMPACTED, True), (_ENTRY, False), (_LEGACY_ENTRY, False)):
+        match = pattern.match(name)
+        if match:
+            query = match.groupdict().get("query")
+            return ManifestName(name, query, int(match.group("batch")), compacted)
+    return None
+
+
+def list_manifest(output: Location) -> list[ManifestName]:
+    """Every manifest file under ``output`` (missing directory: none), sorted by name."""
+    directory = output.child(MANIFEST_DIR)
+    selector = pafs.FileSelector(directory.path, allow_not_found=True, recursive=False)
+    found = []
+    for info in output.filesystem.get_file_info(selector):
+        parsed = parse_manifest_name(info.base_name)
+        if parsed is not None and info.type == pafs.FileType.File:
+            found.append(parsed)
+    return sorted(found, key=lambda m: m.name)
 
 
 class FileTaskWriter:
@@ -60,13 +182,16 @@ class FileTaskWriter:
         batch_id: int,
         partition_id: int,
         attempt_number: int,
+        query_id: str | None = None,
     ) -> None:
         self._output = output
         self._compression = compression
         self._batch_id = batch_id
         self._partition_id = partition_id
+        self._query_id = query_id
         name = f"part-{partition_id:05d}-{attempt_number}-{uuid.uuid4().hex[:12]}.parquet"
-        self._staged = output.child(STAGING_DIR, str(batch_id), name)
+        self._relative = f"{staging_dir(batch_id, query_id)}/{name}"
+        self._staged = output.child(self._relative)
         self._stream: Any | None = None
         self._writer: pq.ParquetWriter | None = None
         self._buffer: list[pa.RecordBatch] = []
@@ -108,13 +233,16 @@ class FileTaskWriter:
             self._stream.close()
         fs = self._output.filesystem
         size = fs.get_file_info(self._staged.path).size
-        return {
-            "staged": f"{STAGING_DIR}/{self._batch_id}/{self._staged.path.rpartition('/')[2]}",
-            "final": final_name(self._batch_id, self._partition_id),
+        item: dict[str, Any] = {
+            "staged": self._relative,
+            "final": final_name(self._batch_id, self._partition_id, self._query_id),
             "rows": self._rows,
             "bytes": size,
             "partition": self._partition_id,
         }
+        if self._query_id is not None:
+            item["queryId"] = self._query_id
+        return item
 
     def abort(self) -> None:
         try:
@@ -133,13 +261,49 @@ class FileTaskWriter:
 
 
 class FileParticipant:
-    """Staged Parquet files as 2PC participants. Picklable: holds options only."""
+    """Staged Parquet files as 2PC participants. Picklable: holds options only.
+
+    ``query_id`` names every file this participant writes (the sink builds it with
+    :meth:`for_query`). Without one it writes the legacy layout of older versions and never
+    compacts (kept for tools and tests that write a bare directory).
+    """
 
     kind = PARTICIPANT
 
-    def __init__(self, target: FileTarget, schema: StructType) -> None:
+    def __init__(
+        self,
+        target: FileTarget,
+        schema: StructType,
+        query_id: str | None = None,
+        *,
+        manifest_retain: int = DEFAULT_MANIFEST_RETAIN,
+        compact_every: int = DEFAULT_COMPACT_EVERY,
+    ) -> None:
+        if manifest_retain < 1 or compact_every < 1:
+            raise ValueError("manifest_retain and compact_every must be at least 1")
         self._target = target
         self._schema_json = schema.json()
+        self._query_id = check_query_id(query_id) if query_id is not None else None
+        self._manifest_retain = manifest_retain
+        self._compact_every = compact_every
+
+    @classmethod
+    def for_query(
+        cls, target: FileTarget, schema: StructType, checkpoint_location: str
+    ) -> FileParticipant:
+        """The sink's participant: names carry the query id read from the checkpoint once
+        (``<checkpoint>/metadata``, written by Spark before the first batch is planned)."""
+        try:
+            query_id = read_query_id(checkpoint_location)
+        except BarrierError as exc:
+            raise SinkConfigurationError(
+                f"the file sink names its files after the query id: {exc}"
+            ) from exc
+        return cls(target, schema, query_id)
+
+    @property
+    def query_id(self) -> str | None:
+        return self._query_id
 
     def output(self) -> Location:
         return resolve_location(self._target.path)
@@ -157,7 +321,12 @@ class FileParticipant:
 
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> FileTaskWriter:
         writer = FileTaskWriter(
-            self.output(), self._target.compression, batch_id, partition_id, attempt_number
+            self.output(),
+            self._target.compression,
+            batch_id,
+            partition_id,
+            attempt_number,
+            self._query_id,
         )
         writer.begin()
         return writer
@@ -168,7 +337,10 @@ class FileParticipant:
         batch_id: int,
         progress: Callable[[int], None],
     ) -> None:
-        """Rename every staged file to its final name (idempotent), ``progress(n)`` after each."""
+        """Rename every staged file to its final name (idempotent), ``progress(n)`` after each.
+
+        The names come from the items verbatim, so a record an older version decided is rolled
+        forward under its legacy names."""
         output = self.output()
         fs = output.filesystem
         for done, item in enumerate(items, start=1):
@@ -185,18 +357,53 @@ class FileParticipant:
         if items and isinstance(fs, pafs.LocalFileSystem):
             _fsync_dir(output.path)
 
+    def _record_query_id(self, record: CommitRecord) -> str | None:
+        """The query id the record's batch is published under: ``None`` (legacy names) when an
+        older version decided it (its items carry no ``queryId``), else this query's id."""
+        ids = {item.get("queryId") for item in record.prepared}
+        if None in ids:
+            return None
+        if ids and ids != {self._query_id}:
+            raise CommitLogError(
+                f"batch {record.batch_id}: its commit record names files of query "
+                f"{sorted(str(i) for i in ids)}, but this query's id is {self._query_id!r}"
+            )
+        return self._query_id
+
+    def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        """Refuse to decide ``batch_id`` if a staged file is missing or not the size its task
+        reported (it could not be renamed into place): abort every item, then raise."""
+        output = self.output()
+        broken = []
+        for item in items:
+            info = output.filesystem.get_file_info(output.child(item["staged"]).path)
+            if info.type != pafs.FileType.File or info.size != item["bytes"]:
+                broken.append(str(item["staged"]))
+        if not broken:
+            return
+        self.abort(items, batch_id)
+        raise CommitLogError(
+            f"batch {batch_id} was not decided: staged file(s) {', '.join(broken)} are missing "
+            "or changed since their task prepared them. Nothing of the batch was published; it "
+            "runs again when the query restarts"
+        )
+
     def finish_batch(self, record: CommitRecord) -> None:
         """Write the batch's manifest entry: from now on its files are visible to readers."""
-        entry = {
+        query_id = self._record_query_id(record)
+        entry: dict[str, Any] = {
             "version": MANIFEST_VERSION,
             "batchId": record.batch_id,
+            "committedAtMs": int(time.time() * 1000),
             "schema": json.loads(self._schema_json),
             "files": [
                 {"path": item["final"], "rows": item["rows"], "bytes": item["bytes"]}
                 for item in sorted(record.prepared, key=lambda i: i["final"])
             ],
         }
-        location = self.output().child(MANIFEST_DIR, manifest_name(record.batch_id))
+        if query_id is not None:
+            entry["queryId"] = query_id
+        location = self.output().child(MANIFEST_DIR, manifest_name(record.batch_id, query_id))
         atomic_write(location, json.dumps(entry, sort_keys=True).encode("utf-8"))
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
@@ -209,34 +416,124 @@ class FileParticipant:
                 pass
 
     def clean_up(self, log: CommitLog, up_to_batch: int | None) -> int:
-        """Remove staging directories of batches <= ``up_to_batch`` (``None``: all).
+        """Remove this query's staging directories of batches <= ``up_to_batch`` (``None``: all),
+        then compact this query's manifest entries.
 
         A batch decided but not finished keeps its staging directory (its roll-forward renames
-        from there); what else is in staging is from failed, denied or undecided attempts, or
-        left over after the renames. Returns how many directories were removed.
+        from there); what else is in the query's staging is from failed, denied or undecided
+        attempts, or left over after the renames. Legacy staging directories are removed only
+        for batches this query's log has done (see the module docstring). Returns how many
+        directories were removed.
         """
         keep = set(log.unfinished_batch_ids())
         output = self.output()
-        staging = output.child(STAGING_DIR)
-        selector = pafs.FileSelector(staging.path, allow_not_found=True, recursive=False)
+        fs = output.filesystem
+
+        def in_range(batch_id: int) -> bool:
+            return batch_id not in keep and (up_to_batch is None or batch_id <= up_to_batch)
+
         removed = 0
-        for info in output.filesystem.get_file_info(selector):
-            if info.type != pafs.FileType.Directory or not info.base_name.isdigit():
-                continue
-            batch_id = int(info.base_name)
-            if batch_id in keep:
-                continue
-            if up_to_batch is None or batch_id <= up_to_batch:
-                output.filesystem.delete_dir(info.path)
+        for batch_id, path in _batch_dirs(output, STAGING_DIR):
+            # Legacy directories: every one (older versions) or those this query finished.
+            if in_range(batch_id) and (self._query_id is None or log.is_done(batch_id)):
+                fs.delete_dir(path)
                 removed += 1
+        if self._query_id is not None:
+            own = f"{STAGING_DIR}/{self._query_id}"
+            for batch_id, path in _batch_dirs(output, own):
+                if in_range(batch_id):
+                    fs.delete_dir(path)
+                    removed += 1
+            self.compact_manifest(keep, up_to_batch)
         return removed
 
+    def compact_manifest(self, unfinished: set[int], up_to_batch: int | None) -> int:
+        """Fold this query's finished entries older than its newest ``manifest_retain`` into one
+        compacted file, once more than ``manifest_retain + compact_every`` are live.
+
+        Runs in the query's driver only (commit, abort, recovery: one at a time). Order: write
+        the new compacted file (every batch of the older compacted files and the folded
+        entries), then delete the older compacted files, then the folded entries. Returns how
+        many entries were folded.
+        """
+        from unaligned.sink.committed_files import read_manifest_file
+
+        query_id = self._query_id
+        if query_id is None:
+            return 0
+        output = self.output()
+        names = [m for m in list_manifest(output) if m.query_id == query_id]
+        entries = sorted((m for m in names if not m.compacted), key=lambda m: m.batch_id)
+        if len(entries) <= self._manifest_retain + self._compact_every:
+            return 0
+        fold = [
+            m
+            for m in entries[: -self._manifest_retain]
+            if m.batch_id not in unfinished and (up_to_batch is None or m.batch_id <= up_to_batch)
+        ]
+        if not fold:
+            return 0
+        compacted = [m for m in names if m.compacted]
+        batches: dict[int, ManifestEntry] = {}
+        for name in (*compacted, *fold):
+            for entry in read_manifest_file(output, name):
+                batches[entry.batch_id] = entry
+        through = max(batches)
+        target = compacted_manifest_name(query_id, through)
+        atomic_write(
+            output.child(MANIFEST_DIR, target),
+            json.dumps(_compacted_doc(query_id, batches), sort_keys=True).encode("utf-8"),
+        )
+        fs = output.filesystem
+        for name in (*compacted, *fold):
+            if name.name != target:
+                try:
+                    fs.delete_file(output.child(MANIFEST_DIR, name.name).path)
+                except FileNotFoundError:
+                    pass
+        logger.info(
+            "manifest of query %s: folded %d entries into %s (%d batches)",
+            query_id,
+            len(fold),
+            target,
+            len(batches),
+        )
+        return len(fold)
+
     def committed_batch_ids(self) -> list[int]:
-        return manifest_batch_ids(self.output())
+        """Batches this participant's query published (legacy participant: legacy entries)."""
+        from unaligned.sink.committed_files import manifest_entries
+
+        return sorted(
+            e.batch_id for e in manifest_entries(self.output()) if e.query_id == self._query_id
+        )
 
 
-def manifest_batch_ids(output: Location) -> list[int]:
-    return numbered_files(output.child(MANIFEST_DIR))
+def _compacted_doc(query_id: str, batches: Mapping[int, ManifestEntry]) -> dict[str, Any]:
+    ordered = [batches[b] for b in sorted(batches)]
+    return {
+        "version": MANIFEST_VERSION,
+        "compacted": True,
+        "queryId": query_id,
+        "throughBatchId": ordered[-1].batch_id,
+        "schema": json.loads(ordered[-1].schema.json()),
+        "batches": [{"batchId": e.batch_id, "committedAtMs": e.committed_at_ms} for e in ordered],
+        "files": [
+            {"batchId": e.batch_id, "path": f.path, "rows": f.rows, "bytes": f.bytes}
+            for e in ordered
+            for f in e.files
+        ],
+    }
+
+
+def _batch_dirs(output: Location, relative: str) -> list[tuple[int, str]]:
+    """``(batch id, path)`` of every directory named by a batch id directly under ``relative``."""
+    selector = pafs.FileSelector(output.child(relative).path, allow_not_found=True)
+    return [
+        (int(info.base_name), info.path)
+        for info in output.filesystem.get_file_info(selector)
+        if info.type == pafs.FileType.Directory and info.base_name.isdigit()
+    ]
 
 
 def _fsync_dir(path: str) -> None:

@@ -121,7 +121,8 @@ def bytes_list(column: pa.Array) -> list[bytes | None]:
         column = pc.cast(column, pa.binary())
     elif pa.types.is_large_string(column.type):
         column = pc.cast(column, pa.large_binary())
-    return column.to_pylist()
+    values: list[bytes | None] = column.to_pylist()
+    return values
 
 
 def headers_list(column: pa.Array) -> list[list[tuple[str, bytes]] | None]:

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+from kafka.errors import KafkaError
 
 from unaligned.errors import (
     SchemaMismatchError,
@@ -38,8 +40,10 @@ from unaligned.errors import (
     TopicNotFoundError,
     TransactionAbortError,
     TransactionCommitError,
+    TransactionExpiredError,
+    UnalignedError,
 )
-from unaligned.kafka import transaction_coordinator
+from unaligned.kafka import transaction_coordinator, transaction_states
 from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_columns import KafkaColumns, bytes_list, headers_list
@@ -48,6 +52,8 @@ from unaligned.sink.options import KafkaTarget
 logger = logging.getLogger(__name__)
 
 PARTICIPANT = "kafka"
+#: Time kept in hand to commit a prepared transaction before the broker would abort it.
+COMMIT_MARGIN_MIN_MS = 5_000
 
 
 # --- task side ----------------------------------------------------------------------------------
@@ -165,7 +171,7 @@ class KafkaParticipant:
         self._target = target
         self._columns = columns
         self._prefix = transactional_id_prefix
-        self._id_pattern = re.compile(re.escape(transactional_id_prefix) + r"-(\d+)-(\d+)-(\d+)")
+        self._id_pattern = re.compile(re.escape(transactional_id_prefix) + r"-\d+-\d+(-\d+)?")
 
     @property
     def transactional_id_prefix(self) -> str:
@@ -174,13 +180,13 @@ class KafkaParticipant:
     def client_kwargs(self) -> dict[str, Any]:
         return self._target.client_kwargs()
 
-    def transactional_id(self, batch_id: int, partition_id: int, attempt_number: int) -> str:
-        return f"{self._prefix}-{batch_id}-{partition_id}-{attempt_number}"
+    def transactional_id(self, partition_id: int, slot: int) -> str:
+        """The id of ``slot`` in ``partition_id``'s part of the pool."""
+        return f"{self._prefix}-{partition_id}-{slot}"
 
-    def batch_of(self, transactional_id: str) -> int | None:
-        """The batch id in one of this sink's transactional ids; ``None`` for a foreign id."""
-        match = self._id_pattern.fullmatch(transactional_id)
-        return int(match.group(1)) if match else None
+    def owns(self, transactional_id: str) -> bool:
+        """True for an id of this sink's pool, or of the earlier per-batch scheme."""
+        return self._id_pattern.fullmatch(transactional_id) is not None
 
     def describe(self, item: Mapping[str, Any]) -> str:
         return prepared_from_json(item).describe()
@@ -203,15 +209,58 @@ class KafkaParticipant:
             _require_topic(kwargs, self._target.topic, self._target.bootstrap_servers)
 
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> KafkaTaskWriter:
+        """1. Pre-commit starts: take a free id of the pool (see the module docstring), begin."""
+        kwargs = self.client_kwargs()
         writer = KafkaTaskWriter(
             self._target,
             self._columns,
-            self.client_kwargs(),
-            self.transactional_id(batch_id, partition_id, attempt_number),
+            kwargs,
+            self._free_id(kwargs, partition_id, attempt_number),
             partition_id,
         )
         writer.begin()
         return writer
+
+    def _free_id(self, kwargs: Mapping[str, Any], partition_id: int, attempt_number: int) -> str:
+        slot = attempt_number
+        while True:
+            candidates = [self.transactional_id(partition_id, s) for s in range(slot, slot + 4)]
+            states = transaction_states.describe_transactions(kwargs, candidates)
+            for tid in candidates:
+                if not transaction_states.is_open(states[tid]):
+                    return tid
+                logger.info("transactional id %r has a transaction open; trying the next", tid)
+            slot += 4
+
+    # 2. Decide: only with transactions that can still commit.
+    def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        """Refuse to decide ``batch_id`` if any prepared transaction can no longer commit.
+
+        Raises :class:`TransactionExpiredError` naming each such transaction and what to do,
+        after aborting every item (nothing of the batch becomes visible; the batch runs again
+        when the query restarts).
+        """
+        prepared = [prepared_from_json(item) for item in items]
+        kwargs = self.client_kwargs()
+        states = transaction_states.describe_transactions(
+            kwargs, [p.transactional_id for p in prepared if p.record_count]
+        )
+        margin_ms = max(COMMIT_MARGIN_MIN_MS, self._target.transaction_timeout_ms // 10)
+        blockers = transaction_states.commit_blockers(
+            prepared, states, int(time.time() * 1000), margin_ms
+        )
+        if not blockers:
+            return
+        self.abort(items, batch_id)
+        raise TransactionExpiredError(
+            f"batch {batch_id} was not decided: {len(blockers)} of its prepared transaction(s) "
+            f"can no longer commit on {self._target.bootstrap_servers}: " + "; ".join(blockers)
+            + ". Nothing of the batch was written; it runs again when the query restarts. If "
+            "the batch took longer than the transaction timeout, raise "
+            "kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms) or "
+            "make batches smaller (maxOffsetsPerTrigger, or alignedCheckpointTimeout with "
+            "checkpointMode=unaligned)."
+        )
 
     def commit(
         self,
@@ -273,40 +322,34 @@ class KafkaParticipant:
                 )
 
     def clean_up(self, log: CommitLog, up_to_batch: int | None) -> int:
-        """Fence every open transaction of this sink that no commit record names.
+        """Fence every open transaction of this sink that no commit record still needs.
 
-        ``up_to_batch``: only ids of batches <= it (after a commit); ``None``: every batch
-        (recovery, when no task of the query runs). Returns how many ids were fenced.
+        Runs after a batch's commit (``up_to_batch``: that batch) and in recovery (``None``),
+        when no task of the query runs, so every open transaction of the pool is a leftover:
+        a failed, denied or zombie attempt's. The transactions of the batch just committed (the
+        coordinator may list them as open for a moment) and of decided but unfinished batches
+        are kept. A failed listing (a broker away) is logged and skipped: clean-up keeps read
+        _committed consumers moving, it is not needed for exactly-once, and the next batch
+        tries again. Returns how many ids were fenced.
         """
         kwargs = self.client_kwargs()
-        open_ids = transaction_coordinator.list_transactional_ids(
-            kwargs, self._prefix, open_only=True
-        )
-        candidates = []
-        for tid in open_ids:
-            batch = self.batch_of(tid)
-            if batch is None:
-                logger.warning(
-                    "transactional id %r starts with this sink's prefix %r but is not one of its "
-                    "ids; left alone",
-                    tid,
-                    self._prefix,
-                )
-                continue
-            if up_to_batch is None or batch <= up_to_batch:
-                candidates.append((batch, tid))
+        try:
+            open_ids = transaction_states.list_transactional_ids(kwargs, self._prefix)
+        except (KafkaError, UnalignedError) as exc:
+            logger.warning("clean-up skipped: listing open transactions failed: %r", exc)
+            return 0
+        candidates = [tid for tid in open_ids if self.owns(tid)]
         if not candidates:
             return 0
-        named: set[str] = set()
-        for record in log.records(sorted({b for b, _ in candidates})):
-            named.update(self.item_key(item) for item in record.prepared)
+        keep = set(log.unfinished_batch_ids())
+        if up_to_batch is not None:
+            keep.add(up_to_batch)
+        named = {self.item_key(item) for r in log.records(sorted(keep)) for item in r.prepared}
         fenced = 0
-        for batch, tid in sorted(candidates):
+        for tid in candidates:
             if tid in named:
-                continue  # committed a moment ago; the coordinator may still list it as open
-            logger.info(
-                "batch %d: aborting open transaction %r that no commit record names", batch, tid
-            )
+                continue
+            logger.info("aborting open transaction %r that no commit record names", tid)
             transaction_coordinator.fence(kwargs, tid)
             fenced += 1
         return fenced
@@ -328,5 +371,7 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     finally:
         admin.close()
     if topic not in topics:
-        raise TopicNotFoundError(f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}")
+        raise TopicNotFoundError(
+            f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}"
+        )
     _TOPICS_FOUND.add(key)

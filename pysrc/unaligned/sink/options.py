@@ -31,7 +31,9 @@ Sink options (case-insensitive, like every Spark option):
 ``maxInflightBytes``        256MB      a task with more pending state does not cut again
 ``channelStateCodec``       deflate    ``null``, ``deflate``, ``snappy``, ``zstandard``
 ``channelStateInlineThreshold``  20KB  smaller state goes into the commit record
-``channelStatePath``        under the checkpoint  ``<checkpoint>/unaligned/channel-state``
+``channelStatePath``        under the checkpoint  ``<checkpoint>/unaligned/channel-state``; each
+                                       query keeps its state in ``<path>/<query id>/``, so
+                                       queries may share a path
 ==========================  =========  ==================================================
 """
 
@@ -149,9 +151,7 @@ def _parse_alignment(
     )
     codec = opts.get("channelstatecodec", DEFAULT_CHANNEL_STATE_CODEC).strip().lower()
     check_codec(codec)
-    state_dir = opts.get("channelstatepath", "").strip()
-    if not state_dir:
-        state_dir = checkpoint.rstrip("/") + "/unaligned/channel-state"
+    state_dir = opts.get("channelstatepath", "").strip() or default_channel_state_path(checkpoint)
     return AlignmentSettings(
         mode=mode,
         timeout_ms=parse_duration_ms(
@@ -171,6 +171,12 @@ def _parse_alignment(
             DEFAULT_INLINE_THRESHOLD_BYTES,
         ),
     )
+
+
+def default_channel_state_path(checkpoint: str) -> str:
+    """``channelStatePath`` when the option is not set (per query by construction; each
+    query's state still goes to ``<path>/<query id>/``, :mod:`unaligned.channel_state.files`)."""
+    return absolute_path(checkpoint.rstrip("/") + "/unaligned/channel-state")
 
 
 def _bytes(opts: Mapping[str, str], key: str, name: str, default: int) -> int:

@@ -92,6 +92,11 @@ class Participant(Protocol):
         """
         ...
 
+    def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        """Step 2, before the decision: raise (after aborting ``items``) if any item could no
+        longer be committed, so a batch is never decided with work that cannot commit."""
+        ...
+
     def finish_batch(self, record: CommitRecord) -> None:
         """After every item is committed: make the batch visible if the commits alone do not
         (idempotent; runs again on every roll-forward)."""

@@ -72,6 +72,7 @@ from unaligned.barriers.task_side import BarrierAlignment
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import (
     BarrierError,
+    CommitLogError,
     SinkConfigurationError,
     TaskContextError,
 )
@@ -205,12 +206,28 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         def write_chunk(chunk: pa.RecordBatch) -> None:
             nonlocal task
             if task is None:
+                # 1a again, right before anything opens: a zombie attempt (speculative, of a
+                # failed stage, of an earlier run) whose batch was decided meanwhile opens
+                # nothing that could fence a later batch's transaction.
+                if self._log().read(batch_id) is not None:
+                    raise _DecidedMeanwhile()
                 task = self._participant.open_task(batch_id, partition_id, attempt)
             task.write_chunk(chunk)
             task.between_chunks()
 
         try:
-            outcome = alignment.run(iterator, write_chunk, wall_clock_ms)
+            try:
+                outcome = alignment.run(iterator, write_chunk, wall_clock_ms)
+            except _DecidedMeanwhile:
+                rows = sum(batch.num_rows for batch in iterator)
+                logger.info(
+                    "batch %d partition %d: decided while this attempt ran; it writes nothing",
+                    batch_id,
+                    partition_id,
+                )
+                return SinkCommitMessage(
+                    batch_id, partition_id, attempt, rows, TaskOutcome.ALREADY_DECIDED, None
+                )
             # 1c. Pre-commit: flush and describe what is prepared; nothing is visible yet.
             prepared = task.prepare() if task is not None else None
         except BaseException:
@@ -270,8 +287,12 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
 
         record = log.read(batchId)
         if record is None:
-            # 2b. Decide: the commit record is the single point of decision.
+            # 2b. Decide: the commit record is the single point of decision. Only with items
+            #     that can still commit (a transaction past its timeout cannot), and only once:
+            #     a second decider (an earlier run's commit process still running) loses the
+            #     race to write the record and rolls the winner's decision forward.
             items = prepared_items(messages, batchId)
+            participant.check_decidable(items, batchId)
             crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, batchId)
             record = CommitRecord(
                 batchId,
@@ -280,24 +301,12 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
                 int(time.time() * 1000),
                 pending_after(log, _messages(messages), batchId),
             )
-            log.write(record)
+            if not log.write(record):
+                record = self._decided_elsewhere(log, batchId, messages)
             crash_points.reach(CrashPoint.DRIVER_AFTER_COMMIT_RECORD, batchId)
         else:
             # 2b'. Decided by an earlier run: roll that decision forward, discard new messages.
-            check_participant(record, participant, log)
-            named = {participant.item_key(item) for item in record.prepared}
-            stray = [
-                m.prepared
-                for m in _messages(messages)
-                if m.prepared is not None and participant.item_key(m.prepared) not in named
-            ]
-            if stray:
-                logger.warning(
-                    "batch %d was decided by an earlier run; aborting %d newly prepared item(s)",
-                    batchId,
-                    len(stray),
-                )
-                participant.abort(stray, batchId)
+            record = self._decided_elsewhere(log, batchId, messages)
 
         decided_ms = (time.monotonic() - started) * 1000
         if not log.is_done(batchId):
@@ -322,6 +331,31 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         )
         crash_points.reach(CrashPoint.DRIVER_AFTER_SINK_COMMIT, batchId)
 
+    def _decided_elsewhere(
+        self, log: CommitLog, batch_id: int, messages: Sequence[WriterCommitMessage | None]
+    ) -> CommitRecord:
+        """2b'. The batch has a record written by another decider: keep that decision, abort
+        what this decider's messages prepared that the record does not name."""
+        record = log.read(batch_id)
+        if record is None:
+            raise CommitLogError(f"commit record {log.describe(batch_id)} vanished after a race")
+        participant = self._participant
+        check_participant(record, participant, log)
+        named = {participant.item_key(item) for item in record.prepared}
+        stray = [
+            m.prepared
+            for m in _messages(messages)
+            if m.prepared is not None and participant.item_key(m.prepared) not in named
+        ]
+        if stray:
+            logger.warning(
+                "batch %d was decided by another run; aborting %d newly prepared item(s)",
+                batch_id,
+                len(stray),
+            )
+            participant.abort(stray, batch_id)
+        return record
+
     # Step 4 -----------------------------------------------------------------------------------
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """4a. Abort what the messages prepared (never what a commit record names).
@@ -344,6 +378,10 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         if items:
             self._participant.abort(items, batchId)
         self._participant.clean_up(log, batchId)
+
+
+class _DecidedMeanwhile(Exception):
+    """Raised inside a task's write when its batch got a commit record before it opened."""
 
 
 def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[SinkCommitMessage]:

@@ -52,7 +52,7 @@ def writer_role(frame: FrameType | None = None) -> WriterRole:
     ``pyspark.sql.worker.utils.worker_run`` does). ``tests/sink/test_writer_role.py`` fails if
     pyspark renames either module.
     """
-    current = frame if frame is not None else sys._getframe(1)
+    current: FrameType | None = frame if frame is not None else sys._getframe(1)
     while current is not None:
         module = _frame_module(current)
         if module == PLANNER_MODULE:

@@ -46,7 +46,9 @@ def _pieces_per_range(sizes: Sequence[int], min_partitions: int) -> list[int]:
         return [1] * count
     extra = min_partitions - count
     shares = [extra * size / total for size in sizes]
-    pieces = [1 + min(int(math.floor(s)), max(size - 1, 0)) for s, size in zip(shares, sizes, strict=True)]
+    pieces = [
+        1 + min(int(math.floor(s)), max(size - 1, 0)) for s, size in zip(shares, sizes, strict=True)
+    ]
     leftover = min_partitions - sum(pieces)
     order = sorted(range(count), key=lambda i: (-(shares[i] - math.floor(shares[i])), i))
     while leftover > 0:

@@ -68,7 +68,7 @@ def _partition_number(raw: object, what: str, topic: str) -> int:
     if isinstance(raw, bool):
         raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not a number")
     try:
-        number = int(raw)  # type: ignore[call-overload]
+        number: int = int(raw)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise OffsetFormatError(
             f"{what}: partition {raw!r} of topic {topic!r} is not a number"

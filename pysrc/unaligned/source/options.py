@@ -168,7 +168,9 @@ _OPTIONS: dict[str, _Option] = {
         _Option("targetBatchDuration", "target_batch_duration_ms", parse_duration_ms),
         _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", parse_positive),
         _Option("fetchOffset.numRetries", "fetch_offset_num_retries", parse_positive),
-        _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_non_negative),
+        _Option(
+            "fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_non_negative
+        ),
         _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", _no_match),
         _Option("groupIdPrefix", None, _text),
     )
@@ -235,8 +237,7 @@ def _parse_starting(given: Mapping[str, str]) -> StartingPosition:
             present[0],
         )
     if "startingtimestamp" in given:
-        raw = given["startingtimestamp"]
-        return TimestampStart(parse_non_negative("startingTimestamp", raw))
+        return TimestampStart(parse_non_negative("startingTimestamp", given["startingtimestamp"]))
     if "startingoffsetsbytimestamp" in given:
         return PartitionTimestampsStart(
             parse_partition_timestamps(given["startingoffsetsbytimestamp"])

@@ -99,7 +99,7 @@ class _RangeReader:
         end = self.part.range.end
         earliest = self.consumer.beginning_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
         if earliest > next_offset:
-            skip_to = min(earliest, end)
+            skip_to: int = min(earliest, end)
             message = (
                 f"records of {self.tp} at offsets [{next_offset}, {skip_to}) are gone before the "
                 "query read them (retention or deleted records)"

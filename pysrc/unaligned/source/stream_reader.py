@@ -22,6 +22,21 @@ backwards (topic recreated), or a new partition not starting at 0 stop the query
 :class:`~unaligned.errors.DataLossError` naming the topic-partition and offsets; with
 ``failOnDataLoss=false`` the source logs a warning and reads what is still there.
 
+A known partition is lost only when the broker says so: one listing of every topic can leave
+out a topic that exists (a broker with stale metadata). A known topic or partition that a
+listing leaves out is confirmed with a direct metadata request for its topic
+(:meth:`unaligned.kafka.connections.OffsetLookup.confirm_topics`): UNKNOWN_TOPIC_OR_PARTITION, or
+the topic without that partition, means deleted; any other answer keeps the partition at its
+last known position. A partition therefore never drops out of the offsets, and never comes back
+as new from its earliest offset, because of one flaky refresh.
+
+Idle barriers after a restart: the idle-barrier hint (:mod:`unaligned.barriers.idle`) lives on
+the driver's local disk, and a restart on another host finds none. A reader that resumes from an
+offset of an earlier run (one its own ``initialOffset()`` did not make) therefore forces one idle
+barrier in the first ``latestOffset`` of its life when no record arrived, unless it already
+planned a batch (Spark re-running the last batch of the earlier run): that batch reaches the
+sink, whose commit writes pending channel state and publishes the hint again on this host.
+
 First batch after a restart: Spark's own Kafka source stores a new query's initial offsets in its
 checkpoint (``sources/0``); a Python source sees no checkpoint location, and a restart that re-runs
 the very first batch calls ``initialOffset()`` again. The initial offset therefore carries the
@@ -35,6 +50,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Iterator, Mapping
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -91,8 +107,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else None
         )
         self._available_now_target: dict[TopicPartitionId, int] | None = None
+        self._target_dropped: set[TopicPartitionId] = set()
         self._latest: dict[TopicPartitionId, int] | None = None
         self._last_trigger_ms = 0
+        self._token: str | None = None
+        """The barrier token this reader's ``initialOffset()`` gave a new query (one per
+        reader); a start offset with another token comes from an earlier run."""
 
     # --- partition discovery --------------------------------------------------------------
 
@@ -122,21 +142,67 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return covered, f"topic(s) {', '.join(no_topic)} named by option 'assign'"
         return covered, f"partition(s) {format_partitions(absent)} named by option 'assign'"
 
-    def _discover(self, known: Collection[TopicPartitionId]) -> list[TopicPartitionId]:
+    def _subscribed(self, tp: TopicPartitionId) -> bool:
+        """Whether the subscription names ``tp`` (its topic, for subscribe / subscribePattern)."""
+        sub = self._options.subscription
+        if isinstance(sub, SubscribePattern):
+            return sub.matches(tp.topic)
+        if isinstance(sub, Subscribe):
+            return tp.topic in sub.topics
+        assert isinstance(sub, Assign)
+        return tp in sub.partitions
+
+    def _confirmed_gone(self, unlisted: Collection[TopicPartitionId]) -> set[TopicPartitionId]:
+        """Of known partitions a listing of every topic left out, those the broker confirms
+        deleted: a direct metadata request for their topic answers UNKNOWN_TOPIC_OR_PARTITION,
+        or the topic exists without the partition (recreated with fewer). Every other partition
+        (the topic exists, or no clear answer) is kept at its last known position."""
+        if not unlisted:
+            return set()
+        described = self._lookup.confirm_topics({tp.topic for tp in unlisted})
+        gone = set()
+        for tp in unlisted:
+            if tp.topic not in described:
+                continue
+            partitions = described[tp.topic]
+            if partitions is None or tp.partition not in partitions:
+                gone.add(tp)
+        kept = set(unlisted) - gone
+        if kept:
+            logger.warning(
+                "a metadata refresh left out %s, but the broker still has them: kept at their "
+                "last known positions",
+                format_partitions(kept),
+            )
+        if gone:
+            logger.warning("the broker confirms %s deleted", format_partitions(gone))
+        return gone
+
+    def _discover(
+        self, known: Collection[TopicPartitionId], strict: bool = True
+    ) -> list[TopicPartitionId]:
         """The partitions the subscription covers now, sorted. A topic (or assigned partition)
         that does not exist and was never read raises TopicNotFoundError once
         ``fetchOffset.numRetries`` lookups ``fetchOffset.retryIntervalMs`` apart did not find it
-        (as Spark does); one read before (in ``known``) is left out: planning reports it lost."""
+        (as Spark does; with ``strict=False`` it is only logged). One read before (in
+        ``known``) that the listing leaves out stays unless the broker confirms it deleted
+        (:meth:`_confirmed_gone`); planning reports those lost."""
         attempts = self._options.fetch_offset_num_retries
         for attempt in range(1, attempts + 1):
             covered, missing = self._covered(self._lookup.topics(), known)
-            if missing is None:
-                return sorted(covered)
-            if attempt < attempts:
-                time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
-        raise TopicNotFoundError(
-            f"{missing} do(es) not exist on Kafka at {self._options.kafka.bootstrap_servers}"
-        )
+            if missing is None or attempt == attempts:
+                break
+            time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
+        if missing is not None:
+            message = (
+                f"{missing} do(es) not exist on Kafka at {self._options.kafka.bootstrap_servers}"
+            )
+            if strict:
+                raise TopicNotFoundError(message)
+            logger.warning("%s; reading the partitions that exist", message)
+        listed = set(covered)
+        unlisted = [tp for tp in known if tp not in listed and self._subscribed(tp)]
+        return sorted(listed | (set(unlisted) - self._confirmed_gone(unlisted)))
 
     def _latest_positions(
         self, known: Mapping[TopicPartitionId, int]
@@ -185,7 +251,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"partitions: {format_partitions(tps)}"
             )
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         """The starting position of a new query (startingTimestamp > startingOffsetsByTimestamp >
         startingOffsets, as in Spark)."""
         tps = self._discover(())
@@ -213,7 +279,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
             positions = self._resolve_timestamps(start.timestamps, "startingOffsetsByTimestamp")
         logger.info("initial offsets: %s", positions)
-        return KafkaSourceOffset.initial(positions, new_token()).to_json()
+        if self._token is None:
+            self._token = new_token()
+        return KafkaSourceOffset.initial(positions, self._token).to_json()
 
     # --- admission control -----------------------------------------------------------------
 
@@ -251,11 +319,35 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         left channel state pending (see :mod:`unaligned.barriers.idle`)."""
         return begin.barrier_token is not None and self._idle_barriers.due(begin.barrier_token)
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def _resumed(self, begin: KafkaSourceOffset) -> bool:
+        """Whether ``begin`` comes from an earlier run (not from this reader's
+        ``initialOffset()``)."""
+        return self._token is None or begin.barrier_token != self._token
+
+    def _extend_target(self, known: Mapping[TopicPartitionId, int]) -> None:
+        """Trigger.AvailableNow: known partitions the target's listing left out join the
+        target at their latest offsets unless the broker confirms them deleted."""
+        assert self._available_now_target is not None
+        target = self._available_now_target
+        unlisted = [
+            tp
+            for tp in known
+            if tp not in target and tp not in self._target_dropped and self._subscribed(tp)
+        ]
+        if unlisted:
+            gone = self._confirmed_gone(unlisted)
+            self._target_dropped |= gone
+            target.update(self._lookup.latest([tp for tp in unlisted if tp not in gone]))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next batch: the latest offsets, under the read limit. Returns
-        ``start`` itself when there is nothing new (Spark then plans no batch)."""
+        ``start`` itself when there is nothing new (Spark then plans no batch), unless an idle
+        barrier is due: the sink left channel state pending, or this is the first call of a
+        reader resuming from an earlier run's offset (see the module docstring)."""
         begin = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
+        resume_barrier = self._idle_barriers.start_of_run(self._resumed(begin))
         if self._available_now_target is not None:
+            self._extend_target(begin.positions)
             latest = dict(self._available_now_target)
         else:
             latest = self._latest_positions(begin.positions)
@@ -283,7 +375,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._sizer is not None:
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
         if end == dict(begin.positions):
-            if self._idle_barrier_due(begin):
+            hinted = self._idle_barrier_due(begin)
+            if hinted or resume_barrier:
+                if resume_barrier:
+                    logger.info(
+                        "idle barrier: the first barrier after resuming from an earlier run "
+                        "(writes channel state it left pending)"
+                    )
                 return begin.next(begin.positions, begin.idle_barrier + 1).to_json()
             return start
         return begin.next(end, begin.idle_barrier).to_json()
@@ -299,21 +397,29 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._sizer.planned(available_records(froms, sized), cap)
         return sized
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         return None if not self._latest else KafkaSourceOffset(self._latest).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Fix the target: the query reads up to the latest offsets of now and never past them."""
-        self._available_now_target = self._latest_positions({})
+        """Fix the target: the query reads up to the latest offsets of now and never past them.
+
+        Called before the start offset is known: a subscribed topic missing here is not an
+        error yet (a new query's ``initialOffset()`` raises TopicNotFoundError for it), and a
+        known partition this listing leaves out joins the target in :meth:`latestOffset`
+        unless the broker confirms it deleted."""
+        self._available_now_target = self._lookup.latest(self._discover((), strict=False))
         logger.info("Trigger.AvailableNow target offsets: %s", self._available_now_target)
 
     # --- planning ---------------------------------------------------------------------------
 
-    def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaInputPartition]:
         """One task per topic-partition of ``end`` in (topic, partition) order, empty ranges
         included; split further with minPartitions / maxRecordsPerPartition."""
         finish = KafkaSourceOffset.from_json(end, "the end offset from Spark's offset log")
         passed = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
+        # A batch planned before any latestOffset is Spark re-running the last batch of an
+        # earlier run: its sink commit publishes the idle-barrier hint on this host.
+        self._idle_barriers.batch_planned()
         begin = finish.batch_start(passed)
         if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []
@@ -340,7 +446,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The range of every partition of ``finish``, after the data-loss checks:
 
         1. partitions of ``begin`` missing from ``finish`` (topic deleted): lost;
-        2. partitions of ``finish`` that no longer exist: lost, planned as empty ranges;
+        2. partitions of ``finish`` that no longer exist (the broker confirms it): lost,
+           planned as empty ranges;
         3. a new partition starts at its earliest offset, which should be 0;
         4. an end below the start (topic recreated): lost, planned empty;
         5. a start below the log start offset (retention, delete-records): the gap is lost.
@@ -353,8 +460,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}"
             )
         topics = self._lookup.topics() if finish.positions else {}
-        existing = [tp for tp in finish.positions if tp.partition in topics.get(tp.topic, ())]
-        vanished = set(finish.positions) - set(existing)
+        unlisted = [tp for tp in finish.positions if tp.partition not in topics.get(tp.topic, ())]
+        vanished = self._confirmed_gone(unlisted)
+        existing = [tp for tp in finish.positions if tp not in vanished]
         if vanished:
             on_data_loss(
                 fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)"
@@ -389,7 +497,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, KafkaInputPartition)
         return read_partition(partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, never in Kafka."""
 
     def stop(self) -> None:
