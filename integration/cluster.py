@@ -40,13 +40,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
-# --- Spark homes ------------------------------------------------------------------------------------
+# --- Spark homes ---------------------------------------------------------------------------------
 
 
 def pyspark_home() -> Path:
@@ -77,7 +77,7 @@ def loopback_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# --- processes ----------------------------------------------------------------------------------------
+# --- processes -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def _cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
-def _stat(pid: int) -> Optional[tuple[str, int, int]]:
+def _stat(pid: int) -> tuple[str, int, int] | None:
     """(state, parent pid, session id) of ``pid``, or None if it is gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
@@ -120,7 +120,7 @@ def _arg(cmd: list[str], flag: str) -> str:
     return cmd[cmd.index(flag) + 1] if flag in cmd and cmd.index(flag) + 1 < len(cmd) else ""
 
 
-def executors(*, session: Optional[int] = None, app_id: Optional[str] = None) -> list[Executor]:
+def executors(*, session: int | None = None, app_id: str | None = None) -> list[Executor]:
     """Live executor JVMs of one application, sorted by executor id (numerically).
 
     ``session``: the runner's session id (``local-cluster``: executors descend from the driver
@@ -151,8 +151,8 @@ def executors(*, session: Optional[int] = None, app_id: Optional[str] = None) ->
 def wait_for_executors(
     count: int,
     *,
-    session: Optional[int] = None,
-    app_id: Optional[str] = None,
+    session: int | None = None,
+    app_id: str | None = None,
     timeout_s: float = 60.0,
 ) -> list[Executor]:
     deadline = time.monotonic() + timeout_s
@@ -161,7 +161,9 @@ def wait_for_executors(
         if len(found) >= count:
             return found
         if time.monotonic() > deadline:
-            raise AssertionError(f"{len(found)} executor JVM(s) after {timeout_s} s, wanted {count}")
+            raise AssertionError(
+                f"{len(found)} executor JVM(s) after {timeout_s} s, wanted {count}"
+            )
         time.sleep(0.2)
 
 
@@ -190,7 +192,7 @@ def ancestors(pid: int) -> list[int]:
     return out
 
 
-def executor_of(pid: int, candidates: Iterable[Executor]) -> Optional[Executor]:
+def executor_of(pid: int, candidates: Iterable[Executor]) -> Executor | None:
     """The executor a Python worker ``pid`` runs under (worker -> daemon -> executor JVM)."""
     chain = set(ancestors(pid))
     for executor in candidates:
@@ -224,7 +226,7 @@ def wait_gone(pids: Iterable[int], timeout_s: float = 10.0) -> None:
         pending = [p for p in pending if alive(p)]
 
 
-# --- a standalone cluster with one loopback "host" per worker -----------------------------------------
+# --- a standalone cluster with one loopback "host" per worker ------------------------------------
 
 
 def _free_port(host: str) -> int:
@@ -270,15 +272,22 @@ class StandaloneCluster:
         self._procs.append(proc)
         return log
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         env = self._env()
         port = _free_port("127.0.0.1")
         self.master_url = f"spark://127.0.0.1:{port}"
         master_log = self._start(
             "master",
-            ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", "0"],
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                "0",
+            ],
             env,
             "127.0.0.1",
         )
@@ -288,17 +297,35 @@ class StandaloneCluster:
             worker_logs.append(
                 self._start(
                     f"worker-{n}",
-                    ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", "0",
-                     "--webui-port", "0", "--cores", str(self.cores), "--memory", self.memory,
-                     "--work-dir", str(self.root / f"work-{n}"), self.master_url],
+                    [
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        host,
+                        "--port",
+                        "0",
+                        "--webui-port",
+                        "0",
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--work-dir",
+                        str(self.root / f"work-{n}"),
+                        self.master_url,
+                    ],
                     env,
                     host,
                 )
             )
         try:
             deadline = time.monotonic() + 90
-            while sum("Successfully registered with master" in log.read_text(errors="replace")
-                      for log in worker_logs) < self.workers:
+            while (
+                sum(
+                    "Successfully registered with master" in log.read_text(errors="replace")
+                    for log in worker_logs
+                )
+                < self.workers
+            ):
                 dead = [p.args for p in self._procs if p.poll() is not None]
                 if dead or time.monotonic() > deadline:
                     raise RuntimeError(
@@ -342,6 +369,61 @@ _SPECULATABLE = re.compile(
 _FETCH_FAILED = re.compile(r"FetchFailed|MetadataFetchFailed|fetch failure", re.IGNORECASE)
 
 
+_ENDED = re.compile(
+    r"(?P<how>Finished|Lost) task (?P<index>\d+)\.(?P<attempt>\d+) in stage "
+    r"(?P<stage>\d+)\.(?P<stage_attempt>\d+) \(TID (?P<tid>\d+)\)"
+)
+_CLOCK = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d\d\d) ")
+
+
+def _clock(line: str) -> float:
+    """Seconds since midnight of a ``HH:MM:SS.mmm`` log line (the runner's layout), or -1."""
+    match = _CLOCK.match(line)
+    if not match:
+        return -1.0
+    h, m, sec, ms = (int(g) for g in match.groups())
+    return h * 3600 + m * 60 + sec + ms / 1000
+
+
+@dataclass(frozen=True)
+class TaskSpan:
+    """One task attempt from its start to its end line (``end`` -1: no end logged)."""
+
+    tid: int
+    stage: int
+    stage_attempt: int
+    partition: int
+    attempt: int
+    start: float
+    end: float
+    outcome: str  # "Finished", "Lost" or "" (no end logged)
+
+
+def task_spans(log_text: str) -> list[TaskSpan]:
+    """Every task attempt of the driver log with its start and end times."""
+    starts: dict[int, tuple[TaskStart, float]] = {}
+    ends: dict[int, tuple[str, float]] = {}
+    lines = log_text.splitlines()
+    by_tid = {s.tid: s for s in task_starts(log_text)}
+    for line in lines:
+        started = _STARTING.search(line)
+        if started and int(started["tid"]) in by_tid:
+            starts[int(started["tid"])] = (by_tid[int(started["tid"])], _clock(line))
+            continue
+        ended = _ENDED.search(line)
+        if ended:
+            ends[int(ended["tid"])] = (ended["how"], _clock(line))
+    out = []
+    for tid, (start, at) in sorted(starts.items()):
+        how, end = ends.get(tid, ("", -1.0))
+        out.append(
+            TaskSpan(
+                tid, start.stage, start.stage_attempt, start.partition, start.attempt, at, end, how
+            )
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class TaskStart:
     stage: int
@@ -364,7 +446,9 @@ def task_starts(log_text: str) -> list[TaskStart]:
     for line in log_text.splitlines():
         marked = _SPECULATABLE.search(line)
         if marked:
-            speculatable.add((int(marked["stage"]), int(marked["stage_attempt"]), int(marked["index"])))
+            speculatable.add(
+                (int(marked["stage"]), int(marked["stage_attempt"]), int(marked["index"]))
+            )
             continue
         match = _STARTING.search(line)
         if match:

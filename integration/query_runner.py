@@ -280,9 +280,8 @@ def main(config: dict[str, Any]) -> int:
 
     writer = source.writeStream.format("unaligned")
     if "output_topic" in config:
-        writer = (
-            writer.option("kafka.bootstrap.servers", config["bootstrap"])
-            .option("topic", config["output_topic"])
+        writer = writer.option("kafka.bootstrap.servers", config["bootstrap"]).option(
+            "topic", config["output_topic"]
         )
         # Kafka sink takes key/value/partition; offset is ignored (extra columns are allowed).
     else:

@@ -28,9 +28,10 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ RUN_TIMEOUT_S = 240
 TopicFactory = Callable[..., str]
 
 
-# --- running the query -----------------------------------------------------------------------------
+# --- running the query ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -91,9 +92,9 @@ class Runner:
             "status_file": str(self.status_file),
             "driver_log": str(self.driver_log),
         }
-        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "Runner":
+    def start(self) -> Runner:
         env = {k: v for k, v in os.environ.items() if not k.startswith("UNALIGNED_CRASH")}
         env["PYSPARK_PYTHON"] = sys.executable
         env["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -117,7 +118,9 @@ class Runner:
             "the runner's Spark session",
             timeout_s,
         )
-        assert self.status_file.exists(), f"harness: runner died at start\n{self.read_output()[-4000:]}"
+        assert self.status_file.exists(), (
+            f"harness: runner died at start\n{self.read_output()[-4000:]}"
+        )
         return dict(json.loads(self.status_file.read_text()))
 
     def markers(self) -> list[dict[str, Any]]:
@@ -127,13 +130,17 @@ class Runner:
                 out.append(json.loads(path.read_text()))
         return sorted(out, key=lambda m: m["time"])
 
-    def wait_marker(self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float = 90) -> dict[str, Any]:
+    def wait_marker(
+        self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float = 90
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while True:
             hits = [m for m in self.markers() if predicate(m)]
             if hits:
                 return hits[0]
-            assert self.running(), f"harness: the query ended before {what}\n{self.read_output()[-4000:]}"
+            assert self.running(), (
+                f"harness: the query ended before {what}\n{self.read_output()[-4000:]}"
+            )
             assert time.monotonic() < deadline, f"harness: timed out waiting for {what}"
             time.sleep(0.05)
 
@@ -167,7 +174,7 @@ class Runner:
 
 
 def run_query(
-    config: dict[str, Any], tmp_path: Path, controller: Optional[Callable[[Runner], None]] = None
+    config: dict[str, Any], tmp_path: Path, controller: Callable[[Runner], None] | None = None
 ) -> Run:
     runner = Runner(config, tmp_path).start()
     try:
@@ -183,18 +190,7 @@ def finished(run: Run) -> None:
     assert run.returncode == 0, f"the query failed; {run.tail()}"
 
 
-def executor_logs(tmp_path: Path) -> str:
-    """Every executor's stderr under the runs' Spark homes (for failure messages)."""
-    parts = []
-    for path in sorted(tmp_path.rglob("stderr")):
-        text = path.read_text(errors="replace")
-        interesting = [l for l in text.splitlines() if " ERROR " in l or "Exception" in l or "WARN" in l]
-        if interesting:
-            parts.append(f"== {path.relative_to(tmp_path)}\n" + "\n".join(interesting[-25:]))
-    return "\n".join(parts)[-6000:]
-
-
-# --- input and checks -------------------------------------------------------------------------------
+# --- input and checks ----------------------------------------------------------------------------
 
 
 def _values(partition: int, count: int, size: int) -> list[bytes]:
@@ -215,7 +211,11 @@ def make_input(
     expected = {p: _values(p, counts.get(p, 0), size) for p in range(PARTITIONS)}
     kafka.produce(
         topic,
-        [(p, f"k{i % 7}".encode(), v, None, None) for p in range(PARTITIONS) for i, v in enumerate(expected[p])],
+        [
+            (p, f"k{i % 7}".encode(), v, None, None)
+            for p in range(PARTITIONS)
+            for i, v in enumerate(expected[p])
+        ],
     )
     return topic, expected
 
@@ -240,7 +240,7 @@ def _diff(got: list[bytes], want: list[bytes]) -> str:
     dupes = len(got) - len(set(got))
     missing = len(set(want) - set(got))
     extra = len(set(got) - set(want))
-    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
     return (
         f"{len(got)} records (want {len(want)}): {dupes} duplicates, {missing} missing, {extra} "
         f"unexpected, first difference at index {first}"
@@ -281,19 +281,29 @@ def assert_kafka_exactly_once(
             assert sorted(got[partition]) == sorted(values), (
                 f"output partition {partition}: {_diff(sorted(got[partition]), sorted(values))}"
             )
-            assert _keyed(got[partition]) == _keyed(values), f"output partition {partition}: key order"
+            assert _keyed(got[partition]) == _keyed(values), (
+                f"output partition {partition}: key order"
+            )
         else:
-            assert got[partition] == values, f"output partition {partition}: {_diff(got[partition], values)}"
+            assert got[partition] == values, (
+                f"output partition {partition}: {_diff(got[partition], values)}"
+            )
     _assert_sink_state_clean(checkpoint)
 
 
-def assert_files_exactly_once(output: Path, expected: dict[int, list[bytes]], checkpoint: Path) -> None:
+def assert_files_exactly_once(
+    output: Path, expected: dict[int, list[bytes]], checkpoint: Path
+) -> None:
     table = read_committed_files(str(output))
     got: dict[int, list[bytes]] = defaultdict(list)
-    for partition, value in zip(table.column("partition").to_pylist(), table.column("value").to_pylist()):
+    for partition, value in zip(
+        table.column("partition").to_pylist(), table.column("value").to_pylist(), strict=True
+    ):
         got[partition].append(value)
     for partition, values in expected.items():
-        assert got[partition] == values, f"input partition {partition}: {_diff(got[partition], values)}"
+        assert got[partition] == values, (
+            f"input partition {partition}: {_diff(got[partition], values)}"
+        )
     staged = [f for f in (output / STAGING_DIR).rglob("*") if f.is_file()]
     assert staged == [], f"staging files left: {staged}"
     listed = set()
@@ -304,7 +314,9 @@ def assert_files_exactly_once(output: Path, expected: dict[int, list[bytes]], ch
     _assert_sink_state_clean(checkpoint)
 
 
-def base_config(kafka: EmbeddedKafka, topic: str, checkpoint: Path, max_offsets: int, **extra: Any) -> dict[str, Any]:
+def base_config(
+    kafka: EmbeddedKafka, topic: str, checkpoint: Path, max_offsets: int, **extra: Any
+) -> dict[str, Any]:
     return {
         "bootstrap": kafka.bootstrap_servers,
         "input_topic": topic,
@@ -314,7 +326,7 @@ def base_config(kafka: EmbeddedKafka, topic: str, checkpoint: Path, max_offsets:
     }
 
 
-# --- speculation (standalone cluster: two loopback hosts) -------------------------------------------
+# --- speculation (standalone cluster: two loopback hosts) ----------------------------------------
 
 SPECULATION_CONF = {
     "spark.speculation": "true",
@@ -332,12 +344,19 @@ SLOW_PARTITION = 3
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.StandaloneCluster]:
-    with cluster.StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2) as spark_cluster:
+    with cluster.StandaloneCluster(
+        tmp_path_factory.mktemp("standalone"), workers=2
+    ) as spark_cluster:
         yield spark_cluster
 
 
 def _speculation_config(
-    kafka: EmbeddedKafka, topic: str, checkpoint: Path, master: str, slow_attempts: str, **extra: Any
+    kafka: EmbeddedKafka,
+    topic: str,
+    checkpoint: Path,
+    master: str,
+    slow_attempts: str,
+    **extra: Any,
 ) -> dict[str, Any]:
     return base_config(
         kafka,
@@ -375,7 +394,7 @@ def test_speculation_kafka_sink(
     coordinator, the other is killed with its transaction open. ``first``: only attempt 0 is
     slow (the copy wins, the original dies mid-write); ``all``: both are slow and both spill
     channel state past ``alignedCheckpointTimeout`` (1 s)."""
-    topic, expected = make_input(kafka, new_topic, SPEC_COUNTS)
+    topic, expected = make_input(kafka, new_topic, SPEC_COUNTS, 256)
     output = new_topic(partitions=PARTITIONS)
     checkpoint = tmp_path / "checkpoint"
     prefix = f"ua-spec-{tmp_path.name}"
@@ -389,6 +408,7 @@ def test_speculation_kafka_sink(
         extra_sink_options={
             "transactionalIdPrefix": prefix,
             "alignedCheckpointTimeout": "1s",
+            "channelStateInlineThreshold": "1KB",  # spilled state goes to files
             "chunkRows": "50",
         },
     )
@@ -407,7 +427,7 @@ def test_speculation_file_sink(
     tmp_path: Path,
 ) -> None:
     """The same with the file sink: the losing attempt's staging file must not be published."""
-    topic, expected = make_input(kafka, new_topic, SPEC_COUNTS)
+    topic, expected = make_input(kafka, new_topic, SPEC_COUNTS, 256)
     output = tmp_path / "out"
     checkpoint = tmp_path / "checkpoint"
     config = _speculation_config(
@@ -417,7 +437,11 @@ def test_speculation_file_sink(
         standalone.master_url,
         slow_attempts,
         output_path=str(output),
-        extra_sink_options={"alignedCheckpointTimeout": "1s", "chunkRows": "50"},
+        extra_sink_options={
+            "alignedCheckpointTimeout": "1s",
+            "channelStateInlineThreshold": "1KB",  # spilled state goes to files
+            "chunkRows": "50",
+        },
     )
     run = run_query(config, tmp_path)
     finished(run)
@@ -468,7 +492,9 @@ def test_executor_killed_while_channel_state_is_pending(
             record = log.read(0)
             return record is not None and bool(record.channel_state)
 
-        wait_until(lambda: pending_after_batch_0() or not runner.running(), "batch 0's commit record", 90)
+        wait_until(
+            lambda: pending_after_batch_0() or not runner.running(), "batch 0's commit record", 90
+        )
         record = log.read(0)
         assert record is not None and record.channel_state, (
             f"harness: batch 0 left no channel state to replay\n{runner.read_output()[-3000:]}"
@@ -508,23 +534,33 @@ def test_executor_killed_while_channel_state_is_pending(
     assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix)
 
 
-# --- a fetch failure and a stage retry (local-cluster, a shuffle before the sink) ------------------
+# --- a fetch failure and a stage retry (local-cluster, a shuffle before the sink) ----------------
 
 FETCH_COUNTS = {0: 300, 1: 300, 2: 300, 3: 300}
 
 
+@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
 def test_fetch_failure_stage_retry_kafka_sink(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+    mode: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
-    """Batch 1 shuffles by key before the sink. While both sink tasks run (slowly: the slow
-    partition's rows are spread over both), the JVM of one executor is SIGKILLed: its map output
-    is gone (no external shuffle service), so its task's re-run fails to fetch, Spark resubmits
-    the map stage and then the result stage as attempt 1, whose tasks start again at
-    ``attemptNumber`` 0 while the other task of attempt 0 may still run."""
+    """Batch 1 shuffles by key before the sink; both sink tasks are slow (the slow partition's
+    rows are spread over both). The JVM of the executor running sink task 1 is SIGKILLed: its
+    map output is gone (no external shuffle service), so task 1's re-run fails to fetch, and
+    Spark resubmits the map stage, then the result stage as attempt 1 for partitions 0 and 1,
+    with ``attemptNumber`` 0 again. Partition 0's attempt of stage attempt 0 (the zombie) is
+    still running: the retry's partition 0 runs next to it, with the same partition and
+    attempt number, and starts writing after the zombie prepared; the zombie's result is the
+    one Spark keeps (the retry is denied the commit).
+
+    ``aligned``: both write rows into transactions. ``unaligned`` (1 s barrier timeout, state
+    files from 1 KB): both spill their rows as channel state for the same task index."""
     topic, expected = make_input(kafka, new_topic, FETCH_COUNTS)
     output = new_topic(partitions=PARTITIONS)
     checkpoint = tmp_path / "checkpoint"
     prefix = f"ua-fetch-{tmp_path.name}"
+    sink_options = {"transactionalIdPrefix": prefix, "checkpointMode": mode}
+    if mode == "unaligned":
+        sink_options.update(alignedCheckpointTimeout="1s", channelStateInlineThreshold="1KB")
     config = base_config(
         kafka,
         topic,
@@ -543,16 +579,16 @@ def test_fetch_failure_stage_retry_kafka_sink(
             "spark.shuffle.readHostLocalDisk": "false",
             "spark.task.maxFailures": "4",
         },
-        extra_sink_options={"transactionalIdPrefix": prefix},
+        extra_sink_options=sink_options,
     )
     killed: dict[str, Any] = {}
 
-    def kill_holder_of_map_output(runner: Runner) -> None:
+    def kill_executor_of_task_1(runner: Runner) -> None:
         status = runner.status()
-        marker = runner.wait_marker(lambda m: m["batch"] == 1, "batch 1's sink tasks")
         # Both sink tasks have started (one per executor) before the kill.
-        runner.wait_marker(
-            lambda m: m["batch"] == 1 and m["partition"] != marker["partition"], "the other sink task", 30
+        runner.wait_marker(lambda m: m["batch"] == 1 and m["partition"] == 0, "sink task 0")
+        marker = runner.wait_marker(
+            lambda m: m["batch"] == 1 and m["partition"] == 1, "sink task 1", 30
         )
         found = cluster.executors(session=status["session"])
         target = cluster.executor_of(marker["pid"], found)
@@ -562,21 +598,27 @@ def test_fetch_failure_stage_retry_kafka_sink(
         killed["pids"] = cluster.kill_executor(target)
         cluster.wait_gone(killed["pids"])
 
-    run = run_query(config, tmp_path, kill_holder_of_map_output)
+    run = run_query(config, tmp_path, kill_executor_of_task_1)
     assert killed, "harness: nothing was killed"
     # Harness: the kill made a fetch fail and the result stage ran again as attempt 1, with
-    # task attempt numbers starting at 0 again.
+    # task attempt numbers starting at 0 again, next to the zombie of stage attempt 0.
     stage = killed["result_stage"]
-    starts = [s for s in cluster.task_starts(run.driver_log) if s.stage == stage]
-    first = {(s.partition, s.attempt) for s in starts if s.stage_attempt == 0}
-    retry = {(s.partition, s.attempt) for s in starts if s.stage_attempt >= 1}
+    spans = [s for s in cluster.task_spans(run.driver_log) if s.stage == stage]
     assert cluster.fetch_failure_lines(run.driver_log), (
-        f"harness: no fetch failure in the driver log; stage {stage} starts: {starts}"
+        f"harness: no fetch failure in the driver log; stage {stage}: {spans}"
     )
-    # attemptNumber restarts at 0 in the new stage attempt: a (partition, attempt) pair of
-    # stage attempt 0 comes back in stage attempt 1.
-    assert retry & first, (
-        f"harness: result stage {stage} was not retried reusing attempt numbers: {starts}"
-    )
+    first = {(s.partition, s.attempt) for s in spans if s.stage_attempt == 0}
+    retry = {(s.partition, s.attempt) for s in spans if s.stage_attempt >= 1}
+    assert retry & first, f"harness: stage {stage} not retried reusing attempt numbers: {spans}"
+    twins = [
+        (z.tid, r.tid)
+        for z in spans
+        for r in spans
+        if z.stage_attempt == 0
+        and r.stage_attempt >= 1
+        and (z.partition, z.attempt) == (r.partition, r.attempt)
+        and r.start < (z.end if z.end >= 0 else float("inf"))
+    ]
+    assert twins, f"harness: no retried task ran next to its zombie twin: {spans}"
     finished(run)
     assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix, order="key")

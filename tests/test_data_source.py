@@ -120,6 +120,8 @@ def test_stream_reader_is_built_without_contacting_kafka_and_pickles() -> None:
 
 
 def test_file_sink_writer_is_built_and_pickles(tmp_path: Path) -> None:
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "metadata").write_text('{"id":"q-1"}')
     writer = source(
         {"checkpointLocation": str(tmp_path / "ck"), "path": str(tmp_path / "out")}
     ).streamWriter(FILE_SCHEMA, False)

@@ -390,3 +390,25 @@ def test_compaction_leaves_unfinished_batches_and_legacy_entries(tmp_path: Path)
         ]
     )
     assert participant.committed_batch_ids() == [1, 2, 3]
+
+
+def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from unaligned.sink import committed_files
+
+    participant = _participant(tmp_path, manifest_retain=1, compact_every=1)
+    log = _log(tmp_path, "ck")
+    for batch_id in range(2):
+        _publish(participant, log, batch_id, partitions=1)
+    before = _manifest_files(tmp_path)
+
+    def gone(output: object, name: object) -> None:
+        raise FileNotFoundError("folded by another compaction")
+
+    monkeypatch.setattr(committed_files, "read_manifest_file", gone)
+    _publish(participant, log, 2, partitions=1)  # 3 live entries: would compact
+    assert _manifest_files(tmp_path) == sorted([*before, manifest_name(2, QUERY)])
+    monkeypatch.undo()
+    assert participant.compact_manifest(set(), None) == 2
+    assert participant.committed_batch_ids() == [0, 1, 2]

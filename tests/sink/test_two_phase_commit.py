@@ -481,6 +481,7 @@ def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
 def test_writer_is_picklable(tmp_path: Path) -> None:
     import pickle
 
+    write_spark_checkpoint(tmp_path / "ck")
     writer = _file_writer(tmp_path)
     clone = pickle.loads(pickle.dumps(writer))
     assert isinstance(clone, TwoPhaseCommitWriter)

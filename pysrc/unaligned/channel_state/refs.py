@@ -13,10 +13,12 @@ Inline or file
     of the sink's commit record, as JSON (:meth:`ChannelStateRef.to_json`).
 
 Checks
-    Every ref carries the writer's ``write_id`` and the size and CRC-32 of the Avro bytes, so
-    a file replaced after its ref was handed out (e.g. by a speculative duplicate attempt)
-    fails replay with :class:`~unaligned.errors.ChannelStateError` instead of replaying other
-    rows.
+    A file ref names the exact file its writer finished (names are unique per attempt and
+    writer, :mod:`unaligned.channel_state.files`), so replay reads the committed attempt's rows
+    whatever other attempts of the task wrote. Every ref also carries the writer's
+    ``write_id`` and the size and CRC-32 of the Avro bytes: a file altered or replaced after
+    its ref was handed out fails replay with :class:`~unaligned.errors.ChannelStateError`
+    instead of replaying other rows.
 
 Carry-forward by reference
     ``start_row`` is the position replay starts from (the first row not yet written). If a

@@ -218,7 +218,7 @@ class CommitLog:
 
     def is_done(self, batch_id: int) -> bool:
         location = self._done_location(batch_id)
-        return location.filesystem.get_file_info(location.path).type == pafs.FileType.File
+        return bool(location.filesystem.get_file_info(location.path).type == pafs.FileType.File)
 
     def latest_before(self, batch_id: int) -> CommitRecord | None:
         """The newest commit record of a batch before ``batch_id`` (exclusive), or ``None``.

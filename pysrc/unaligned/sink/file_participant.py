@@ -453,7 +453,9 @@ class FileParticipant:
 
         Runs in the query's driver only (commit, abort, recovery: one at a time). Order: write
         the new compacted file (every batch of the older compacted files and the folded
-        entries), then delete the older compacted files, then the folded entries. Returns how
+        entries), then delete the older compacted files, then the folded entries; each file is
+        deleted only by a compaction that read it and wrote its batches first. A compaction that
+        finds a listed file gone (another one ran at the same time) deletes nothing. Returns how
         many entries were folded.
         """
         from unaligned.sink.committed_files import read_manifest_file
@@ -475,9 +477,15 @@ class FileParticipant:
             return 0
         compacted = [m for m in names if m.compacted]
         batches: dict[int, ManifestEntry] = {}
-        for name in (*compacted, *fold):
-            for entry in read_manifest_file(output, name):
-                batches[entry.batch_id] = entry
+        try:
+            for name in (*compacted, *fold):
+                for entry in read_manifest_file(output, name):
+                    batches[entry.batch_id] = entry
+        except FileNotFoundError as exc:
+            # Another compaction of this query ran meanwhile (a commit process of an earlier
+            # run still going): it has folded what this one listed. Delete nothing.
+            logger.warning("manifest of query %s changed while compacting (%s)", query_id, exc)
+            return 0
         through = max(batches)
         target = compacted_manifest_name(query_id, through)
         atomic_write(

@@ -106,7 +106,7 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
     if isinstance(target, FileTarget):
         from unaligned.sink.file_participant import FileParticipant
 
-        return FileParticipant(target, schema)
+        return FileParticipant.for_query(target, schema, options.checkpoint_location)
     from unaligned.sink.kafka_columns import kafka_columns
     from unaligned.sink.kafka_participant import KafkaParticipant
 
