@@ -9,7 +9,6 @@ can kill a run hard (``UNALIGNED_CRASH_AT``, as ``query_runner.py`` does).
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import subprocess
@@ -207,21 +206,7 @@ def test_state_pending_at_a_stop_is_replayed_by_name_after_the_columns_were_reor
     assert leftovers == [], f"channel-state files left: {leftovers}"
 
 
-def _sink_declares_its_input_schema() -> bool:
-    """Whether the sink hands its tasks the input schema Spark declared (needed by a task with
-    no input batch; ``TwoPhaseCommitWriter(input_schema=...)``)."""
-    from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
-
-    return "input_schema" in inspect.signature(TwoPhaseCommitWriter.__init__).parameters
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(
-    not _sink_declares_its_input_schema(),
-    reason="sink tasks without input do not know the current input columns until "
-    "sink/two_phase_commit.py passes input_schema to BarrierAlignment",
-    strict=True,
-)
 def test_state_pending_at_query_stop_is_replayed_by_idle_barriers_after_a_reorder(
     kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
 ) -> None:

@@ -68,7 +68,7 @@ from unaligned.barriers.driver_side import (
     collect_channel_state_garbage,
     pending_after,
 )
-from unaligned.barriers.task_side import BarrierAlignment
+from unaligned.barriers.task_side import BarrierAlignment, arrow_input_schema
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import (
     BarrierError,
@@ -146,21 +146,47 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPh
         recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
         collect_channel_state_garbage(sink_options)
         planned_at_ms = int(wall_clock_ms())
-    return TwoPhaseCommitWriter(sink_options, participant, planned_at_ms)
+    return TwoPhaseCommitWriter(
+        sink_options,
+        participant,
+        planned_at_ms,
+        input_schema=arrow_input_schema(schema),
+        sink_columns=_sink_columns(sink_options),
+    )
+
+
+def _sink_columns(options: SinkOptions) -> frozenset[str] | None:
+    """The input columns the sink writes out (``None``: every column, the file sink)."""
+    target = options.target
+    if isinstance(target, FileTarget):
+        return None
+    names = {"value", "key", "partition", "headers"}
+    return frozenset(names if target.topic is not None else names | {"topic"})
 
 
 class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
     """The stream writer Spark pickles into every task and rebuilds for every commit/abort."""
 
     def __init__(
-        self, options: SinkOptions, participant: Participant, planned_at_ms: int | None = None
+        self,
+        options: SinkOptions,
+        participant: Participant,
+        planned_at_ms: int | None = None,
+        *,
+        input_schema: pa.Schema | None = None,
+        sink_columns: frozenset[str] | None = None,
     ) -> None:
         """``planned_at_ms``: when Spark planned this batch's write (``None`` outside Spark's
         planner). A batch re-run after a restart keeps the start time of the run that first
-        planned it; its deadline then counts from the planning time instead."""
+        planned it; its deadline then counts from the planning time instead.
+        ``input_schema`` / ``sink_columns``: the sink's input as Spark declared it and the
+        columns it writes, so channel state replays by column name even in a task with no
+        input rows (:class:`unaligned.barriers.task_side.BarrierAlignment`)."""
         self._options = options
         self._participant = participant
         self._planned_at_ms = planned_at_ms
+        self._input_schema = input_schema
+        self._sink_columns = sink_columns
 
     @property
     def participant(self) -> Participant:
@@ -273,6 +299,8 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             attempt,
             str(attempt_id),
             inherited,
+            input_schema=self._input_schema,
+            sink_columns=self._sink_columns,
         )
 
     # Step 2 -----------------------------------------------------------------------------------
