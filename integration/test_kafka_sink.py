@@ -78,11 +78,13 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
     prefix = default_transactional_id_prefix(str(query.id))
     log = CommitLog.under_checkpoint(str(checkpoint_dir))
     assert log.decided_batch_ids() == [0, 1, 2]
+    used = set()
     for batch_id in log.decided_batch_ids():
         record = log.read(batch_id)
         assert record is not None and record.prepared
-        for item in record.prepared:
-            assert item["transactionalId"].startswith(f"{prefix}-{batch_id}-")
+        used.update(item["transactionalId"] for item in record.prepared)
+    # The bounded pool: one id per sink task, the same in every batch (no task failed).
+    assert used == {f"{prefix}-{task}-0" for task in range(len(used))}
     wait_until(
         lambda: (
             transaction_states.list_transactional_ids(
