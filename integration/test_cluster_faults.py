@@ -552,15 +552,20 @@ def test_fetch_failure_stage_retry_kafka_sink(
     attempt number, and starts writing after the zombie prepared; the zombie's result is the
     one Spark keeps (the retry is denied the commit).
 
-    ``aligned``: both write rows into transactions. ``unaligned`` (1 s barrier timeout, state
-    files from 1 KB): both spill their rows as channel state for the same task index."""
+    ``aligned``: both write rows into transactions. ``unaligned`` (1 s barrier timeout, chunks
+    of 10 rows, state files from 1 KB): both write a chunk, then spill the rest as channel state
+    for the same task index and barrier."""
     topic, expected = make_input(kafka, new_topic, FETCH_COUNTS)
     output = new_topic(partitions=PARTITIONS)
     checkpoint = tmp_path / "checkpoint"
     prefix = f"ua-fetch-{tmp_path.name}"
     sink_options = {"transactionalIdPrefix": prefix, "checkpointMode": mode}
     if mode == "unaligned":
-        sink_options.update(alignedCheckpointTimeout="1s", channelStateInlineThreshold="1KB")
+        # Rows reach the sink in one Arrow batch after the slow step: small chunks let the
+        # barrier cut after the first one and spill the rest.
+        sink_options.update(
+            alignedCheckpointTimeout="1s", channelStateInlineThreshold="1KB", chunkRows="10"
+        )
     config = base_config(
         kafka,
         topic,

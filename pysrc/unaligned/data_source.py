@@ -8,6 +8,9 @@ One class serves three roles, chosen by what Spark asks for:
   (:mod:`unaligned.sink.two_phase_commit`), to Kafka or to Parquet files.
 - ``spark.read.format("unaligned").option("path", ...)``: a batch read of the files the file
   sink committed (:mod:`unaligned.sink.committed_files`); uncommitted files are never visible.
+- ``spark.read.format("unaligned")`` with a Kafka subscription: a batch read of
+  ``[startingOffsets, endingOffsets)``, as Spark's ``format("kafka")``
+  (:mod:`unaligned.source.batch_reader`).
 
 The class itself is only a dispatcher: options are parsed and validated by the role's module,
 and nothing touches Kafka or a filesystem until Spark calls a reader or writer method.
@@ -67,18 +70,14 @@ class UnalignedDataSource(DataSource):
         return build_stream_writer(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from unaligned.errors import OptionError
-        from unaligned.sink.committed_files import CommittedFilesReader
+        if self._reads_files():
+            from unaligned.sink.committed_files import CommittedFilesReader
 
-        keys = {k.lower() for k in self.options}
-        if keys & _SUBSCRIPTION_KEYS:
-            raise OptionError(
-                "spark.read.format('unaligned') does not read Kafka in a batch query: use "
-                "spark.readStream.format('unaligned') (with .trigger(availableNow=True) for a "
-                "bounded read); a batch read takes option path (a file sink's committed output)"
-            )
+            return CommittedFilesReader(dict(self.options), schema)
+        from unaligned.source.batch_reader import KafkaBatchReader
+        from unaligned.source.options import SourceOptions
 
-        return CommittedFilesReader(dict(self.options), schema)
+        return KafkaBatchReader(SourceOptions.parse(dict(self.options), batch=True))
 
 
 def register(spark: SparkSession) -> None:

@@ -30,11 +30,27 @@ class FakeClock:
 def test_read_barrier_takes_start_from_offset_log_and_id_from_metadata() -> None:
     barrier = read_barrier(str(FIXTURES / "v1_two_sources"), 1)
     assert barrier == Barrier(
-        batch_id=1, start_ms=1795372419292, query_id="b1f8447a-30e0-4cfc-b643-ec69054872ac"
+        batch_id=1,
+        start_ms=1795372419292,
+        query_id="b1f8447a-30e0-4cfc-b643-ec69054872ac",
+        idle_barriers=False,  # rate sources: no barrierToken, so no idle barriers
     )
     assert read_query_id(str(FIXTURES / "v2_named_sources")) == (
         "bce773fc-8a8a-4f10-95e6-19cbd6734801"
     )
+
+
+def test_a_barrier_has_idle_barriers_only_with_an_unaligned_source(tmp_path: Path) -> None:
+    """Issue 8 scenario 4: only a source whose offset carries a barrierToken emits idle
+    barriers, so only then may the sink cut."""
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "metadata").write_text('{"id":"q"}')
+    head = '{"batchWatermarkMs":0,"batchTimestampMs":5,"conf":{}}'
+    unaligned = '{"offsets":{"t":{"0":1}},"idleBarrier":0,"barrierToken":"abc"}'
+    for batch, sources in enumerate([["3", "-"], ["3", unaligned]]):
+        (tmp_path / "offsets" / str(batch)).write_text("\n".join(["v1", head, *sources]))
+    assert not read_barrier(str(tmp_path), 0).idle_barriers
+    assert read_barrier(str(tmp_path), 1).idle_barriers
 
 
 def test_read_barrier_accepts_file_uri_and_a_passed_filesystem() -> None:

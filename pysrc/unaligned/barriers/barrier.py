@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
+from unaligned.barriers.idle import tokens_in
 from unaligned.barriers.offset_log import read_offset_log, read_query_id
 from unaligned.errors import OptionError
 
@@ -83,11 +84,18 @@ class Deadline:
 @dataclass(frozen=True)
 class Barrier:
     """The barrier of one micro-batch: ``batch_id`` (the barrier id), its driver-fixed start
-    time ``start_ms`` (``batchTimestampMs``) and the query id."""
+    time ``start_ms`` (``batchTimestampMs``) and the query id.
+
+    ``idle_barriers`` is true when a source of the batch can emit idle barriers (a
+    ``format("unaligned")`` source: its offset carries a ``barrierToken``). Only then may a task
+    cut: rows it leaves pending are written by a later barrier, and without idle barriers no
+    later barrier may ever come (a file source, or Spark's own Kafka source, under
+    ``availableNow`` ends after its last batch)."""
 
     batch_id: int
     start_ms: int
     query_id: str
+    idle_barriers: bool = True
 
     def deadline(
         self, timeout_ms: int, clock: Clock = wall_clock_ms, *, not_before_ms: int | None = None
@@ -105,6 +113,11 @@ def read_barrier(
     """The barrier of ``batch_id``, from Spark's offset log and the query metadata."""
     entry = read_offset_log(checkpoint_location, batch_id, filesystem)
     query_id = read_query_id(checkpoint_location, filesystem)
-    barrier = Barrier(batch_id=batch_id, start_ms=entry.batch_timestamp_ms, query_id=query_id)
+    barrier = Barrier(
+        batch_id=batch_id,
+        start_ms=entry.batch_timestamp_ms,
+        query_id=query_id,
+        idle_barriers=bool(tokens_in(source.offset for source in entry.sources)),
+    )
     logger.debug("read barrier %s", barrier)
     return barrier

@@ -53,6 +53,7 @@ the driver does with channel state, metrics and idle-barrier hints at a barrier:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -68,7 +69,7 @@ from unaligned.barriers.driver_side import (
     collect_channel_state_garbage,
     pending_after,
 )
-from unaligned.barriers.task_side import BarrierAlignment, arrow_input_schema
+from unaligned.barriers.task_side import BarrierAlignment, CheckpointMode, arrow_input_schema
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import (
     BarrierError,
@@ -283,6 +284,11 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
     ) -> BarrierAlignment:
         settings = self._options.alignment
         barrier = read_barrier(self._options.checkpoint_location, batch_id)
+        if settings.mode is CheckpointMode.UNALIGNED and not barrier.idle_barriers:
+            # No source of this batch emits idle barriers: rows left pending might never be
+            # written (the query could end first), so this barrier does not cut.
+            _warn_aligned_once()
+            settings = dataclasses.replace(settings, mode=CheckpointMode.ALIGNED)
         not_before: int | None = None
         if (
             self._planned_at_ms is not None
@@ -406,6 +412,19 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         if items:
             self._participant.abort(items, batchId)
         self._participant.clean_up(log, batchId)
+
+
+_warned_aligned: list[bool] = []
+
+
+def _warn_aligned_once() -> None:
+    if not _warned_aligned:
+        _warned_aligned.append(True)
+        logger.warning(
+            "checkpointMode=unaligned needs a format('unaligned') source (it emits the idle "
+            "barriers that write pending rows); with this query's sources every barrier is "
+            "aligned"
+        )
 
 
 class _DecidedMeanwhile(Exception):

@@ -21,6 +21,19 @@ when channel state is pending and no record arrived (:mod:`unaligned.barriers.id
 in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
 when the query first starts, and names the query's idle-barrier hint.
 
+Bounded input (``endingOffsets`` and friends) adds three keys::
+
+    {"offsets": {"t": {"0": 50, "1": 9}}, ..., "ending": {"t": {"0": 50, "1": 90}},
+     "finished": {"t": [0]}}
+
+``ending`` holds the exclusive end per partition, resolved once when the query first starts and
+copied to every later offset, so a restart never resolves it again; only its partitions are read
+(partitions added later are not). ``finished`` lists the partitions whose position reached their
+end: they are never read again. ``"endOfData": true`` marks an offset where every partition is
+finished: the end offset of the batch that finishes the last partition, and every offset after
+it (idle barriers only). ``finished`` and ``endOfData`` are derived from ``offsets`` and
+``ending`` (written for readers of Spark's offset log such as the sink, recomputed on reading).
+
 The JSON options Spark's Kafka source takes are parsed here too: ``assign``
 (``{"topic": [0, 1]}``), ``startingOffsets`` (``{"topic": {"0": 23, "1": -2}}`` with ``-2`` for
 earliest and ``-1`` for latest), and ``startingOffsetsByTimestamp`` (milliseconds per partition).
@@ -31,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -176,13 +189,37 @@ class KafkaSourceOffset:
     query_start: Mapping[TopicPartitionId, int] | None = None
     """Where the query started (next offset to read per partition): set on the initial offset
     and on the end offset of the first batch, ``None`` on every later offset."""
+    ending: Mapping[TopicPartitionId, int] | None = None
+    """Bounded input: the exclusive end per partition, fixed when the query first started;
+    ``None``: unbounded."""
 
     @classmethod
     def initial(
-        cls, positions: Mapping[TopicPartitionId, int], barrier_token: str
+        cls,
+        positions: Mapping[TopicPartitionId, int],
+        barrier_token: str,
+        ending: Mapping[TopicPartitionId, int] | None = None,
     ) -> KafkaSourceOffset:
-        """A new query's start offset: it records its own positions as the query start."""
-        return cls(positions, 0, barrier_token, dict(positions))
+        """A new query's start offset: it records its own positions as the query start, and
+        the resolved ends of a bounded query."""
+        return cls(
+            positions, 0, barrier_token, dict(positions), None if ending is None else dict(ending)
+        )
+
+    def finished(self) -> set[TopicPartitionId]:
+        """Partitions of a bounded query whose position reached their end (or that no longer
+        have a position: gone, with failOnDataLoss=false)."""
+        if self.ending is None:
+            return set()
+        return {
+            tp
+            for tp, end in self.ending.items()
+            if tp not in self.positions or self.positions[tp] >= end
+        }
+
+    def end_of_data(self) -> bool:
+        """A bounded query whose every partition is finished."""
+        return self.ending is not None and len(self.finished()) == len(self.ending)
 
     def next(
         self, positions: Mapping[TopicPartitionId, int], idle_barrier: int
@@ -194,6 +231,7 @@ class KafkaSourceOffset:
             idle_barrier,
             self.barrier_token,
             self.query_start if self.is_query_start() else None,
+            self.ending,
         )
 
     def is_query_start(self) -> bool:
@@ -217,8 +255,8 @@ class KafkaSourceOffset:
             dict(self.query_start),
             dict(start.positions),
         )
-        return KafkaSourceOffset(
-            self.query_start, start.idle_barrier, start.barrier_token, self.query_start
+        return replace(
+            start, positions=self.query_start, query_start=self.query_start, ending=self.ending
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -231,6 +269,14 @@ class KafkaSourceOffset:
             result["barrierToken"] = self.barrier_token
         if self.query_start is not None:
             result["queryStart"] = _positions_json(self.query_start)
+        if self.ending is not None:
+            result["ending"] = _positions_json(self.ending)
+            finished: dict[str, list[int]] = {}
+            for tp in sorted(self.finished()):
+                finished.setdefault(tp.topic, []).append(tp.partition)
+            result["finished"] = finished
+            if self.end_of_data():
+                result["endOfData"] = True
         return result
 
     @classmethod
@@ -262,10 +308,18 @@ class KafkaSourceOffset:
             if "queryStart" in value
             else None
         )
-        return cls(positions, barrier, token, query_start)
+        ending = (
+            _positions_from_json(value["ending"], what, "ending") if "ending" in value else None
+        )
+        end_of_data = value.get("endOfData", False)
+        if not isinstance(end_of_data, bool):
+            raise OffsetFormatError(f"{what}: endOfData must be true or false, got {end_of_data!r}")
+        if ending is None and ("finished" in value or end_of_data):
+            raise OffsetFormatError(f"{what}: finished / endOfData without ending: {value!r}")
+        return cls(positions, barrier, token, query_start, ending)
 
 
-_OPTIONAL_KEYS = frozenset({"barrierToken", "queryStart"})
+_OPTIONAL_KEYS = frozenset({"barrierToken", "queryStart", "ending", "finished", "endOfData"})
 
 
 def _positions_json(positions: Mapping[TopicPartitionId, int]) -> dict[str, dict[str, int]]:

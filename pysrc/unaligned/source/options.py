@@ -21,9 +21,16 @@ Accepted (meanings as in Spark's Kafka source):
   ``fetchOffset.numRetries`` and ``fetchOffset.retryIntervalMs`` (retries of the driver's offset
   lookups), ``groupIdPrefix`` (accepted; the source joins no consumer group).
 
-Rejected with a reason: ``endingOffsets`` / ``endingOffsetsByTimestamp`` / ``endingTimestamp``
-(not valid in streaming queries), and names reserved for later work on this source
-(:data:`RESERVED_OPTIONS`).
+- bounded input, by precedence as in Spark: ``endingTimestamp`` (ms, all partitions),
+  ``endingOffsetsByTimestamp`` (JSON of ms per partition; the first offset at or after the time,
+  latest when there is none), ``endingOffsets`` (``latest`` or JSON with -1 for latest). Ends
+  are exclusive. Spark takes them only in batch queries; here streaming queries take them too,
+  under every trigger: the ends are resolved once, when the query first starts, and recorded in
+  the checkpointed offset (:mod:`unaligned.source.offsets`).
+
+Batch queries (``spark.read``, :meth:`SourceOptions.parse` with ``batch=True``) default to
+``startingOffsets=earliest`` and ``endingOffsets=latest`` and refuse a ``latest`` start or an
+``earliest`` end, as Spark does.
 
 Adding an option: add a field to :class:`SourceOptions` and one :class:`_Option` entry to
 ``_OPTIONS``.
@@ -55,6 +62,7 @@ from unaligned.kafka.client_options import (
 )
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.offsets import (
+    Boundary,
     PartitionPosition,
     parse_assign,
     parse_partition_timestamps,
@@ -130,6 +138,35 @@ StartingPosition = (
 )
 
 
+@dataclass(frozen=True)
+class LatestEnd:
+    """``endingOffsets=latest``: the latest offsets when the query first starts."""
+
+
+@dataclass(frozen=True)
+class OffsetsEnd:
+    """``endingOffsets`` JSON: an offset >= 0 or latest per partition (must name every one)."""
+
+    positions: Mapping[TopicPartitionId, PartitionPosition]
+
+
+@dataclass(frozen=True)
+class TimestampEnd:
+    """``endingTimestamp``: the first offset at or after this time, in every partition."""
+
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class PartitionTimestampsEnd:
+    """``endingOffsetsByTimestamp``: per partition (must name every partition)."""
+
+    timestamps: Mapping[TopicPartitionId, int]
+
+
+EndingPosition = LatestEnd | OffsetsEnd | TimestampEnd | PartitionTimestampsEnd
+
+
 class NoMatchStrategy(Enum):
     """``startingOffsetsByTimestampStrategy``: a partition with no record at/after the time."""
 
@@ -186,10 +223,10 @@ _STARTING = {
     "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
     "startingoffsets": "startingOffsets",
 }
-_NOT_FOR_STREAMING = {
-    "endingoffsets": "endingOffsets",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+_ENDING = {
     "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "endingoffsets": "endingOffsets",
 }
 
 #: Source options reserved for later work: rejected with a message saying so, never ignored.
@@ -198,6 +235,7 @@ KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
         [
             *_SUBSCRIPTIONS.values(),
             *_STARTING.values(),
+            *_ENDING.values(),
             *(o.name for o in _OPTIONS.values()),
             "kafka.*",
         ]
@@ -228,7 +266,58 @@ def _parse_subscription(key: str, raw: str) -> Subscription:
     return Assign(parse_assign(raw, f"option '{name}'"))
 
 
-def _parse_starting(given: Mapping[str, str]) -> StartingPosition:
+def _parse_ending(given: Mapping[str, str], batch: bool) -> EndingPosition | None:
+    present = [_ENDING[k] for k in _ENDING if k in given]
+    if len(present) > 1:
+        logger.warning(
+            "options %s are all set; %s takes precedence (as in Spark)",
+            ", ".join(present),
+            present[0],
+        )
+    if "endingtimestamp" in given:
+        return TimestampEnd(parse_non_negative("endingTimestamp", given["endingtimestamp"]))
+    if "endingoffsetsbytimestamp" in given:
+        return PartitionTimestampsEnd(
+            parse_partition_timestamps(
+                given["endingoffsetsbytimestamp"], "option 'endingOffsetsByTimestamp'"
+            )
+        )
+    raw = given.get("endingoffsets")
+    if raw is None:
+        return LatestEnd() if batch else None
+    if raw.strip().lower() == "latest":
+        return LatestEnd()
+    if raw.strip().lower() == "earliest":
+        raise OptionError("option 'endingOffsets' cannot be 'earliest' (the end is exclusive)")
+    if not raw.strip().startswith("{"):
+        raise OffsetFormatError(
+            f"option 'endingOffsets' must be 'latest' or JSON like "
+            f'{{"topic": {{"0": 23, "1": -1}}}}, got {raw!r}'
+        )
+    positions = parse_starting_offsets(raw, "option 'endingOffsets'")
+    early = [tp for tp, p in positions.items() if p is Boundary.EARLIEST]
+    if early:
+        raise OptionError(
+            f"option 'endingOffsets': -2 (earliest) is not a valid end, for "
+            f"{format_partitions(early)}"
+        )
+    return OffsetsEnd(positions)
+
+
+def _check_batch_start(start: StartingPosition) -> None:
+    """Spark's batch queries refuse a ``latest`` start (nothing would be read)."""
+    if isinstance(start, LatestStart):
+        raise OptionError("option 'startingOffsets' cannot be 'latest' in a batch query")
+    if isinstance(start, OffsetsStart):
+        late = [tp for tp, p in start.positions.items() if p is Boundary.LATEST]
+        if late:
+            raise OptionError(
+                f"option 'startingOffsets': -1 (latest) is not valid in a batch query, for "
+                f"{format_partitions(late)}"
+            )
+
+
+def _parse_starting(given: Mapping[str, str], batch: bool = False) -> StartingPosition:
     present = [_STARTING[k] for k in _STARTING if k in given]
     if len(present) > 1:
         logger.warning(
@@ -243,7 +332,9 @@ def _parse_starting(given: Mapping[str, str]) -> StartingPosition:
             parse_partition_timestamps(given["startingoffsetsbytimestamp"])
         )
     raw = given.get("startingoffsets")
-    if raw is None or raw.strip().lower() == "latest":
+    if raw is None:
+        return EarliestStart() if batch else LatestStart()
+    if raw.strip().lower() == "latest":
         return LatestStart()
     if raw.strip().lower() == "earliest":
         return EarliestStart()
@@ -281,6 +372,8 @@ class SourceOptions:
     subscription: Subscription
     kafka: KafkaClientConfig
     starting: StartingPosition = field(default_factory=LatestStart)
+    ending: EndingPosition | None = None
+    """Bounded input (``endingOffsets`` & co.); ``None``: unbounded (streaming only)."""
     no_match_strategy: NoMatchStrategy = NoMatchStrategy.ERROR
     fail_on_data_loss: bool = True
     include_headers: bool = False
@@ -296,13 +389,11 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
-        """Validate Spark Kafka source options (any key case). Raises :class:`OptionError`."""
-        given, spelled = _lower_keys(options)
+    def parse(cls, options: Mapping[str, str], batch: bool = False) -> SourceOptions:
+        """Validate Spark Kafka source options (any key case). Raises :class:`OptionError`.
 
-        for key, name in _NOT_FOR_STREAMING.items():
-            if key in given:
-                raise OptionError(f"option '{name}' is not valid in streaming queries")
+        ``batch``: a ``spark.read`` query (Spark's batch defaults and checks)."""
+        given, spelled = _lower_keys(options)
 
         chosen = [k for k in _SUBSCRIPTIONS if k in given]
         if len(chosen) != 1:
@@ -318,7 +409,12 @@ class SourceOptions:
 
         values: dict[str, Any] = {}
         for key, raw in given.items():
-            if key in _SUBSCRIPTIONS or key in _STARTING or key.startswith(KAFKA_PREFIX):
+            if (
+                key in _SUBSCRIPTIONS
+                or key in _STARTING
+                or key in _ENDING
+                or key.startswith(KAFKA_PREFIX)
+            ):
                 continue
             option = _OPTIONS.get(key)
             if option is None:
@@ -330,8 +426,15 @@ class SourceOptions:
             if option.field is not None:
                 values[option.field] = value
 
+        starting = _parse_starting(given, batch)
+        if batch:
+            _check_batch_start(starting)
         parsed = cls(
-            subscription=subscription, kafka=kafka, starting=_parse_starting(given), **values
+            subscription=subscription,
+            kafka=kafka,
+            starting=starting,
+            ending=_parse_ending(given, batch),
+            **values,
         )
         parsed._check_consistency()
         return parsed
@@ -351,6 +454,16 @@ class SourceOptions:
                 named, option = set(self.starting.positions), "startingOffsets"
             elif isinstance(self.starting, PartitionTimestampsStart):
                 named, option = set(self.starting.timestamps), "startingOffsetsByTimestamp"
+            if named is not None and named != assigned:
+                raise OptionError(
+                    f"option '{option}' must name exactly the assigned partitions; "
+                    f"assigned: {format_partitions(assigned)}; named: {format_partitions(named)}"
+                )
+            named = None
+            if isinstance(self.ending, OffsetsEnd):
+                named, option = set(self.ending.positions), "endingOffsets"
+            elif isinstance(self.ending, PartitionTimestampsEnd):
+                named, option = set(self.ending.timestamps), "endingOffsetsByTimestamp"
             if named is not None and named != assigned:
                 raise OptionError(
                     f"option '{option}' must name exactly the assigned partitions; "

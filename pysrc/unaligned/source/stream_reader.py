@@ -43,6 +43,16 @@ the very first batch calls ``initialOffset()`` again. The initial offset therefo
 positions it resolved as ``queryStart``, and planning a batch whose end carries them reads from
 there, so ``startingOffsets=latest`` or a timestamp is never resolved twice
 (:meth:`unaligned.source.offsets.KafkaSourceOffset.batch_start`).
+
+Bounded input (``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp``, under
+every trigger): ``initialOffset()`` resolves the exclusive end of every partition once and the
+offsets carry it (``ending``) from then on. Each batch ends at ``min(latest, ending)``; a
+partition whose position reached its end is finished and planned as an empty range without any
+lookup; partitions not in ``ending`` (added later) are never read. The batch that finishes the
+last partition carries ``"endOfData": true``; after it ``latestOffset`` returns its start (no
+more batches, except the idle barriers that drain channel state the sink left pending), so a
+``Trigger.AvailableNow`` query ends by itself. Spark never stops a processing-time query by
+itself: such a query idles once its input ended, until it is stopped.
 """
 
 from __future__ import annotations
@@ -78,13 +88,17 @@ from unaligned.source.offsets import Boundary, KafkaSourceOffset
 from unaligned.source.options import (
     Assign,
     EarliestStart,
+    LatestEnd,
     LatestStart,
     NoMatchStrategy,
+    OffsetsEnd,
     OffsetsStart,
+    PartitionTimestampsEnd,
     PartitionTimestampsStart,
     SourceOptions,
     Subscribe,
     SubscribePattern,
+    TimestampEnd,
     TimestampStart,
 )
 from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
@@ -251,9 +265,54 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"partitions: {format_partitions(tps)}"
             )
 
+    def _resolve_ending(
+        self, tps: Collection[TopicPartitionId], starts: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int] | None:
+        """The exclusive end of every partition of a bounded query (endingTimestamp >
+        endingOffsetsByTimestamp > endingOffsets, as in Spark), or None when unbounded. A
+        timestamp no record reaches ends at the latest offset (as in Spark). An end below the
+        start is an OptionError."""
+        end = self._options.ending
+        if end is None:
+            return None
+        if isinstance(end, LatestEnd):
+            ending = self._lookup.latest(tps)
+        elif isinstance(end, OffsetsEnd):
+            self._check_named(end.positions, tps, "endingOffsets")
+            wanted = end.positions
+            ending = {tp: p for tp, p in wanted.items() if isinstance(p, int)}
+            ending.update(
+                self._lookup.latest([tp for tp in wanted if wanted[tp] is Boundary.LATEST])
+            )
+        else:
+            if isinstance(end, TimestampEnd):
+                timestamps = {tp: end.timestamp_ms for tp in tps}
+            else:
+                assert isinstance(end, PartitionTimestampsEnd)
+                self._check_named(end.timestamps, tps, "endingOffsetsByTimestamp")
+                timestamps = dict(end.timestamps)
+            found = self._lookup.offsets_for_times(timestamps)
+            latest = self._lookup.latest([tp for tp, off in found.items() if off is None])
+            ending = {tp: latest[tp] if off is None else off for tp, off in found.items()}
+        below = sorted(tp for tp in ending if tp in starts and ending[tp] < starts[tp])
+        if below:
+            detail = ", ".join(f"{tp}: start {starts[tp]}, end {ending[tp]}" for tp in below)
+            raise OptionError(f"the ending offset is below the starting offset for {detail}")
+        logger.info("ending offsets (exclusive): %s", ending)
+        return ending
+
     def initialOffset(self) -> dict[str, Any]:
         """The starting position of a new query (startingTimestamp > startingOffsetsByTimestamp >
-        startingOffsets, as in Spark)."""
+        startingOffsets, as in Spark), with the resolved ends of a bounded query."""
+        positions, ending = self.resolve_range()
+        if self._token is None:
+            self._token = new_token()
+        return KafkaSourceOffset.initial(positions, self._token, ending).to_json()
+
+    def resolve_range(
+        self,
+    ) -> tuple[dict[TopicPartitionId, int], dict[TopicPartitionId, int] | None]:
+        """(starting positions, exclusive ends or None) of every partition the query reads."""
         tps = self._discover(())
         start = self._options.starting
         if isinstance(start, EarliestStart):
@@ -279,9 +338,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
             positions = self._resolve_timestamps(start.timestamps, "startingOffsetsByTimestamp")
         logger.info("initial offsets: %s", positions)
-        if self._token is None:
-            self._token = new_token()
-        return KafkaSourceOffset.initial(positions, self._token).to_json()
+        return positions, self._resolve_ending(tps, positions)
 
     # --- admission control -----------------------------------------------------------------
 
@@ -346,11 +403,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         reader resuming from an earlier run's offset (see the module docstring)."""
         begin = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
         resume_barrier = self._idle_barriers.start_of_run(self._resumed(begin))
-        if self._available_now_target is not None:
+        if begin.end_of_data():
+            latest = dict(begin.positions)
+        elif self._available_now_target is not None:
             self._extend_target(begin.positions)
             latest = dict(self._available_now_target)
         else:
             latest = self._latest_positions(begin.positions)
+        if begin.ending is not None:
+            latest = self._bounded(begin, latest)
         self._latest = latest
         froms = dict(begin.positions)
         new = [tp for tp in latest if tp not in froms]
@@ -367,7 +428,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 max_rows = limit.max_rows
             if isinstance(limit, ReadMinRows):
                 min_rows = limit.min_rows
-            if self._min_rows_hold_back(min_rows, available_records(froms, latest)):
+            all_there = begin.ending is not None and all(
+                latest.get(tp, end) >= end for tp, end in begin.ending.items()
+            )
+            if not all_there and self._min_rows_hold_back(
+                min_rows, available_records(froms, latest)
+            ):
                 end = dict(begin.positions)
             else:
                 if max_rows is not None:
@@ -385,6 +451,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return begin.next(begin.positions, begin.idle_barrier + 1).to_json()
             return start
         return begin.next(end, begin.idle_barrier).to_json()
+
+    @staticmethod
+    def _bounded(
+        begin: KafkaSourceOffset, latest: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int]:
+        """A bounded query's latest: only the partitions of ``ending``, none past its end, and
+        finished partitions where they are (never looked at again)."""
+        assert begin.ending is not None
+        finished = begin.finished()
+        bounded: dict[TopicPartitionId, int] = {}
+        for tp, end in begin.ending.items():
+            if tp in finished:
+                if tp in begin.positions:
+                    bounded[tp] = begin.positions[tp]
+            elif tp in latest:
+                bounded[tp] = min(latest[tp], end)
+        return bounded
 
     def _size_batch(
         self, froms: dict[TopicPartitionId, int], end: dict[TopicPartitionId, int]
@@ -423,6 +506,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = finish.batch_start(passed)
         if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []
+        return self.plan(begin, finish)
+
+    def plan(
+        self, begin: KafkaSourceOffset, finish: KafkaSourceOffset
+    ) -> list[KafkaInputPartition]:
+        """The read tasks from ``begin`` to ``finish`` (also used by the batch reader)."""
         pieces = split_ranges(
             self._plan_ranges(begin, finish),
             self._options.min_partitions,

@@ -1,0 +1,45 @@
+"""``spark.read.format("unaligned")`` with Kafka options: a batch read, as Spark's
+``spark.read.format("kafka")``.
+
+It reads ``[startingOffsets, endingOffsets)`` of every partition the subscription covers
+(defaults ``earliest`` and ``latest``; timestamps too), with the same columns, ``read_committed``
+and ``failOnDataLoss`` as the stream. The driver resolves both ends and plans the ranges with the
+stream reader's code (:meth:`KafkaStreamReader.resolve_range`, the same data-loss checks and task
+splitting); each task runs the executor-side
+:func:`~unaligned.source.partition_reader.read_partition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from unaligned.source.offsets import KafkaSourceOffset
+from unaligned.source.options import SourceOptions
+from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+from unaligned.source.stream_reader import KafkaStreamReader
+
+
+class KafkaBatchReader(DataSourceReader):
+    """Plans (driver) and reads (executors) one bounded range per topic-partition."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        assert options.ending is not None, "a batch read needs an end (parse with batch=True)"
+        self._options = options
+
+    def partitions(self) -> list[KafkaInputPartition]:
+        planner = KafkaStreamReader(self._options)
+        try:
+            positions, ending = planner.resolve_range()
+            assert ending is not None
+            start = KafkaSourceOffset(positions)
+            end = KafkaSourceOffset({tp: ending[tp] for tp in positions if tp in ending})
+            return planner.plan(start, end)
+        finally:
+            planner.stop()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return read_partition(partition)
