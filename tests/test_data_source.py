@@ -23,6 +23,8 @@ from unaligned.sink.committed_files import CommittedFilesReader
 from unaligned.sink.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
+from unaligned.source.batch_reader import KafkaBatchReader
+from unaligned.source.options import EarliestStart, LatestEnd
 from unaligned.source.stream_reader import KafkaStreamReader
 
 CLOSED_PORT = "127.0.0.1:1"
@@ -175,10 +177,25 @@ def test_batch_read_of_a_path_with_nothing_committed_names_the_path(tmp_path: Pa
         source({"path": str(empty)}).schema()
 
 
-def test_batch_read_of_kafka_points_to_read_stream() -> None:
+def test_batch_read_of_kafka_is_a_bounded_kafka_read_with_batch_defaults() -> None:
     ds = source(KAFKA)
-    with pytest.raises(OptionError, match=r"readStream.*availableNow"):
+    reader = ds.reader(ds.schema())
+    assert isinstance(reader, KafkaBatchReader)
+    options = reader._options
+    assert isinstance(options.starting, EarliestStart)
+    assert isinstance(options.ending, LatestEnd)
+    pickle.loads(pickle.dumps(reader))  # Spark ships it to the executors
+
+
+def test_batch_read_of_kafka_refuses_a_latest_start() -> None:
+    ds = source({**KAFKA, "startingOffsets": "latest"})
+    with pytest.raises(OptionError, match="'startingOffsets' cannot be 'latest' in a batch"):
         ds.reader(ds.schema())
+
+
+def test_a_kafka_read_with_a_path_too_is_still_a_kafka_read() -> None:
+    ds = source({**KAFKA, "path": "/ignored"})
+    assert isinstance(ds.reader(ds.schema()), KafkaBatchReader)
 
 
 def test_batch_read_without_a_path_asks_for_one() -> None:

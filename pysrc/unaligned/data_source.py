@@ -70,7 +70,7 @@ class UnalignedDataSource(DataSource):
         return build_stream_writer(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if self._reads_files():
+        if not {k.lower() for k in self.options} & _SUBSCRIPTION_KEYS:
             from unaligned.sink.committed_files import CommittedFilesReader
 
             return CommittedFilesReader(dict(self.options), schema)

@@ -485,3 +485,20 @@ def test_writer_is_picklable(tmp_path: Path) -> None:
     writer = _file_writer(tmp_path)
     clone = pickle.loads(pickle.dumps(writer))
     assert isinstance(clone, TwoPhaseCommitWriter)
+
+
+def test_everything_the_sink_keeps_per_batch_is_bounded(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    """Issue 8 scenario 10: commit records, done markers and metrics stay at most
+    minBatchesToRetain (plus one round of metrics) however many batches run."""
+    write_spark_checkpoint(tmp_path / "ck", batches=12)
+    writer = _file_writer(tmp_path, minbatchestoretain="3")
+    for batch in range(12):
+        message = _write(writer, task_context, batch, 0, batch * 10, 10)
+        _file_writer(tmp_path, minbatchestoretain="3").commit([message], batch)
+    checkpoint = tmp_path / "ck" / "unaligned"
+    assert len(list((checkpoint / "commits").glob("*.json"))) <= 3
+    assert len(list((checkpoint / "done").glob("*.json"))) <= 3
+    assert 0 < len(list((checkpoint / "metrics").glob("*.json"))) <= 2 * 3
+    assert _ids(tmp_path) == list(range(120))

@@ -14,13 +14,17 @@ from unaligned.source.offsets import Boundary, KafkaSourceOffset
 from unaligned.source.options import (
     Assign,
     EarliestStart,
+    LatestEnd,
     LatestStart,
     NoMatchStrategy,
+    OffsetsEnd,
     OffsetsStart,
+    PartitionTimestampsEnd,
     PartitionTimestampsStart,
     SourceOptions,
     Subscribe,
     SubscribePattern,
+    TimestampEnd,
     TimestampStart,
 )
 from unaligned.source.stream_reader import KafkaStreamReader
@@ -189,10 +193,62 @@ def test_starting_offsets_must_name_exactly_the_assigned_partitions() -> None:
         SourceOptions.parse({**base, "startingOffsetsByTimestamp": '{"t": {"0": 1, "2": 1}}'})
 
 
-@pytest.mark.parametrize("key", ["endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"])
-def test_ending_options_are_not_valid_in_streaming_queries(key: str) -> None:
-    with pytest.raises(OptionError, match=f"'{key}' is not valid in streaming queries"):
-        parse(**{key: "latest"})
+def test_streaming_queries_are_unbounded_unless_an_ending_option_is_given() -> None:
+    assert parse().ending is None
+    assert parse(endingOffsets="latest").ending == LatestEnd()
+    assert parse(ENDINGOFFSETS="LATEST").ending == LatestEnd()
+
+
+def test_ending_offsets_json_takes_offsets_and_latest_but_not_earliest() -> None:
+    t0, t1 = TopicPartitionId("events", 0), TopicPartitionId("events", 1)
+    assert parse(endingOffsets='{"events": {"0": 50, "1": -1}}').ending == OffsetsEnd(
+        {t0: 50, t1: Boundary.LATEST}
+    )
+    with pytest.raises(OptionError, match="'endingOffsets': -2 .*events-1"):
+        parse(endingOffsets='{"events": {"0": 50, "1": -2}}')
+    with pytest.raises(OptionError, match="'endingOffsets' cannot be 'earliest'"):
+        parse(endingOffsets="earliest")
+    with pytest.raises(OffsetFormatError, match="endingOffsets"):
+        parse(endingOffsets="soon")
+    with pytest.raises(OffsetFormatError, match="endingOffsets.*-5"):
+        parse(endingOffsets='{"events": {"0": -5}}')
+
+
+def test_ending_timestamps_take_precedence_as_in_spark() -> None:
+    tp = TopicPartitionId("events", 0)
+    assert parse(endingTimestamp="1000").ending == TimestampEnd(1000)
+    assert parse(endingOffsetsByTimestamp='{"events": {"0": 7}}').ending == (
+        PartitionTimestampsEnd({tp: 7})
+    )
+    both = parse(
+        endingTimestamp="5", endingOffsetsByTimestamp='{"events": {"0": 7}}', endingOffsets="latest"
+    )
+    assert both.ending == TimestampEnd(5)
+    with pytest.raises(OptionError, match="endingTimestamp"):
+        parse(endingTimestamp="-1")
+    with pytest.raises(OffsetFormatError, match="endingOffsetsByTimestamp"):
+        parse(endingOffsetsByTimestamp='{"events": {"0": -7}}')
+
+
+def test_ending_offsets_must_name_exactly_the_assigned_partitions() -> None:
+    base = {"assign": '{"t": [0, 1]}', "kafka.bootstrap.servers": "x:1"}
+    SourceOptions.parse({**base, "endingOffsets": '{"t": {"0": 1, "1": -1}}'})
+    with pytest.raises(OptionError, match="endingOffsets.*assigned: t-0, t-1.*named: t-0"):
+        SourceOptions.parse({**base, "endingOffsets": '{"t": {"0": 1}}'})
+    with pytest.raises(OptionError, match="endingOffsetsByTimestamp"):
+        SourceOptions.parse({**base, "endingOffsetsByTimestamp": '{"t": {"0": 1, "2": 1}}'})
+
+
+def test_batch_queries_default_to_earliest_latest_and_refuse_what_spark_refuses() -> None:
+    batch = SourceOptions.parse(BASE, batch=True)
+    assert batch.starting == EarliestStart()
+    assert batch.ending == LatestEnd()
+    with pytest.raises(OptionError, match="'startingOffsets' cannot be 'latest' in a batch"):
+        SourceOptions.parse({**BASE, "startingOffsets": "latest"}, batch=True)
+    with pytest.raises(OptionError, match="-1 \\(latest\\) is not valid in a batch"):
+        SourceOptions.parse({**BASE, "startingOffsets": '{"events": {"0": -1}}'}, batch=True)
+    with pytest.raises(OptionError, match="cannot be 'earliest'"):
+        SourceOptions.parse({**BASE, "endingOffsets": "earliest"}, batch=True)
 
 
 # --- limits and the rest ------------------------------------------------------------------

@@ -69,6 +69,7 @@ from unaligned.barriers.driver_side import (
     collect_channel_state_garbage,
     pending_after,
 )
+from unaligned.barriers.metrics import purge_metrics
 from unaligned.barriers.task_side import BarrierAlignment, CheckpointMode, arrow_input_schema
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import (
@@ -349,11 +350,15 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             # 2e. Mark the batch done, with the time commit() took up to here.
             decided_ms = (time.monotonic() - started) * 1000
             log.mark_done(batchId, commit_ms=decided_ms)
-        # 2f. Clean up what no record names, up to this batch; prune old records; delete
+        # 2f. Clean up what no record names, up to this batch; prune old records and metrics
+        #     (at most minBatchesToRetain of each stay, plus one round); delete
         #     channel state no longer pending; record the barrier's metrics; tell the source
         #     whether an idle barrier is needed.
         participant.clean_up(log, batchId)
-        log.prune(self._options.min_batches_to_retain)
+        retain = self._options.min_batches_to_retain
+        log.prune(retain)
+        if batchId % retain == 0:  # one listing of the metrics directory per `retain` batches
+            purge_metrics(self._options.checkpoint_location, batchId + 1 - retain)
         collect_channel_state_garbage(self._options)
         after_barrier(self._options, record, _messages(messages))
         logger.info(
