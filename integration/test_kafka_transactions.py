@@ -104,7 +104,9 @@ def test_prepared_in_a_dead_process_is_committed_by_another(
     assert sum(kafka.end_offsets(topic).values()) == 50
     assert kafka.last_stable_offsets(topic) != kafka.end_offsets(topic)
     assert _values(kafka, topic) == []
-    assert transaction_states.list_transactional_ids(client_kwargs, transactional_id) == [transactional_id]
+    assert transaction_states.list_transactional_ids(client_kwargs, transactional_id) == [
+        transactional_id
+    ]
 
     tc.commit_prepared(client_kwargs, prepared)
 
@@ -182,16 +184,24 @@ def test_list_transactional_ids_finds_open_ones_by_prefix(
     tc.abort_prepared(client_kwargs, aborted)
     try:
         wait_until(
-            lambda: transaction_states.list_transactional_ids(client_kwargs, prefix) == [open_one.transactional_id],
+            lambda: (
+                transaction_states.list_transactional_ids(client_kwargs, prefix)
+                == [open_one.transactional_id]
+            ),
             "only the open transaction listed",
         )
-        assert transaction_states.list_transactional_ids(client_kwargs, prefix, open_only=False) == sorted(
+        assert transaction_states.list_transactional_ids(
+            client_kwargs, prefix, open_only=False
+        ) == sorted(
             [open_one.transactional_id, committed.transactional_id, aborted.transactional_id]
         )
     finally:
         tc.abort_prepared(client_kwargs, open_one)
         tc.abort_prepared(client_kwargs, other)
-    wait_until(lambda: transaction_states.list_transactional_ids(client_kwargs, prefix) == [], "nothing open")
+    wait_until(
+        lambda: transaction_states.list_transactional_ids(client_kwargs, prefix) == [],
+        "nothing open",
+    )
 
 
 def test_broker_max_transaction_timeout_is_what_the_broker_enforces(

@@ -193,9 +193,10 @@ def test_batch_read_of_kafka_refuses_a_latest_start() -> None:
         ds.reader(ds.schema())
 
 
-def test_a_kafka_read_with_a_path_too_is_still_a_kafka_read() -> None:
-    ds = source({**KAFKA, "path": "/ignored"})
-    assert isinstance(ds.reader(ds.schema()), KafkaBatchReader)
+def test_a_kafka_read_with_a_path_too_is_a_kafka_read_that_refuses_the_path() -> None:
+    ds = source({**KAFKA, "path": "/somewhere"})
+    with pytest.raises(OptionError, match="unknown option 'path'"):
+        ds.reader(StructType())
 
 
 def test_batch_read_without_a_path_asks_for_one() -> None:

@@ -10,11 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource, register
+from unaligned.finishing import await_finished
 
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["FORMAT_NAME", "UnalignedDataSource", "register", "read_committed_files"]
+__all__ = [
+    "FORMAT_NAME",
+    "UnalignedDataSource",
+    "await_finished",
+    "register",
+    "read_committed_files",
+]
 __version__ = "0.1.0"
 
 

@@ -502,3 +502,34 @@ def test_everything_the_sink_keeps_per_batch_is_bounded(
     assert len(list((checkpoint / "done").glob("*.json"))) <= 3
     assert 0 < len(list((checkpoint / "metrics").glob("*.json"))) <= 2 * 3
     assert _ids(tmp_path) == list(range(120))
+
+
+def _offsets_with(checkpoint: Path, batch_id: int, source: dict[str, Any]) -> None:
+    metadata = {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": {}}
+    lines = ["v1", *(json.dumps(doc, separators=(",", ":")) for doc in (metadata, source))]
+    (checkpoint / "offsets" / str(batch_id)).write_text("\n".join(lines))
+
+
+@pytest.mark.parametrize("end_of_data", [False, True])
+def test_the_final_checkpoint_never_cuts_and_marks_the_query_finished(
+    tmp_path: Path, task_context: Callable[..., None], end_of_data: bool
+) -> None:
+    """Issue 9: a batch whose source offset says endOfData writes every row (no channel state
+    even past the deadline) and, committed with nothing pending, finishes the query."""
+    from unaligned.finishing import finished_batch
+
+    source: dict[str, Any] = {"offsets": {}, "idleBarrier": 0, "barrierToken": "tok"}
+    if end_of_data:
+        source["endOfData"] = True
+    _offsets_with(tmp_path / "ck", 0, source)
+    extra = {"checkpointmode": "unaligned", "alignedcheckpointtimeout": "0s"}
+    writer = _file_writer(tmp_path, **extra)
+    message = _write(writer, task_context, 0, 0, 0, 40)
+    assert bool(message.pending) is not end_of_data
+    _file_writer(tmp_path, **extra).commit([message], 0)
+    assert finished_batch(str(tmp_path / "ck")) == (0 if end_of_data else None)
+    written = _ids(tmp_path)
+    if end_of_data:
+        assert written == list(range(40))
+    else:
+        assert len(written) < 40  # cut: the rest is channel state for the next barrier

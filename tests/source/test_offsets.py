@@ -144,3 +144,49 @@ def test_parse_partition_timestamps_rejects_negative_times() -> None:
     assert parse_partition_timestamps('{"a": {"0": 1000}}') == {A0: 1000}
     with pytest.raises(OffsetFormatError, match="startingOffsetsByTimestamp"):
         parse_partition_timestamps('{"a": {"0": -1}}')
+
+
+# --- bounded input: ending, finished, endOfData -------------------------------------------------
+
+
+def test_a_bounded_offset_round_trips_and_says_which_partitions_are_finished() -> None:
+    a0, a1, b0 = (
+        TopicPartitionId("a", 0),
+        TopicPartitionId("a", 1),
+        TopicPartitionId("b", 0),
+    )
+    offset = KafkaSourceOffset({a0: 10, a1: 3, b0: 7}, 0, "tok", None, {a0: 10, a1: 9, b0: 7})
+    as_json = offset.to_json()
+    assert as_json["ending"] == {"a": {"0": 10, "1": 9}, "b": {"0": 7}}
+    assert as_json["finished"] == {"a": [0], "b": [0]}
+    assert "endOfData" not in as_json
+    assert KafkaSourceOffset.from_json(json.dumps(as_json), "x") == offset
+    done = offset.next({a0: 10, a1: 9, b0: 7}, 0)
+    assert done.ending == offset.ending
+    assert done.to_json()["endOfData"] is True and done.end_of_data()
+    assert KafkaSourceOffset.from_json(done.to_json(), "x") == done
+
+
+def test_an_unbounded_offset_has_no_bounded_keys() -> None:
+    as_json = KafkaSourceOffset({TopicPartitionId("a", 0): 1}, 0, "tok").to_json()
+    assert not {"ending", "finished", "endOfData"} & set(as_json)
+    assert not KafkaSourceOffset.from_json(as_json, "x").end_of_data()
+
+
+def test_end_of_data_without_ending_is_rejected() -> None:
+    with pytest.raises(OffsetFormatError, match="without ending"):
+        KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "endOfData": True}, "x")
+    with pytest.raises(OffsetFormatError, match="endOfData must be"):
+        KafkaSourceOffset.from_json(
+            {"offsets": {}, "idleBarrier": 0, "ending": {}, "endOfData": "yes"}, "x"
+        )
+
+
+def test_the_initial_offset_carries_the_ending_and_a_rerun_first_batch_keeps_it() -> None:
+    tp = TopicPartitionId("a", 0)
+    first = KafkaSourceOffset.initial({tp: 5}, "tok", {tp: 20})
+    end = first.next({tp: 20}, 0)
+    assert end.query_start == {tp: 5} and end.ending == {tp: 20}
+    re_resolved = KafkaSourceOffset.initial({tp: 8}, "tok", {tp: 30})
+    begin = end.batch_start(re_resolved)
+    assert begin.positions == {tp: 5} and begin.ending == {tp: 20}

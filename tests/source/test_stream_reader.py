@@ -12,7 +12,12 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
-from unaligned.errors import DataLossError, KafkaUnavailableError, TopicNotFoundError
+from unaligned.errors import (
+    DataLossError,
+    KafkaUnavailableError,
+    OptionError,
+    TopicNotFoundError,
+)
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
@@ -402,3 +407,156 @@ def test_an_offset_without_a_token_still_gets_the_resume_barrier() -> None:
     _, reader = _quiet_topic()
     start: dict[str, Any] = {"offsets": {"a": {"0": 120, "1": 120}}, "idleBarrier": 0}
     assert reader.latestOffset(start, ReadAllAvailable()) == {**start, "idleBarrier": 1}
+
+
+# --- bounded input (endingOffsets & co., issue 9) ---------------------------------------------
+
+
+class TimedLookup(FakeLookup):
+    """FakeLookup that answers offsets_for_times from ``times`` (None: no record that late)."""
+
+    def __init__(self, partitions: Mapping[str, int]) -> None:
+        super().__init__(partitions)
+        self.times: dict[tuple[TopicPartitionId, int], int | None] = {}
+        self.latest_calls: list[list[TopicPartitionId]] = []
+
+    def latest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
+        tps = list(tps)
+        self.latest_calls.append(tps)
+        return super().latest(tps)
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int | None]:
+        return {tp: self.times.get((tp, ts)) for tp, ts in timestamps.items()}
+
+
+def _bounded(ends: Mapping[int, int], **options: str) -> tuple[TimedLookup, KafkaStreamReader]:
+    lookup = TimedLookup({"t": len(ends)})
+    lookup.ends = {TP("t", p): off for p, off in ends.items()}
+    return lookup, reader_for(lookup, subscribe="t", **options)
+
+
+def test_ending_offsets_json_is_resolved_once_into_the_initial_offset() -> None:
+    lookup, reader = _bounded({0: 30, 1: 30}, endingOffsets='{"t": {"0": 10, "1": -1}}')
+    start = reader.initialOffset()
+    assert start["ending"] == {"t": {"0": 10, "1": 30}}
+    assert start["finished"] == {} and "endOfData" not in start
+    lookup.ends = {TP("t", 0): 50, TP("t", 1): 50}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    # -1 was resolved when the query started (30), not now (50)
+    assert end["offsets"] == {"t": {"0": 10, "1": 30}}
+    assert end["ending"] == start["ending"]
+    assert end["finished"] == {"t": [0, 1]} and end["endOfData"] is True
+    assert ranges(reader.partitions(start, end)) == [("t-0", 0, 10), ("t-1", 0, 30)]
+    # after the end of data: no more batches
+    assert reader.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_ending_latest_is_the_latest_when_the_query_first_starts() -> None:
+    lookup, reader = _bounded({0: 5}, endingOffsets="latest")
+    start = reader.initialOffset()
+    assert start["ending"] == {"t": {"0": 5}}
+    lookup.ends = {TP("t", 0): 9}
+    fresh = reader_for(lookup, subscribe="t", endingOffsets="latest")  # a restart
+    end = fresh.latestOffset(start, ReadAllAvailable())
+    assert end["offsets"] == {"t": {"0": 5}} and end["endOfData"] is True
+
+
+def test_a_partition_short_of_its_end_waits_for_records_and_finished_ones_are_not_looked_up() -> (
+    None
+):
+    lookup, reader = _bounded({0: 4, 1: 20}, endingOffsets='{"t": {"0": 4, "1": 100}}')
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, ReadAllAvailable())
+    assert first["offsets"] == {"t": {"0": 4, "1": 20}}
+    assert first["finished"] == {"t": [0]} and "endOfData" not in first
+    lookup.ends = {TP("t", 0): 4, TP("t", 1): 150}
+    lookup.latest_calls.clear()
+    second = reader.latestOffset(first, ReadAllAvailable())
+    assert second["offsets"] == {"t": {"0": 4, "1": 100}}  # never past the end
+    assert second["endOfData"] is True
+    assert ranges(reader.partitions(first, second)) == [("t-0", 4, 4), ("t-1", 20, 100)]
+    # once every partition is finished the broker is not asked again
+    lookup.latest_calls.clear()
+    assert reader.latestOffset(second, ReadAllAvailable()) == second
+    assert lookup.latest_calls == []
+
+
+def test_a_restart_resumes_only_unfinished_partitions_without_re_resolving_ends() -> None:
+    lookup, reader = _bounded({0: 4, 1: 20}, endingOffsets="latest")
+    checkpointed = KafkaSourceOffset(
+        {TP("t", 0): 4, TP("t", 1): 7}, 0, "earlierRun", None, {TP("t", 0): 4, TP("t", 1): 20}
+    ).to_json()
+    assert checkpointed["finished"] == {"t": [0]}
+    lookup.ends = {TP("t", 0): 9, TP("t", 1): 60}
+    restarted = reader_for(lookup, subscribe="t", endingOffsets="latest")
+    end = restarted.latestOffset(checkpointed, ReadAllAvailable())
+    assert end["offsets"] == {"t": {"0": 4, "1": 20}} and end["endOfData"] is True
+    assert ranges(restarted.partitions(checkpointed, end)) == [("t-0", 4, 4), ("t-1", 7, 20)]
+
+
+def test_partitions_added_to_a_bounded_topic_are_not_read() -> None:
+    lookup, reader = _bounded({0: 5}, endingOffsets="latest")
+    start = reader.initialOffset()
+    lookup.partitions["t"] = [0, 1]
+    lookup.ends[TP("t", 1)] = 8
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end["offsets"] == {"t": {"0": 5}} and end["endOfData"] is True
+
+
+def test_available_now_stops_at_the_earlier_of_target_and_end() -> None:
+    lookup, reader = _bounded({0: 10, 1: 10}, endingOffsets='{"t": {"0": 5, "1": 50}}')
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    lookup.ends = {TP("t", 0): 99, TP("t", 1): 99}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end["offsets"] == {"t": {"0": 5, "1": 10}}
+    assert end["finished"] == {"t": [0]}
+    assert reader.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_max_offsets_per_trigger_splits_a_bounded_read_and_only_the_last_batch_ends_data() -> None:
+    lookup, reader = _bounded({0: 100}, endingOffsets='{"t": {"0": 25}}', maxOffsetsPerTrigger="10")
+    offset_ = reader.initialOffset()
+    ends = []
+    while True:
+        nxt = reader.latestOffset(offset_, ReadMaxRows(10))
+        if nxt == offset_:
+            break
+        ends.append((nxt["offsets"]["t"]["0"], nxt.get("endOfData", False)))
+        offset_ = nxt
+    assert ends == [(10, False), (20, False), (25, True)]
+
+
+def test_ending_timestamps_take_the_first_offset_at_or_after_and_latest_when_none() -> None:
+    lookup, reader = _bounded({0: 40, 1: 40}, endingTimestamp="1000")
+    lookup.times = {(TP("t", 0), 1000): 12, (TP("t", 1), 1000): None}
+    assert reader.initialOffset()["ending"] == {"t": {"0": 12, "1": 40}}
+    lookup2, by_partition = _bounded(
+        {0: 40, 1: 40}, endingOffsetsByTimestamp='{"t": {"0": 5, "1": 7}}'
+    )
+    lookup2.times = {(TP("t", 0), 5): 3, (TP("t", 1), 7): 8}
+    assert by_partition.initialOffset()["ending"] == {"t": {"0": 3, "1": 8}}
+
+
+def test_ending_offsets_must_name_every_partition_and_not_be_below_the_start() -> None:
+    _, reader = _bounded({0: 40, 1: 40}, endingOffsets='{"t": {"0": 5}}')
+    with pytest.raises(OptionError, match="endingOffsets.*every partition"):
+        reader.initialOffset()
+    _, reader = _bounded(
+        {0: 40}, startingOffsets='{"t": {"0": 20}}', endingOffsets='{"t": {"0": 5}}'
+    )
+    with pytest.raises(OptionError, match="below the starting offset.*t-0: start 20, end 5"):
+        reader.initialOffset()
+
+
+def test_an_idle_barrier_still_comes_after_the_end_of_data(hint_dir: Path) -> None:
+    lookup, reader = _bounded({0: 5}, endingOffsets="latest")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end["endOfData"] is True
+    idle_barriers.publish(start["barrierToken"], PendingHint(batch_id=0, pending_rows=3))
+    idle = reader.latestOffset(end, ReadAllAvailable())
+    assert idle["idleBarrier"] == 1 and idle["endOfData"] is True
+    assert idle["offsets"] == end["offsets"]

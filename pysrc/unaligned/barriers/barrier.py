@@ -33,6 +33,7 @@ import pyarrow.fs as pafs
 from unaligned.barriers.idle import tokens_in
 from unaligned.barriers.offset_log import read_offset_log, read_query_id
 from unaligned.errors import OptionError
+from unaligned.finishing import end_of_data
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,9 @@ class Barrier:
     start_ms: int
     query_id: str
     idle_barriers: bool = True
+    end_of_data: bool = False
+    """The final checkpoint: every source of the batch said EndOfData
+    (:mod:`unaligned.finishing`)."""
 
     def deadline(
         self, timeout_ms: int, clock: Clock = wall_clock_ms, *, not_before_ms: int | None = None
@@ -118,6 +122,7 @@ def read_barrier(
         start_ms=entry.batch_timestamp_ms,
         query_id=query_id,
         idle_barriers=bool(tokens_in(source.offset for source in entry.sources)),
+        end_of_data=end_of_data([source.offset for source in entry.sources]),
     )
     logger.debug("read barrier %s", barrier)
     return barrier

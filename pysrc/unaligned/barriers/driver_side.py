@@ -28,6 +28,7 @@ from unaligned.channel_state.files import (
 )
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.errors import BarrierError
+from unaligned.finishing import end_of_data, mark_finished
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions, default_channel_state_path
 
@@ -164,3 +165,5 @@ def after_barrier(
     hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
     for token in idle_barriers.tokens_in(source.offset for source in entry.sources):
         idle_barriers.publish(token, hint)
+    if not pending_rows and end_of_data([source.offset for source in entry.sources]):
+        mark_finished(options.checkpoint_location, record.batch_id)  # finishing, step 3

@@ -254,7 +254,8 @@ class KafkaParticipant:
         self.abort(items, batch_id)
         raise TransactionExpiredError(
             f"batch {batch_id} was not decided: {len(blockers)} of its prepared transaction(s) "
-            f"can no longer commit on {self._target.bootstrap_servers}: " + "; ".join(blockers)
+            f"can no longer commit on {self._target.bootstrap_servers}: "
+            + "; ".join(blockers)
             + ". Nothing of the batch was written; it runs again when the query restarts. If "
             "the batch took longer than the transaction timeout, raise "
             "kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms) or "

@@ -285,7 +285,10 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
     ) -> BarrierAlignment:
         settings = self._options.alignment
         barrier = read_barrier(self._options.checkpoint_location, batch_id)
-        if settings.mode is CheckpointMode.UNALIGNED and not barrier.idle_barriers:
+        if settings.mode is CheckpointMode.UNALIGNED and barrier.end_of_data:
+            # The final checkpoint (unaligned.finishing, step 1): replay everything, cut nothing.
+            settings = dataclasses.replace(settings, mode=CheckpointMode.ALIGNED)
+        elif settings.mode is CheckpointMode.UNALIGNED and not barrier.idle_barriers:
             # No source of this batch emits idle barriers: rows left pending might never be
             # written (the query could end first), so this barrier does not cut.
             _warn_aligned_once()
