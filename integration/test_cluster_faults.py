@@ -382,7 +382,7 @@ def _assert_speculated(run: Run) -> None:
     )
 
 
-@pytest.mark.parametrize("slow_attempts", ["first", "all"])
+@pytest.mark.parametrize("slow_attempts", ["first"])  # "all" too when hunting a regression
 def test_speculation_kafka_sink(
     slow_attempts: str,
     standalone: cluster.StandaloneCluster,
@@ -418,7 +418,7 @@ def test_speculation_kafka_sink(
     assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix)
 
 
-@pytest.mark.parametrize("slow_attempts", ["first", "all"])
+@pytest.mark.parametrize("slow_attempts", ["all"])  # "first" too when hunting a regression
 def test_speculation_file_sink(
     slow_attempts: str,
     standalone: cluster.StandaloneCluster,

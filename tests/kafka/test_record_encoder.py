@@ -215,6 +215,27 @@ def test_many_records_per_batch_need_multi_byte_offset_deltas() -> None:
     assert len(read_with_kafka_python([batch])) == 20_000
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_large_inputs_are_encoded_in_groups_of_batches(compression: str) -> None:
+    rng = random.Random(9)
+    rows = [
+        (
+            None if i % 5 == 0 else b"k%d" % i,
+            os.urandom(rng.randint(0, 150)),
+            [("n", b"%d" % i)] * (i % 3),
+            1_000 + rng.randint(0, 10),
+        )
+        for i in range(30_000)
+    ]
+    state = ProducerState(3, 1, 0, True)
+    batches = encode_record_batches(**columns(rows), compression=compression, producer=state)
+    assert [b.start for b in batches] == [0] + [b.stop for b in batches[:-1]]
+    expected = [(k, v, h, t) for k, v, h, t in rows]
+    assert read_with_decoder(batches) == expected
+    assert read_with_kafka_python(batches) == expected
+    assert [DefaultRecordBatch(b.data).base_sequence for b in batches] == [b.start for b in batches]
+
+
 def test_a_record_over_max_request_size_is_refused() -> None:
     values = pa.array([b"ok", b"x" * 2_000])
     with pytest.raises(MessageSizeTooLargeError, match="row 1"):

@@ -83,6 +83,7 @@ _COMPRESS: dict[int, tuple[str, Callable[[], bool], Callable[[bytes], bytes]]] =
 DEFAULT_BATCH_SIZE = 16_384
 DEFAULT_MAX_REQUEST_SIZE = 1_048_576
 _INT32_MAX = 2**31 - 1
+_GROUP_ROWS = 8_192
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,9 @@ class _Bytes:
         sizes: np.ndarray = np.maximum(self.lengths, 0)
         return sizes
 
+    def slice(self, lo: int, hi: int) -> _Bytes:
+        return _Bytes(self.lengths[lo:hi], self.starts[lo:hi], self.data)
+
 
 def _combined(column: Any) -> pa.Array:
     if isinstance(column, pa.ChunkedArray):
@@ -248,6 +252,18 @@ class _Headers:
     values: _Bytes
     entry_sizes: np.ndarray  # encoded bytes of each entry
     row_sizes: np.ndarray  # encoded bytes of each row's entries (count varint excluded)
+
+    def slice(self, lo: int, hi: int) -> _Headers:
+        first = int(self.counts[:lo].sum())
+        last = first + int(self.counts[lo:hi].sum())
+        return _Headers(
+            self.counts[lo:hi],
+            self.rows[first:last] - lo,
+            self.keys.slice(first, last),
+            self.values.slice(first, last),
+            self.entry_sizes[first:last],
+            self.row_sizes[lo:hi],
+        )
 
 
 def _headers_column(column: Any, rows: int) -> _Headers | None:
@@ -420,6 +436,58 @@ def encode_record_batches(
             f"max.request.size {max_request_size}"
         )
     starts = _split(fixed, ts, varying, min(batch_size, max_request_size))
+    # Encode groups of whole batches of about _GROUP_ROWS rows: the scatters into the output
+    # then stay in the CPU cache (one pass over a million rows is several times slower).
+    at = np.searchsorted(starts, np.arange(_GROUP_ROWS, rows, _GROUP_ROWS))
+    cuts = sorted({0, *starts[at[at < len(starts)]].tolist()}) + [rows]
+    batches: list[EncodedBatch] = []
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        group = _encode_group(
+            _Columns(
+                key_col.slice(lo, hi),
+                value_col.slice(lo, hi),
+                None if header_col is None else header_col.slice(lo, hi),
+                ts[lo:hi],
+                fixed[lo:hi],
+                (zz_key[lo:hi], size_key[lo:hi]),
+                (zz_value[lo:hi], size_value[lo:hi]),
+                (zz_count[lo:hi], size_count[lo:hi]),
+            ),
+            starts[(starts >= lo) & (starts < hi)] - lo,
+            codec,
+            state,
+            lo,
+        )
+        batches += group
+    return batches
+
+
+@dataclass(frozen=True)
+class _Columns:
+    keys: _Bytes
+    values: _Bytes
+    headers: _Headers | None
+    ts: np.ndarray
+    fixed: np.ndarray
+    key_len: tuple[np.ndarray, np.ndarray]  # zig-zagged, sizes
+    value_len: tuple[np.ndarray, np.ndarray]
+    header_count: tuple[np.ndarray, np.ndarray]
+
+
+def _encode_group(
+    cols: _Columns, starts: np.ndarray, codec: int, state: ProducerState, first: int
+) -> list[EncodedBatch]:
+    """Encode rows already split into batches (``starts``); ``first``: the rows before them."""
+    key_col, value_col, header_col, ts, fixed = (
+        cols.keys,
+        cols.values,
+        cols.headers,
+        cols.ts,
+        cols.fixed,
+    )
+    (zz_key, size_key), (zz_value, size_value) = cols.key_len, cols.value_len
+    zz_count, size_count = cols.header_count
+    rows = len(ts)
 
     batch_count = len(starts)
     per_batch = np.diff(np.append(starts, rows))
@@ -461,7 +529,10 @@ def encode_record_batches(
     batch_start = record_start[starts] - HEADER_SIZE
     batch_end = np.append(batch_start[1:], end)
     max_time = np.maximum.reduceat(ts, starts)
-    return _finish(out, starts, per_batch, batch_start, batch_end, ts, max_time, codec, state)
+    batches = _finish(
+        out, starts, per_batch, batch_start, batch_end, ts, max_time, codec, state, first
+    )
+    return batches
 
 
 def _put_headers(out: np.ndarray, row_pos: np.ndarray, headers: _Headers) -> None:
@@ -492,8 +563,9 @@ def _finish(
     max_time: np.ndarray,
     codec: int,
     state: ProducerState,
+    first_row: int,
 ) -> list[EncodedBatch]:
-    """Batch headers, codec and CRC, one batch at a time."""
+    """Batch headers, codec and CRC, one batch at a time (``first_row``: rows before these)."""
     view = out.data
     attributes = codec | (TRANSACTIONAL if state.transactional else 0)
     compress = _COMPRESS[codec][2] if codec else None
@@ -514,7 +586,7 @@ def _finish(
             buf, at, size = view, lo, hi - lo
         sequence = state.base_sequence
         if sequence >= 0:
-            sequence = increment_sequence(sequence, first)
+            sequence = increment_sequence(sequence, first_row + first)
         _HEADER.pack_into(
             buf,
             at,
@@ -536,7 +608,7 @@ def _finish(
             buf, at + _CRC_OFFSET, calc_crc32c(memoryview(buf)[at + _CRC_START : at + size])
         )
         data = bytes(buf) if compress is not None else view[lo:hi].tobytes()
-        batches.append(EncodedBatch(data, first, first + count))
+        batches.append(EncodedBatch(data, first_row + first, first_row + first + count))
     return batches
 
 
