@@ -1,5 +1,5 @@
-"""Record batches written by the columnar encoder (record_encoder.py), read back field for field
-by kafka-python's own record reader and by the project's decoder."""
+"""Record batches written by the columnar encoder (record_encoder.py, record_batch_layout.py),
+read back field for field by kafka-python's own record reader and by the project's decoder."""
 
 from __future__ import annotations
 
@@ -16,15 +16,14 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.memory_records import MemoryRecords
 
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.kafka.record_decoder import decode_record_batches
-from unaligned.kafka.record_encoder import (
-    EncodedBatch,
+from unaligned.kafka.record_batch_layout import (
     ProducerState,
     codec_id,
-    encode_record_batches,
     increment_sequence,
     with_producer_state,
 )
+from unaligned.kafka.record_decoder import decode_record_batches
+from unaligned.kafka.record_encoder import EncodedBatch, encode_record_batches
 
 TP = TopicPartitionId("out", 0)
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
