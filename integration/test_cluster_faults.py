@@ -40,7 +40,7 @@ from harness import wait_until
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR
+from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

@@ -19,7 +19,7 @@ import unaligned
 from harness import kafka_stream
 from unaligned.barriers.offset_log import read_query_id
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.file_participant import MANIFEST_DIR, STAGING_DIR, parse_manifest_name
+from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR, parse_manifest_name
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

@@ -21,7 +21,8 @@ from unaligned.sink.committed_files import (
     describe_committed,
     read_committed_files,
 )
-from unaligned.sink.file_participant import MANIFEST_DIR, FileParticipant
+from unaligned.sink.file_manifest import MANIFEST_DIR
+from unaligned.sink.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 
 SCHEMA = StructType(

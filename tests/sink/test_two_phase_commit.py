@@ -20,7 +20,7 @@ from unaligned.errors import CommitLogError, TransactionExpiredError
 from unaligned.sink import two_phase_commit as tpc
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_participant import STAGING_DIR
+from unaligned.sink.file_manifest import STAGING_DIR
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
 from unaligned.sink.recovery import recover
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter, build_stream_writer

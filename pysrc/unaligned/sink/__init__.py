@@ -4,6 +4,6 @@
   driver); :mod:`.participant` is the contract each target implements; :mod:`.recovery` decides,
   rolls forward and recovers; :mod:`.commit_log` keeps the durable decisions.
 - Targets: :mod:`.kafka_participant` (Kafka transactions, input columns in
-  :mod:`.kafka_columns`) and :mod:`.file_participant` (Parquet files; read back with
-  :mod:`.committed_files`).
+  :mod:`.kafka_columns`) and :mod:`.file_participant` (Parquet files; names, manifest and
+  compaction in :mod:`.file_manifest`; read back with :mod:`.committed_files`).
 """

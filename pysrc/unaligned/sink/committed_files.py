@@ -1,9 +1,10 @@
 """Read back exactly what the file sink committed: the files its manifest names, nothing else.
 
-The file sink (:mod:`unaligned.sink.file_participant`, which describes the layout) publishes one
-manifest entry per committed micro-batch and query, ``<path>/_unaligned_manifest/<queryId>-
-<batchId>.json``, after the batch's files have their final names; a query's older entries are
-folded into ``<queryId>-<throughBatchId>.compacted.json``; entries of older versions are named
+The file sink (:mod:`unaligned.sink.file_participant`, which describes the layout; names and
+compaction in :mod:`unaligned.sink.file_manifest`) publishes one manifest entry per committed
+micro-batch and query, ``<path>/_unaligned_manifest/<queryId>-<batchId>.json``, after the
+batch's files have their final names; a query's older entries are folded into
+``<queryId>-<throughBatchId>.compacted.json``; entries of older versions are named
 ``<batchId>.json`` (no query id). Readers list the manifest directory, never the data directory,
 so staged files of undecided or failed attempts and final files of a batch whose manifest entry
 is not written yet are invisible.
@@ -38,7 +39,7 @@ from pyspark.sql.types import StructType
 
 from unaligned._fs import Location, read_bytes, resolve_location
 from unaligned.errors import CommitLogError, OptionError
-from unaligned.sink.file_participant import (
+from unaligned.sink.file_manifest import (
     MANIFEST_DIR,
     MANIFEST_VERSION,
     ManifestName,

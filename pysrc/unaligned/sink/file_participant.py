@@ -2,7 +2,9 @@
 
 Layout under the output ``path``; every name carries the id of the query that wrote it (``<q>``,
 Spark's query id from ``<checkpoint>/metadata``, a UUID stable across restarts of one
-checkpoint), so queries with different checkpoints can write to the same ``path`` side by side::
+checkpoint), so queries with different checkpoints can write to the same ``path`` side by side.
+The names are built by :mod:`unaligned.sink.file_manifest`, which also has the rules for the
+legacy layout of older versions (no query id) and for manifest compaction::
 
     <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet  step 1
     <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2
@@ -21,155 +23,39 @@ Spark's own Parquet reader.
 Ownership. Recovery and clean-up remove staging only under the query's own
 ``_unaligned_staging/<q>/``; compaction folds only the query's own entries. Nothing of another
 query is ever renamed, deleted or rewritten.
-
-Compaction. A long-running query would add one manifest entry per batch forever. After a batch
-is done, :meth:`FileParticipant.clean_up` folds the query's finished entries older than its
-newest ``manifest_retain`` into one compacted file, once more than ``manifest_retain +
-compact_every`` entries are live. The compacted file holds the previous compacted file's
-batches plus the folded ones; it is written atomically (:func:`unaligned._fs.atomic_write`)
-*before* the older compacted file and the folded entries are deleted. So every listing of the
-manifest directory covers every committed batch at least once; readers de-duplicate by
-``(query id, batch id)`` (a batch may be listed both in a compacted file and as an entry not yet
-deleted) and list again when a listed file disappears under them.
-
-Layout of older versions (no query id), still read and continued::
-
-    <path>/_unaligned_staging/<batchId>/part-<partition>-<attempt>-<random>.parquet
-    <path>/part-<batchId:010d>-<partition:05d>.parquet
-    <path>/_unaligned_manifest/<batchId:010d>.json
-
-Rule for those *legacy* names: a legacy manifest entry belongs to no query id; every reader
-reads it once (key ``(None, batch id)``), and no query compacts or deletes it. A query restarted
-from a checkpoint that an older version wrote has the same query id; what its commit records
-decided with legacy names (items without ``queryId``) is rolled forward under the same legacy
-names (the same final files, the same legacy manifest entry - idempotent, never a second entry
-for the batch), and every batch it decides from then on uses its query id. A legacy staging
-directory ``_unaligned_staging/<batchId>/`` is removed only by a query whose own commit log has
-batch ``batchId`` done (the query re-ran that batch under its new names, or rolled it forward):
-then whatever is staged there is a leftover of that very query. Do not run an older version
-of the package on the same ``path`` at the same time as this one: older versions do not know
-query ids and overwrite each other's names.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import re
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, atomic_write, resolve_location
+from unaligned._fs import Location, resolve_location
 from unaligned.barriers.offset_log import read_query_id
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.sink.file_manifest import (
+    DEFAULT_COMPACT_EVERY,
+    DEFAULT_MANIFEST_RETAIN,
+    STAGING_DIR,
+    check_query_id,
+    compact_manifest,
+    final_name,
+    staging_dir,
+    write_manifest_entry,
+)
 from unaligned.sink.options import FileTarget
 
-if TYPE_CHECKING:
-    from unaligned.sink.committed_files import ManifestEntry
-
-logger = logging.getLogger(__name__)
-
 PARTICIPANT = "files"
-STAGING_DIR = "_unaligned_staging"
-MANIFEST_DIR = "_unaligned_manifest"
-MANIFEST_VERSION = 1
-"""Version of a manifest entry and of a compacted manifest file."""
 ROW_GROUP_ROWS = 128 * 1024
 """Rows a task buffers before writing a Parquet row group (chunks are smaller)."""
-DEFAULT_MANIFEST_RETAIN = 100
-"""Newest manifest entries of a query that compaction leaves as separate files."""
-DEFAULT_COMPACT_EVERY = 100
-"""Compaction runs once more than ``retain + compact_every`` entries of the query are live: at
-most about ``retain + compact_every + 1`` manifest files per query, rewritten every
-``compact_every`` batches."""
-
-_QUERY_ID = re.compile(r"^[0-9A-Za-z_-]+$")
-_LEGACY_ENTRY = re.compile(r"^(?P<batch>\d+)\.json$")
-_ENTRY = re.compile(r"^(?P<query>[0-9A-Za-z_-]+)-(?P<batch>\d+)\.json$")
-_COMPACTED = re.compile(r"^(?P<query>[0-9A-Za-z_-]+)-(?P<batch>\d+)\.compacted\.json$")
-
-
-def check_query_id(query_id: str) -> str:
-    """A query id usable in file names (Spark's are UUIDs); raises ``SinkConfigurationError``."""
-    if not _QUERY_ID.match(query_id) or query_id.isdigit():
-        raise SinkConfigurationError(
-            f"query id {query_id!r} cannot name files: the file sink needs letters, digits, "
-            "'-' or '_', not only digits"
-        )
-    return query_id
-
-
-def final_name(batch_id: int, partition_id: int, query_id: str | None = None) -> str:
-    """A committed data file's name (``query_id=None``: the legacy name)."""
-    if query_id is None:
-        return f"part-{batch_id:010d}-{partition_id:05d}.parquet"
-    return f"part-{query_id}-{batch_id:010d}-{partition_id:05d}.parquet"
-
-
-def manifest_name(batch_id: int, query_id: str | None = None) -> str:
-    """A batch's manifest entry name in ``MANIFEST_DIR`` (``query_id=None``: the legacy name)."""
-    if query_id is None:
-        return f"{batch_id:010d}.json"
-    return f"{query_id}-{batch_id:010d}.json"
-
-
-def compacted_manifest_name(query_id: str, through_batch_id: int) -> str:
-    """A compacted manifest file: the query's batches up to ``through_batch_id``."""
-    return f"{query_id}-{through_batch_id:010d}.compacted.json"
-
-
-def staging_dir(batch_id: int, query_id: str | None = None) -> str:
-    """A batch's staging directory relative to the output (``None``: the legacy one)."""
-    if query_id is None:
-        return f"{STAGING_DIR}/{batch_id}"
-    return f"{STAGING_DIR}/{query_id}/{batch_id}"
-
-
-@dataclass(frozen=True)
-class ManifestName:
-    """A parsed file name in ``MANIFEST_DIR``: an entry (one batch) or a compacted file (every
-    batch up to ``batch_id``). ``query_id`` is ``None`` for a legacy entry."""
-
-    name: str
-    query_id: str | None
-    batch_id: int
-    compacted: bool
-
-    @property
-    def key(self) -> tuple[str | None, int]:
-        return (self.query_id, self.batch_id)
-
-
-def parse_manifest_name(name: str) -> ManifestName | None:
-    """``None`` for what is not a manifest file (temporary files of atomic writes, strays)."""
-    for pattern, compacted in ((_COMPACTED, True), (_ENTRY, False), (_LEGACY_ENTRY, False)):
-        match = pattern.match(name)
-        if match:
-            query = match.groupdict().get("query")
-            return ManifestName(name, query, int(match.group("batch")), compacted)
-    return None
-
-
-def list_manifest(output: Location) -> list[ManifestName]:
-    """Every manifest file under ``output`` (missing directory: none), sorted by name."""
-    directory = output.child(MANIFEST_DIR)
-    selector = pafs.FileSelector(directory.path, allow_not_found=True, recursive=False)
-    found = []
-    for info in output.filesystem.get_file_info(selector):
-        parsed = parse_manifest_name(info.base_name)
-        if parsed is not None and info.type == pafs.FileType.File:
-            found.append(parsed)
-    return sorted(found, key=lambda m: m.name)
 
 
 class FileTaskWriter:
@@ -391,20 +277,9 @@ class FileParticipant:
     def finish_batch(self, record: CommitRecord) -> None:
         """Write the batch's manifest entry: from now on its files are visible to readers."""
         query_id = self._record_query_id(record)
-        entry: dict[str, Any] = {
-            "version": MANIFEST_VERSION,
-            "batchId": record.batch_id,
-            "committedAtMs": int(time.time() * 1000),
-            "schema": json.loads(self._schema_json),
-            "files": [
-                {"path": item["final"], "rows": item["rows"], "bytes": item["bytes"]}
-                for item in sorted(record.prepared, key=lambda i: i["final"])
-            ],
-        }
-        if query_id is not None:
-            entry["queryId"] = query_id
-        location = self.output().child(MANIFEST_DIR, manifest_name(record.batch_id, query_id))
-        atomic_write(location, json.dumps(entry, sort_keys=True).encode("utf-8"))
+        write_manifest_entry(
+            self.output(), record.batch_id, query_id, self._schema_json, record.prepared
+        )
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         """Delete the staged files of an undecided batch."""
@@ -422,8 +297,8 @@ class FileParticipant:
         A batch decided but not finished keeps its staging directory (its roll-forward renames
         from there); what else is in the query's staging is from failed, denied or undecided
         attempts, or left over after the renames. Legacy staging directories are removed only
-        for batches this query's log has done (see the module docstring). Returns how many
-        directories were removed.
+        for batches this query's log has done (the legacy rule in
+        :mod:`unaligned.sink.file_manifest`). Returns how many directories were removed.
         """
         keep = set(log.unfinished_batch_ids())
         output = self.output()
@@ -448,65 +323,20 @@ class FileParticipant:
         return removed
 
     def compact_manifest(self, unfinished: set[int], up_to_batch: int | None) -> int:
-        """Fold this query's finished entries older than its newest ``manifest_retain`` into one
-        compacted file, once more than ``manifest_retain + compact_every`` are live.
-
-        Runs in the query's driver only (commit, abort, recovery: one at a time). Order: write
-        the new compacted file (every batch of the older compacted files and the folded
-        entries), then delete the older compacted files, then the folded entries; each file is
-        deleted only by a compaction that read it and wrote its batches first. A compaction that
-        finds a listed file gone (another one ran at the same time) deletes nothing. Returns how
-        many entries were folded.
-        """
-        from unaligned.sink.committed_files import read_manifest_file
-
-        query_id = self._query_id
-        if query_id is None:
+        """Compact this query's manifest entries
+        (:func:`unaligned.sink.file_manifest.compact_manifest`, which has the rules) with this
+        participant's ``manifest_retain`` and ``compact_every``; a legacy participant never
+        compacts. Returns how many entries were folded."""
+        if self._query_id is None:
             return 0
-        output = self.output()
-        names = [m for m in list_manifest(output) if m.query_id == query_id]
-        entries = sorted((m for m in names if not m.compacted), key=lambda m: m.batch_id)
-        if len(entries) <= self._manifest_retain + self._compact_every:
-            return 0
-        fold = [
-            m
-            for m in entries[: -self._manifest_retain]
-            if m.batch_id not in unfinished and (up_to_batch is None or m.batch_id <= up_to_batch)
-        ]
-        if not fold:
-            return 0
-        compacted = [m for m in names if m.compacted]
-        batches: dict[int, ManifestEntry] = {}
-        try:
-            for name in (*compacted, *fold):
-                for entry in read_manifest_file(output, name):
-                    batches[entry.batch_id] = entry
-        except FileNotFoundError as exc:
-            # Another compaction of this query ran meanwhile (a commit process of an earlier
-            # run still going): it has folded what this one listed. Delete nothing.
-            logger.warning("manifest of query %s changed while compacting (%s)", query_id, exc)
-            return 0
-        through = max(batches)
-        target = compacted_manifest_name(query_id, through)
-        atomic_write(
-            output.child(MANIFEST_DIR, target),
-            json.dumps(_compacted_doc(query_id, batches), sort_keys=True).encode("utf-8"),
+        return compact_manifest(
+            self.output(),
+            self._query_id,
+            retain=self._manifest_retain,
+            compact_every=self._compact_every,
+            unfinished=unfinished,
+            up_to_batch=up_to_batch,
         )
-        fs = output.filesystem
-        for name in (*compacted, *fold):
-            if name.name != target:
-                try:
-                    fs.delete_file(output.child(MANIFEST_DIR, name.name).path)
-                except FileNotFoundError:
-                    pass
-        logger.info(
-            "manifest of query %s: folded %d entries into %s (%d batches)",
-            query_id,
-            len(fold),
-            target,
-            len(batches),
-        )
-        return len(fold)
 
     def committed_batch_ids(self) -> list[int]:
         """Batches this participant's query published (legacy participant: legacy entries)."""
@@ -515,23 +345,6 @@ class FileParticipant:
         return sorted(
             e.batch_id for e in manifest_entries(self.output()) if e.query_id == self._query_id
         )
-
-
-def _compacted_doc(query_id: str, batches: Mapping[int, ManifestEntry]) -> dict[str, Any]:
-    ordered = [batches[b] for b in sorted(batches)]
-    return {
-        "version": MANIFEST_VERSION,
-        "compacted": True,
-        "queryId": query_id,
-        "throughBatchId": ordered[-1].batch_id,
-        "schema": json.loads(ordered[-1].schema.json()),
-        "batches": [{"batchId": e.batch_id, "committedAtMs": e.committed_at_ms} for e in ordered],
-        "files": [
-            {"batchId": e.batch_id, "path": f.path, "rows": f.rows, "bytes": f.bytes}
-            for e in ordered
-            for f in e.files
-        ],
-    }
 
 
 def _batch_dirs(output: Location, relative: str) -> list[tuple[int, str]]:

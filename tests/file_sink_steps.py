@@ -1,0 +1,104 @@
+"""The file sink's steps with test defaults (a participant, a task's prepare, a whole published
+batch) and files exactly as older versions wrote them: shared by the file participant and file
+manifest unit tests (importable because pyproject puts tests/ on the path)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from unaligned.sink.commit_log import CommitLog, CommitRecord
+from unaligned.sink.committed_files import read_committed_files
+from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
+from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.options import FileTarget
+
+SCHEMA = StructType([StructField("id", LongType(), False), StructField("s", StringType(), True)])
+ARROW = pa.schema([pa.field("id", pa.int64(), False), pa.field("s", pa.string())])
+QUERY = "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+OTHER = "99999999-dddd-eeee-ffff-012345678901"
+
+
+def chunk(start: int, rows: int) -> pa.RecordBatch:
+    ids = list(range(start, start + rows))
+    return pa.record_batch(
+        [pa.array(ids, pa.int64()), pa.array([str(i) for i in ids])], schema=ARROW
+    )
+
+
+def make_participant(
+    tmp_path: Path, compression: str = "snappy", query_id: str | None = QUERY, **kwargs: int
+) -> FileParticipant:
+    return FileParticipant(
+        FileTarget(str(tmp_path / "out"), compression), SCHEMA, query_id, **kwargs
+    )
+
+
+def prepare_item(
+    participant: FileParticipant, batch_id: int, partition: int, rows: int, attempt: int = 0
+) -> dict:
+    task = participant.open_task(batch_id, partition, attempt)
+    for start in range(0, rows, 10):
+        task.write_chunk(chunk(partition * 1000 + start, min(10, rows - start)))
+        task.between_chunks()
+    item = task.prepare()
+    task.close()
+    return item
+
+
+def publish_batch(
+    participant: FileParticipant, log: CommitLog, batch_id: int, rows: int = 3, partitions: int = 2
+) -> list[dict]:
+    """What the driver does for a batch: decide, rename, publish, mark done, clean up."""
+    items = [prepare_item(participant, batch_id, p, rows) for p in range(partitions)]
+    log.write(CommitRecord(batch_id, "files", tuple(items), 0))
+    participant.commit(items, batch_id, lambda n: None)
+    participant.finish_batch(CommitRecord(batch_id, "files", tuple(items), 0))
+    log.mark_done(batch_id)
+    participant.clean_up(log, batch_id)
+    return items
+
+
+def read_ids(tmp_path: Path) -> list[int]:
+    return sorted(read_committed_files(str(tmp_path / "out")).column("id").to_pylist())
+
+
+def commit_log(tmp_path: Path, name: str) -> CommitLog:
+    return CommitLog.under_checkpoint(str(tmp_path / name))
+
+
+def manifest_files(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "out" / MANIFEST_DIR).glob("*.json"))
+
+
+def legacy_item(out: Path, batch_id: int, partition: int, rows: int, *, final: bool) -> dict:
+    """A file exactly as an older version staged it (or renamed it, ``final``), and its item."""
+    staged = f"{STAGING_DIR}/{batch_id}/part-{partition:05d}-0-0123456789ab.parquet"
+    name = f"part-{batch_id:010d}-{partition:05d}.parquet"
+    path = out / (name if final else staged)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    start = 100_000 + batch_id * 1000 + partition * 100
+    pq.write_table(pa.Table.from_batches([chunk(start, rows)]), path)
+    return {
+        "staged": staged,
+        "final": name,
+        "rows": rows,
+        "bytes": path.stat().st_size,
+        "partition": partition,
+    }
+
+
+def legacy_manifest(out: Path, batch_id: int, items: list[dict]) -> None:
+    """A manifest entry exactly as an older version wrote it (no query id, no time)."""
+    entry = {
+        "version": 1,
+        "batchId": batch_id,
+        "schema": json.loads(SCHEMA.json()),
+        "files": [{"path": i["final"], "rows": i["rows"], "bytes": i["bytes"]} for i in items],
+    }
+    (out / MANIFEST_DIR).mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST_DIR / f"{batch_id:010d}.json").write_text(json.dumps(entry, sort_keys=True))
