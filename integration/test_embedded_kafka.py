@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaProducer
 from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing import EmbeddedKafka
-from unaligned.testing.embedded_kafka import ProduceRecord
+from unaligned.testing.topic_records import ProduceRecord
 
 TopicFactory = Callable[..., str]
 

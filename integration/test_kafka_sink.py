@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from harness import kafka_stream, wait_until
 from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.two_phase_commit import default_transactional_id_prefix
+from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

@@ -38,7 +38,7 @@ from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
-from unaligned.sink.two_phase_commit import default_transactional_id_prefix
+from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from unaligned.testing.embedded_kafka import ProduceRecord
+    from unaligned.testing.topic_records import ProduceRecord
 
 
 class _Producer(Protocol):

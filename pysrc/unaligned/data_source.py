@@ -65,7 +65,7 @@ class UnalignedDataSource(DataSource):
         return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from unaligned.sink.two_phase_commit import build_stream_writer
+        from unaligned.sink.stream_writer_factory import build_stream_writer
 
         return build_stream_writer(dict(self.options), schema)
 

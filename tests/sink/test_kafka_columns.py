@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
 from unaligned.sink.kafka_columns import KafkaColumns, bytes_list, headers_list, kafka_columns
 from unaligned.sink.options import KafkaTarget, SinkOptions
-from unaligned.sink.two_phase_commit import build_stream_writer
+from unaligned.sink.stream_writer_factory import build_stream_writer
 
 
 def _target(tmp_path: Path, topic: str | None = "t") -> KafkaTarget:

@@ -1,8 +1,9 @@
 """The 2PC protocol core, without Spark or a broker: a stand-in TaskContext, the file
 participant on a local directory, and a recording participant for the call sequence.
 
-Decide / roll forward / recover on their own: test_sink_recovery.py; the Kafka sink's input
-columns: test_kafka_sink_columns.py; its transactional ids: test_kafka_sink.py."""
+Decide / roll forward / recover on their own: test_recovery.py; the Kafka sink's input
+columns: test_kafka_columns.py; its transactional ids: test_stream_writer_factory.py and
+test_kafka_participant.py."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_manifest import STAGING_DIR
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
 from unaligned.sink.recovery import recover
-from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter, build_stream_writer
+from unaligned.sink.stream_writer_factory import build_stream_writer
+from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
 from unaligned.sink.writer_role import COMMIT_RUNNER_MODULE, PLANNER_MODULE
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("s", StringType(), True)])
@@ -459,23 +461,7 @@ def test_new_messages_for_a_decided_batch_are_aborted(
     assert participant.calls == ["abort:5:1", "commit:5:1", "finish:5", "clean:5"]
 
 
-# --- build_stream_writer -------------------------------------------------------------------------
-
-
-def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
-    (tmp_path / "metadata").write_text('{"id":"0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"}\n')
-    writer = build_stream_writer(
-        {
-            "checkpointlocation": str(tmp_path),
-            "kafka.bootstrap.servers": "127.0.0.1:1",
-            "topic": "t",
-        },
-        StructType([StructField("value", StringType())]),
-    )
-    assert writer.participant.transactional_id_prefix == (  # type: ignore[attr-defined]
-        "unaligned-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
-    )
-    assert writer.participant.transactional_id(2, 1).endswith("-2-1")  # type: ignore[attr-defined]
+# --- the writer Spark pickles and keeps running -------------------------------------------------
 
 
 def test_writer_is_picklable(tmp_path: Path) -> None:

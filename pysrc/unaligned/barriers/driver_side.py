@@ -1,7 +1,7 @@
 """What the driver does at a barrier with channel state, metrics and idle-barrier hints.
 
 Called by :meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit` (step 2) and, for
-garbage collection, by :func:`unaligned.sink.two_phase_commit.build_stream_writer` in Spark's
+garbage collection, by :func:`unaligned.sink.stream_writer_factory.build_stream_writer` in Spark's
 planner. Every function here runs on the driver while no task of the query runs (what a task
 does at its barrier is :mod:`unaligned.barriers.task_side`). ``messages`` are the
 batch's task commit messages, already filtered to

@@ -13,7 +13,7 @@ ignored):
 ===============  ======================================  =========================================
 
 :func:`kafka_columns` finds and type-checks them when the stream writer is built
-(:func:`unaligned.sink.two_phase_commit.build_stream_writer`), before any data moves;
+(:func:`unaligned.sink.stream_writer_factory.build_stream_writer`), before any data moves;
 nullability is ignored. :func:`bytes_list` and :func:`headers_list` turn a chunk's columns into
 the values the task's producer sends (:class:`unaligned.sink.kafka_participant.KafkaTaskWriter`,
 step 1 of the protocol).

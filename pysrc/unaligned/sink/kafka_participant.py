@@ -194,7 +194,7 @@ class KafkaParticipant:
     def item_key(self, item: Mapping[str, Any]) -> str:
         return str(item["transactionalId"])
 
-    # Step 3 precondition, at query start (before every batch's tasks, see two_phase_commit).
+    # Step 3 precondition, at query start (before every batch's tasks, see stream_writer_factory).
     def check_at_query_start(self) -> None:
         """Refuse a transaction timeout above the brokers' maximum; check option topic exists."""
         kwargs = self.client_kwargs()

@@ -10,9 +10,9 @@ The driver's side of the protocol that acts on commit records (:mod:`unaligned.s
 - Step 3, recover: :func:`roll_forward` finishes a decided but unfinished batch (including what
   a late restart means for Kafka), :func:`recover` rolls every such batch forward and cleans up.
 
-The numbered steps run in :mod:`unaligned.sink.two_phase_commit` (steps 1, 2 and 4; step 3 is called
-from its ``build_stream_writer`` in Spark's planner). The participant contract is
-:mod:`unaligned.sink.participant`.
+The numbered steps run in :mod:`unaligned.sink.two_phase_commit` (steps 1, 2 and 4; step 3 is
+called from :func:`unaligned.sink.stream_writer_factory.build_stream_writer` in Spark's planner).
+The participant contract is :mod:`unaligned.sink.participant`.
 """
 
 from __future__ import annotations

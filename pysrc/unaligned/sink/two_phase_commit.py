@@ -5,10 +5,13 @@
 (:mod:`unaligned.sink.file_participant`); both are *participants* in the same protocol. The
 decision log is :mod:`unaligned.sink.commit_log`.
 
-The protocol is numbered where the code runs, across three modules:
+The protocol is numbered where the code runs, across four modules:
 
-- here: :func:`build_stream_writer` and the writer Spark calls, with steps 1 (pre-commit),
+- here: the writer Spark calls (:class:`TwoPhaseCommitWriter`), with steps 1 (pre-commit),
   2 (decide and commit, in order) and 4 (abort);
+- :mod:`unaligned.sink.stream_writer_factory`: :func:`build_stream_writer`, which Spark's
+  ``DataSource.streamWriter`` calls; it builds the participant and the writer, and runs step 3
+  in Spark's planner;
 - :mod:`unaligned.sink.recovery`: what a commit record names and how a decided batch is
   finished (steps 2b-2d), roll-forward and recovery (step 3);
 - :mod:`unaligned.sink.participant`: the contract both sides share (:class:`Participant`,
@@ -26,7 +29,8 @@ The protocol is numbered where the code runs, across three modules:
    this batch, remove staging leftovers, prune old records). If the batch already has a
    record (restart after the decision), the record is rolled forward and the new messages are
    discarded.
-3. Recovery, before tasks run (:func:`unaligned.sink.recovery.recover`): roll forward every
+3. Recovery, before tasks run (:func:`unaligned.sink.recovery.recover`, called from
+   :func:`unaligned.sink.stream_writer_factory.build_stream_writer`): roll forward every
    decided but unfinished batch; abort every open transaction of the sink's prefix that no
    record names (fence its id) and remove every staging file. Step 2 repeats the roll-forward
    and the cleanup, so correctness never depends on recovery having run.
@@ -56,11 +60,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
 
 from unaligned import crash_points
 from unaligned.barriers.barrier import read_barrier, wall_clock_ms
@@ -70,100 +73,18 @@ from unaligned.barriers.driver_side import (
     pending_after,
 )
 from unaligned.barriers.metrics import purge_metrics
-from unaligned.barriers.task_side import BarrierAlignment, CheckpointMode, arrow_input_schema
+from unaligned.barriers.task_side import BarrierAlignment, CheckpointMode
 from unaligned.crash_points import CrashPoint, FailPoint
-from unaligned.errors import (
-    BarrierError,
-    CommitLogError,
-    SinkConfigurationError,
-    TaskContextError,
-)
+from unaligned.errors import CommitLogError, TaskContextError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
-from unaligned.sink.recovery import (
-    check_participant,
-    commit_record,
-    prepared_items,
-    recover,
-    roll_forward,
-)
-from unaligned.sink.writer_role import WriterRole, writer_role
+from unaligned.sink.recovery import check_participant, commit_record, prepared_items, roll_forward
 
 logger = logging.getLogger(__name__)
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-
-
-# --- writer ---------------------------------------------------------------------------------------
-
-
-def default_transactional_id_prefix(query_id: str) -> str:
-    return f"unaligned-{query_id}"
-
-
-def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
-    target = options.target
-    if isinstance(target, FileTarget):
-        from unaligned.sink.file_participant import FileParticipant
-
-        return FileParticipant.for_query(target, schema, options.checkpoint_location)
-    from unaligned.sink.kafka_columns import kafka_columns
-    from unaligned.sink.kafka_participant import KafkaParticipant
-
-    columns = kafka_columns(schema, target)
-    target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
-    return KafkaParticipant(target, columns, _transactional_id_prefix(options, target))
-
-
-def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
-    if target.transactional_id_prefix is not None:
-        return target.transactional_id_prefix
-    from unaligned.barriers.offset_log import read_query_id
-
-    try:
-        query_id = read_query_id(options.checkpoint_location)
-    except BarrierError as exc:
-        raise SinkConfigurationError(
-            f"cannot derive the default transactionalIdPrefix from the query id: {exc}; "
-            "set option transactionalIdPrefix"
-        ) from exc
-    return default_transactional_id_prefix(query_id)
-
-
-def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPhaseCommitWriter:
-    """Parse and check everything, recover if Spark is planning a batch, return the writer.
-
-    Raises :class:`SinkConfigurationError` / :class:`SchemaMismatchError` before any data moves.
-    """
-    sink_options = SinkOptions.parse(options)
-    participant = _make_participant(sink_options, schema)
-    role = writer_role()
-    logger.debug("stream writer built for role %s", role.value)
-    planned_at_ms: int | None = None
-    if role is WriterRole.PLANNER:
-        participant.check_at_query_start()
-        # Step 3: recovery, in Spark's planner only (see the module docstring).
-        recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
-        collect_channel_state_garbage(sink_options)
-        planned_at_ms = int(wall_clock_ms())
-    return TwoPhaseCommitWriter(
-        sink_options,
-        participant,
-        planned_at_ms,
-        input_schema=arrow_input_schema(schema),
-        sink_columns=_sink_columns(sink_options),
-    )
-
-
-def _sink_columns(options: SinkOptions) -> frozenset[str] | None:
-    """The input columns the sink writes out (``None``: every column, the file sink)."""
-    target = options.target
-    if isinstance(target, FileTarget):
-        return None
-    names = {"value", "key", "partition", "headers"}
-    return frozenset(names if target.topic is not None else names | {"topic"})
 
 
 class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):

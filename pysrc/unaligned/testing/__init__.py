@@ -2,7 +2,8 @@
 
 Only two modules touch the JVM: :mod:`.shim_build` (the Maven build of ``jvm-shim``;
 ``python -m unaligned.testing.shim_build build`` builds it) and :mod:`.broker_process` (the
-broker's ``java`` process and its stdin/stdout protocol).
+broker's ``java`` process and its stdin/stdout protocol). :mod:`.topic_records` produces to and
+reads from the broker's topics with kafka-python clients.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The broker is Apache Kafka itself, built by :mod:`unaligned.testing.shim_build` and run in a JVM
 by :mod:`unaligned.testing.broker_process`; this module only picks ports and directories, waits
-for the broker, and wraps kafka-python clients for topic admin, produce and consume. Everything
-listens on 127.0.0.1 only.
+for the broker, and wraps kafka-python clients for topic admin, produce and consume (the last
+two in :mod:`unaligned.testing.topic_records`). Everything listens on 127.0.0.1 only.
 
     with EmbeddedKafka() as kafka:
         kafka.create_topic("in", partitions=4)
@@ -21,21 +21,20 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from unaligned.errors import EmbeddedKafkaError
-from unaligned.testing import broker_process, shim_build
+from unaligned.testing import broker_process, shim_build, topic_records
+from unaligned.testing.topic_records import Header, ProduceRecord
+
+__all__ = ["EmbeddedKafka", "Header", "ProduceRecord"]
 
 logger = logging.getLogger(__name__)
-
-Header = tuple[str, bytes]
-ProduceRecord = tuple[int | None, bytes | None, bytes | None, Sequence[Header] | None, int | None]
-"""``(partition or None, key, value, headers or None, timestamp_ms or None)``."""
 
 READY_TIMEOUT_S = 120.0  # two cores shared with Spark: a cold JVM start can be slow
 STOP_TIMEOUT_S = 30.0
@@ -333,58 +332,24 @@ class EmbeddedKafka:
 
     def _end_offsets(self, topic: str, isolation_level: str) -> dict[int, int]:
         partitions = [TopicPartition(topic, p) for p in self.partitions(topic)]
-        consumer = self._consumer(isolation_level)
+        consumer = topic_records.new_consumer(self.bootstrap_servers, isolation_level)
         try:
             offsets = consumer.end_offsets(partitions)
         finally:
             consumer.close()
         return {tp.partition: int(offset) for tp, offset in offsets.items()}
 
-    # --- produce and consume ---------------------------------------------------------------------
+    # --- produce and consume (unaligned.testing.topic_records) -----------------------------------
 
     def produce(self, topic: str, records: Iterable[ProduceRecord]) -> None:
         """Send ``(partition, key, value, headers, timestamp_ms)`` records (non-transactional,
         acks=all) and wait until the broker has acknowledged every one."""
-        producer = self._shared_producer()
-        futures = []
-        for partition, key, value, headers, timestamp_ms in records:
-            futures.append(
-                producer.send(
-                    topic,
-                    value=value,
-                    key=key,
-                    headers=list(headers) if headers else None,
-                    partition=partition,
-                    timestamp_ms=timestamp_ms,
-                )
-            )
-        producer.flush(timeout=CLIENT_TIMEOUT_S)
-        for future in futures:
-            try:
-                future.get(timeout=CLIENT_TIMEOUT_S)
-            except Exception as exc:
-                raise EmbeddedKafkaError(f"producing to topic {topic!r} failed: {exc!r}") from exc
+        topic_records.send_and_wait(self._shared_producer(), topic, records, CLIENT_TIMEOUT_S)
 
     def _shared_producer(self) -> KafkaProducer:
         if self._producer is None:
-            self._producer = KafkaProducer(
-                bootstrap_servers=self.bootstrap_servers,
-                client_id="embedded-kafka-producer",
-                acks="all",
-                linger_ms=5,
-                max_block_ms=int(CLIENT_TIMEOUT_S * 1000),
-            )
+            self._producer = topic_records.new_producer(self.bootstrap_servers, CLIENT_TIMEOUT_S)
         return self._producer
-
-    def _consumer(self, isolation_level: str) -> KafkaConsumer:
-        return KafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers,
-            client_id="embedded-kafka-consumer",
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level=isolation_level,
-            request_timeout_ms=30000,
-        )
 
     def consume_all(self, topic: str, *, read_committed: bool = True) -> list[ConsumerRecord]:
         """Every record of ``topic`` from each partition's first readable offset to its end
@@ -392,26 +357,8 @@ class EmbeddedKafka:
         partition, then offset. Aborted records are never returned with ``read_committed``."""
         isolation_level = "read_committed" if read_committed else "read_uncommitted"
         partitions = [TopicPartition(topic, p) for p in self.partitions(topic)]
-        consumer = self._consumer(isolation_level)
+        consumer = topic_records.new_consumer(self.bootstrap_servers, isolation_level)
         try:
-            consumer.assign(partitions)
-            consumer.seek_to_beginning(*partitions)
-            ends = {tp: int(offset) for tp, offset in consumer.end_offsets(partitions).items()}
-            by_partition: dict[int, list[ConsumerRecord]] = {tp.partition: [] for tp in partitions}
-            deadline = time.monotonic() + CLIENT_TIMEOUT_S
-            pending = {tp for tp in partitions if consumer.position(tp) < ends[tp]}
-            while pending:
-                if time.monotonic() > deadline:
-                    positions = {
-                        f"{tp.topic}-{tp.partition}": consumer.position(tp) for tp in pending
-                    }
-                    raise EmbeddedKafkaError(
-                        f"reading topic {topic!r} to its end offsets {ends} did not finish within "
-                        f"{CLIENT_TIMEOUT_S:.0f} s (positions {positions})"
-                    )
-                for tp, batch in consumer.poll(timeout_ms=200).items():
-                    by_partition[tp.partition].extend(r for r in batch if r.offset < ends[tp])
-                pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
+            return topic_records.read_to_end(consumer, topic, partitions, CLIENT_TIMEOUT_S)
         finally:
             consumer.close()
-        return [record for p in sorted(by_partition) for record in by_partition[p]]

@@ -1,0 +1,100 @@
+"""Building the sink's stream writer: what ``DataSource.streamWriter`` returns.
+
+:func:`build_stream_writer` parses and checks the sink options, builds the participant (Kafka
+transactions or Parquet files) and, in Spark's planner only, runs the checks at query start,
+step 3 of the protocol (recovery, :func:`unaligned.sink.recovery.recover`) and channel-state
+garbage collection. Which Spark process calls it, and why recovery runs only in the planner:
+:mod:`unaligned.sink.two_phase_commit` (the writer it returns, steps 1, 2 and 4) and
+:mod:`unaligned.sink.writer_role`.
+
+The Kafka participant's transactional ids share one prefix per query: the option
+``transactionalIdPrefix``, else :func:`default_transactional_id_prefix` of the query id that
+Spark keeps in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from pyspark.sql.types import StructType
+
+from unaligned.barriers.barrier import wall_clock_ms
+from unaligned.barriers.driver_side import collect_channel_state_garbage
+from unaligned.barriers.task_side import arrow_input_schema
+from unaligned.errors import BarrierError, SinkConfigurationError
+from unaligned.sink.commit_log import CommitLog
+from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
+from unaligned.sink.participant import Participant
+from unaligned.sink.recovery import recover
+from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
+from unaligned.sink.writer_role import WriterRole, writer_role
+
+logger = logging.getLogger(__name__)
+
+
+def default_transactional_id_prefix(query_id: str) -> str:
+    return f"unaligned-{query_id}"
+
+
+def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPhaseCommitWriter:
+    """Parse and check everything, recover if Spark is planning a batch, return the writer.
+
+    Raises :class:`SinkConfigurationError` / :class:`SchemaMismatchError` before any data moves.
+    """
+    sink_options = SinkOptions.parse(options)
+    participant = _make_participant(sink_options, schema)
+    role = writer_role()
+    logger.debug("stream writer built for role %s", role.value)
+    planned_at_ms: int | None = None
+    if role is WriterRole.PLANNER:
+        participant.check_at_query_start()
+        # Step 3: recovery, in Spark's planner only (see unaligned.sink.two_phase_commit).
+        recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
+        collect_channel_state_garbage(sink_options)
+        planned_at_ms = int(wall_clock_ms())
+    return TwoPhaseCommitWriter(
+        sink_options,
+        participant,
+        planned_at_ms,
+        input_schema=arrow_input_schema(schema),
+        sink_columns=_sink_columns(sink_options),
+    )
+
+
+def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
+    target = options.target
+    if isinstance(target, FileTarget):
+        from unaligned.sink.file_participant import FileParticipant
+
+        return FileParticipant.for_query(target, schema, options.checkpoint_location)
+    from unaligned.sink.kafka_columns import kafka_columns
+    from unaligned.sink.kafka_participant import KafkaParticipant
+
+    columns = kafka_columns(schema, target)
+    target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
+    return KafkaParticipant(target, columns, _transactional_id_prefix(options, target))
+
+
+def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
+    if target.transactional_id_prefix is not None:
+        return target.transactional_id_prefix
+    from unaligned.barriers.offset_log import read_query_id
+
+    try:
+        query_id = read_query_id(options.checkpoint_location)
+    except BarrierError as exc:
+        raise SinkConfigurationError(
+            f"cannot derive the default transactionalIdPrefix from the query id: {exc}; "
+            "set option transactionalIdPrefix"
+        ) from exc
+    return default_transactional_id_prefix(query_id)
+
+
+def _sink_columns(options: SinkOptions) -> frozenset[str] | None:
+    """The input columns the sink writes out (``None``: every column, the file sink)."""
+    target = options.target
+    if isinstance(target, FileTarget):
+        return None
+    names = {"value", "key", "partition", "headers"}
+    return frozenset(names if target.topic is not None else names | {"topic"})

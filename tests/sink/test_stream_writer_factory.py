@@ -1,0 +1,72 @@
+"""Building the sink's stream writer, without Spark or a broker: the participant each target
+gets, its transactional id prefix, and the input columns the writer replays channel state by.
+
+Recovery only in Spark's planner: test_two_phase_commit.py (it needs a prepared task)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from unaligned.errors import SinkConfigurationError
+from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.stream_writer_factory import (
+    build_stream_writer,
+    default_transactional_id_prefix,
+)
+
+VALUE_ONLY = StructType([StructField("value", StringType())])
+
+
+def _kafka_options(checkpoint: Path, **extra: str) -> dict[str, str]:
+    return {
+        "checkpointlocation": str(checkpoint),
+        "kafka.bootstrap.servers": "127.0.0.1:1",
+        **extra,
+    }
+
+
+def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
+    (tmp_path / "metadata").write_text('{"id":"0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"}\n')
+    writer = build_stream_writer(_kafka_options(tmp_path, topic="t"), VALUE_ONLY)
+    assert writer.participant.transactional_id_prefix == (  # type: ignore[attr-defined]
+        "unaligned-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+    )
+    assert writer.participant.transactional_id(2, 1).endswith("-2-1")  # type: ignore[attr-defined]
+    assert default_transactional_id_prefix("q") == "unaligned-q"
+
+
+def test_an_explicit_prefix_needs_no_query_id(tmp_path: Path) -> None:
+    writer = build_stream_writer(
+        _kafka_options(tmp_path, topic="t", transactionalidprefix="mine"), VALUE_ONLY
+    )
+    assert writer.participant.transactional_id_prefix == "mine"  # type: ignore[attr-defined]
+
+
+def test_without_a_query_id_the_prefix_must_be_set(tmp_path: Path) -> None:
+    with pytest.raises(SinkConfigurationError, match="transactionalIdPrefix"):
+        build_stream_writer(_kafka_options(tmp_path, topic="t"), VALUE_ONLY)
+
+
+def test_kafka_sink_columns_include_topic_only_without_option_topic(tmp_path: Path) -> None:
+    with_topic = build_stream_writer(
+        _kafka_options(tmp_path, topic="t", transactionalidprefix="p"), VALUE_ONLY
+    )
+    assert with_topic._sink_columns == {"value", "key", "partition", "headers"}
+    schema = StructType([StructField("value", StringType()), StructField("topic", StringType())])
+    per_row = build_stream_writer(_kafka_options(tmp_path, transactionalidprefix="p"), schema)
+    assert per_row._sink_columns == {"value", "key", "partition", "headers", "topic"}
+
+
+def test_file_sink_writes_every_column(tmp_path: Path) -> None:
+    schema = StructType([StructField("id", LongType(), False)])
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "metadata").write_text('{"id":"q-1"}')
+    writer = build_stream_writer(
+        {"checkpointlocation": str(tmp_path / "ck"), "path": str(tmp_path / "out")}, schema
+    )
+    assert isinstance(writer.participant, FileParticipant)
+    assert writer._sink_columns is None
+    assert writer._input_schema is not None and writer._input_schema.names == ["id"]
