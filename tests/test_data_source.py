@@ -24,7 +24,7 @@ from unaligned.sink.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
 from unaligned.source.batch_reader import KafkaBatchReader
-from unaligned.source.options import EarliestStart, LatestEnd
+from unaligned.source.position_options import EarliestStart, LatestEnd
 from unaligned.source.stream_reader import KafkaStreamReader
 
 CLOSED_PORT = "127.0.0.1:1"

@@ -10,23 +10,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.batch_sizing import UNCAPPED_ROWS
-from unaligned.source.offsets import Boundary, KafkaSourceOffset
-from unaligned.source.options import (
-    Assign,
-    EarliestStart,
-    LatestEnd,
-    LatestStart,
-    NoMatchStrategy,
-    OffsetsEnd,
-    OffsetsStart,
-    PartitionTimestampsEnd,
-    PartitionTimestampsStart,
-    SourceOptions,
-    Subscribe,
-    SubscribePattern,
-    TimestampEnd,
-    TimestampStart,
-)
+from unaligned.source.offsets import KafkaSourceOffset
+from unaligned.source.options import Assign, SourceOptions, Subscribe, SubscribePattern
+from unaligned.source.position_options import EarliestStart, LatestStart, NoMatchStrategy
 from unaligned.source.stream_reader import KafkaStreamReader
 
 BASE = {"subscribe": "events", "kafka.bootstrap.servers": "127.0.0.1:9092"}
@@ -131,57 +117,7 @@ def test_malformed_assign_json_is_an_offset_format_error() -> None:
         SourceOptions.parse({"assign": '{"a": "0"}', "kafka.bootstrap.servers": "x:1"})
 
 
-# --- starting position ----------------------------------------------------------------------
-
-
-def test_starting_offsets_forms() -> None:
-    assert parse(startingOffsets="latest").starting == LatestStart()
-    assert parse(startingOffsets=" Earliest ").starting == EarliestStart()
-    assert parse(startingOffsets='{"events": {"0": 5, "1": -2}}').starting == OffsetsStart(
-        {TopicPartitionId("events", 0): 5, TopicPartitionId("events", 1): Boundary.EARLIEST}
-    )
-    assert parse(startingTimestamp="1700000000000").starting == TimestampStart(1700000000000)
-    assert parse(
-        startingOffsetsByTimestamp='{"events": {"0": 1000}}'
-    ).starting == PartitionTimestampsStart({TopicPartitionId("events", 0): 1000})
-    assert (
-        parse(startingOffsetsByTimestampStrategy="LATEST").no_match_strategy
-        is NoMatchStrategy.LATEST
-    )
-
-
-def test_starting_precedence_is_sparks() -> None:
-    both = parse(
-        startingTimestamp="5",
-        startingOffsetsByTimestamp='{"e": {"0": 1}}',
-        startingOffsets="earliest",
-    )
-    assert both.starting == TimestampStart(5)
-    assert parse(
-        startingOffsetsByTimestamp='{"e": {"0": 1}}', startingOffsets="earliest"
-    ).starting == (PartitionTimestampsStart({TopicPartitionId("e", 0): 1}))
-
-
-@pytest.mark.parametrize(
-    "key, value",
-    [
-        ("startingOffsets", "beginning"),
-        ("startingOffsets", '{"events": {"0": -7}}'),
-        ("startingOffsets", '{"events": [0]}'),
-        ("startingOffsets", "{not json"),
-        ("startingOffsetsByTimestamp", '{"events": {"0": "soon"}}'),
-    ],
-)
-def test_malformed_starting_offsets_raise_offset_format_error_naming_the_option(
-    key: str, value: str
-) -> None:
-    with pytest.raises(OffsetFormatError, match=key):
-        parse(**{key: value})
-
-
-def test_starting_timestamp_must_be_a_number() -> None:
-    with pytest.raises(OptionError, match="startingTimestamp"):
-        parse(startingTimestamp="yesterday")
+# --- starting and ending positions against the subscription ---------------------------------
 
 
 def test_starting_offsets_must_name_exactly_the_assigned_partitions() -> None:
@@ -193,43 +129,6 @@ def test_starting_offsets_must_name_exactly_the_assigned_partitions() -> None:
         SourceOptions.parse({**base, "startingOffsetsByTimestamp": '{"t": {"0": 1, "2": 1}}'})
 
 
-def test_streaming_queries_are_unbounded_unless_an_ending_option_is_given() -> None:
-    assert parse().ending is None
-    assert parse(endingOffsets="latest").ending == LatestEnd()
-    assert parse(ENDINGOFFSETS="LATEST").ending == LatestEnd()
-
-
-def test_ending_offsets_json_takes_offsets_and_latest_but_not_earliest() -> None:
-    t0, t1 = TopicPartitionId("events", 0), TopicPartitionId("events", 1)
-    assert parse(endingOffsets='{"events": {"0": 50, "1": -1}}').ending == OffsetsEnd(
-        {t0: 50, t1: Boundary.LATEST}
-    )
-    with pytest.raises(OptionError, match="'endingOffsets': -2 .*events-1"):
-        parse(endingOffsets='{"events": {"0": 50, "1": -2}}')
-    with pytest.raises(OptionError, match="'endingOffsets' cannot be 'earliest'"):
-        parse(endingOffsets="earliest")
-    with pytest.raises(OffsetFormatError, match="endingOffsets"):
-        parse(endingOffsets="soon")
-    with pytest.raises(OffsetFormatError, match="endingOffsets.*-5"):
-        parse(endingOffsets='{"events": {"0": -5}}')
-
-
-def test_ending_timestamps_take_precedence_as_in_spark() -> None:
-    tp = TopicPartitionId("events", 0)
-    assert parse(endingTimestamp="1000").ending == TimestampEnd(1000)
-    assert parse(endingOffsetsByTimestamp='{"events": {"0": 7}}').ending == (
-        PartitionTimestampsEnd({tp: 7})
-    )
-    both = parse(
-        endingTimestamp="5", endingOffsetsByTimestamp='{"events": {"0": 7}}', endingOffsets="latest"
-    )
-    assert both.ending == TimestampEnd(5)
-    with pytest.raises(OptionError, match="endingTimestamp"):
-        parse(endingTimestamp="-1")
-    with pytest.raises(OffsetFormatError, match="endingOffsetsByTimestamp"):
-        parse(endingOffsetsByTimestamp='{"events": {"0": -7}}')
-
-
 def test_ending_offsets_must_name_exactly_the_assigned_partitions() -> None:
     base = {"assign": '{"t": [0, 1]}', "kafka.bootstrap.servers": "x:1"}
     SourceOptions.parse({**base, "endingOffsets": '{"t": {"0": 1, "1": -1}}'})
@@ -237,18 +136,6 @@ def test_ending_offsets_must_name_exactly_the_assigned_partitions() -> None:
         SourceOptions.parse({**base, "endingOffsets": '{"t": {"0": 1}}'})
     with pytest.raises(OptionError, match="endingOffsetsByTimestamp"):
         SourceOptions.parse({**base, "endingOffsetsByTimestamp": '{"t": {"0": 1, "2": 1}}'})
-
-
-def test_batch_queries_default_to_earliest_latest_and_refuse_what_spark_refuses() -> None:
-    batch = SourceOptions.parse(BASE, batch=True)
-    assert batch.starting == EarliestStart()
-    assert batch.ending == LatestEnd()
-    with pytest.raises(OptionError, match="'startingOffsets' cannot be 'latest' in a batch"):
-        SourceOptions.parse({**BASE, "startingOffsets": "latest"}, batch=True)
-    with pytest.raises(OptionError, match="-1 \\(latest\\) is not valid in a batch"):
-        SourceOptions.parse({**BASE, "startingOffsets": '{"events": {"0": -1}}'}, batch=True)
-    with pytest.raises(OptionError, match="cannot be 'earliest'"):
-        SourceOptions.parse({**BASE, "endingOffsets": "earliest"}, batch=True)
 
 
 # --- limits and the rest ------------------------------------------------------------------

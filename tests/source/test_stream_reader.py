@@ -10,86 +10,16 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from fake_offset_lookup import FakeLookup, TimedLookup
 from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
-from unaligned.errors import (
-    DataLossError,
-    KafkaUnavailableError,
-    OptionError,
-    TopicNotFoundError,
-)
+from unaligned.errors import DataLossError, TopicNotFoundError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
 from unaligned.source.stream_reader import KafkaStreamReader
 
 TP = TopicPartitionId
-
-
-class FakeLookup:
-    """The broker as :class:`~unaligned.kafka.connections.OffsetLookup` answers for it.
-
-    ``partitions[topic]`` lists what exists; ``ends`` / ``starts`` are latest / earliest offsets
-    (default 0). :meth:`flake_next_listing` makes the next :meth:`topics` calls leave things out
-    while the topic still exists (a broker with stale metadata); :meth:`confirm_topics` answers
-    from the truth, like a direct metadata request. Offsets of a topic that does not exist
-    cannot be looked up (the real client would time out)."""
-
-    def __init__(self, partitions: Mapping[str, int]) -> None:
-        self.partitions = {topic: list(range(n)) for topic, n in partitions.items()}
-        self.ends: dict[TopicPartitionId, int] = {}
-        self.starts: dict[TopicPartitionId, int] = {}
-        self.flakes: list[tuple[set[str], set[TopicPartitionId]]] = []
-        self.unclear: set[str] = set()
-        self.confirmed: list[list[str]] = []
-        self.listings = 0
-
-    def flake_next_listing(
-        self, topics: Iterable[str] = (), partitions: Iterable[TopicPartitionId] = ()
-    ) -> None:
-        self.flakes.append((set(topics), set(partitions)))
-
-    def delete(self, topic: str) -> None:
-        del self.partitions[topic]
-
-    def topics(self) -> dict[str, list[int]]:
-        self.listings += 1
-        topics, tps = self.flakes.pop(0) if self.flakes else (set(), set())
-        return {
-            t: [p for p in ps if TP(t, p) not in tps]
-            for t, ps in self.partitions.items()
-            if t not in topics
-        }
-
-    def confirm_topics(self, names: Iterable[str]) -> dict[str, tuple[int, ...] | None]:
-        wanted = sorted(set(names))
-        self.confirmed.append(wanted)
-        return {
-            t: tuple(self.partitions[t]) if t in self.partitions else None
-            for t in wanted
-            if t not in self.unclear
-        }
-
-    def _existing(self, tps: Iterable[TopicPartitionId]) -> list[TopicPartitionId]:
-        tps = list(tps)
-        missing = [tp for tp in tps if tp.partition not in self.partitions.get(tp.topic, ())]
-        if missing:
-            raise KafkaUnavailableError(f"offsets of {missing} looked up: the client times out")
-        return tps
-
-    def earliest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
-        return {tp: self.starts.get(tp, 0) for tp in self._existing(tps)}
-
-    def latest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
-        return {tp: self.ends.get(tp, 0) for tp in self._existing(tps)}
-
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartitionId, int]
-    ) -> dict[TopicPartitionId, int | None]:
-        raise AssertionError("not used here")
-
-    def close(self) -> None:
-        pass
 
 
 def reader_for(lookup: FakeLookup, **options: str) -> KafkaStreamReader:
@@ -412,25 +342,6 @@ def test_an_offset_without_a_token_still_gets_the_resume_barrier() -> None:
 # --- bounded input (endingOffsets & co., issue 9) ---------------------------------------------
 
 
-class TimedLookup(FakeLookup):
-    """FakeLookup that answers offsets_for_times from ``times`` (None: no record that late)."""
-
-    def __init__(self, partitions: Mapping[str, int]) -> None:
-        super().__init__(partitions)
-        self.times: dict[tuple[TopicPartitionId, int], int | None] = {}
-        self.latest_calls: list[list[TopicPartitionId]] = []
-
-    def latest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
-        tps = list(tps)
-        self.latest_calls.append(tps)
-        return super().latest(tps)
-
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartitionId, int]
-    ) -> dict[TopicPartitionId, int | None]:
-        return {tp: self.times.get((tp, ts)) for tp, ts in timestamps.items()}
-
-
 def _bounded(ends: Mapping[int, int], **options: str) -> tuple[TimedLookup, KafkaStreamReader]:
     lookup = TimedLookup({"t": len(ends)})
     lookup.ends = {TP("t", p): off for p, off in ends.items()}
@@ -527,28 +438,6 @@ def test_max_offsets_per_trigger_splits_a_bounded_read_and_only_the_last_batch_e
         ends.append((nxt["offsets"]["t"]["0"], nxt.get("endOfData", False)))
         offset_ = nxt
     assert ends == [(10, False), (20, False), (25, True)]
-
-
-def test_ending_timestamps_take_the_first_offset_at_or_after_and_latest_when_none() -> None:
-    lookup, reader = _bounded({0: 40, 1: 40}, endingTimestamp="1000")
-    lookup.times = {(TP("t", 0), 1000): 12, (TP("t", 1), 1000): None}
-    assert reader.initialOffset()["ending"] == {"t": {"0": 12, "1": 40}}
-    lookup2, by_partition = _bounded(
-        {0: 40, 1: 40}, endingOffsetsByTimestamp='{"t": {"0": 5, "1": 7}}'
-    )
-    lookup2.times = {(TP("t", 0), 5): 3, (TP("t", 1), 7): 8}
-    assert by_partition.initialOffset()["ending"] == {"t": {"0": 3, "1": 8}}
-
-
-def test_ending_offsets_must_name_every_partition_and_not_be_below_the_start() -> None:
-    _, reader = _bounded({0: 40, 1: 40}, endingOffsets='{"t": {"0": 5}}')
-    with pytest.raises(OptionError, match="endingOffsets.*every partition"):
-        reader.initialOffset()
-    _, reader = _bounded(
-        {0: 40}, startingOffsets='{"t": {"0": 20}}', endingOffsets='{"t": {"0": 5}}'
-    )
-    with pytest.raises(OptionError, match="below the starting offset.*t-0: start 20, end 5"):
-        reader.initialOffset()
 
 
 def test_an_idle_barrier_still_comes_after_the_end_of_data(hint_dir: Path) -> None:

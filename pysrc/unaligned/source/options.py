@@ -13,7 +13,8 @@ Accepted (meanings as in Spark's Kafka source):
 - starting position, by precedence as in Spark: ``startingTimestamp`` (ms, all partitions),
   ``startingOffsetsByTimestamp`` (JSON of ms per partition), ``startingOffsets`` (``earliest``,
   ``latest`` (default) or JSON with -2 / -1); ``startingOffsetsByTimestampStrategy`` ``error``
-  (default) | ``latest`` for partitions with no record at or after the timestamp;
+  (default) | ``latest`` for partitions with no record at or after the timestamp (parsed in
+  :mod:`unaligned.source.position_options`);
 - ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (Spark time string,
   default ``15m``), ``minPartitions``, ``maxRecordsPerPartition``, ``includeHeaders``,
   ``failOnDataLoss`` (default true);
@@ -26,11 +27,15 @@ Accepted (meanings as in Spark's Kafka source):
   latest when there is none), ``endingOffsets`` (``latest`` or JSON with -1 for latest). Ends
   are exclusive. Spark takes them only in batch queries; here streaming queries take them too,
   under every trigger: the ends are resolved once, when the query first starts, and recorded in
-  the checkpointed offset (:mod:`unaligned.source.offsets`).
+  the checkpointed offset (:mod:`unaligned.source.offsets`). Parsed in
+  :mod:`unaligned.source.position_options`.
 
 Batch queries (``spark.read``, :meth:`SourceOptions.parse` with ``batch=True``) default to
 ``startingOffsets=earliest`` and ``endingOffsets=latest`` and refuse a ``latest`` start or an
 ``earliest`` end, as Spark does.
+
+This module holds the subscription, the other options and :class:`SourceOptions`, which checks
+them against each other (e.g. ``startingOffsets`` must name exactly the ``assign`` partitions).
 
 Adding an option: add a field to :class:`SourceOptions` and one :class:`_Option` entry to
 ``_OPTIONS``.
@@ -38,39 +43,43 @@ Adding an option: add a field to :class:`SourceOptions` and one :class:`_Option`
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from unaligned._parsing import (
     KAFKA_PREFIX,
     kafka_params,
     parse_bool,
-    parse_choice,
     parse_duration_ms,
     parse_non_negative,
     parse_positive,
 )
-from unaligned.errors import OffsetFormatError, OptionError
+from unaligned.errors import OptionError
 from unaligned.kafka.client_options import (
     KafkaClientConfig,
     client_config_from_options,
     is_secret,
 )
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
-from unaligned.source.offsets import (
-    Boundary,
-    PartitionPosition,
-    parse_assign,
-    parse_partition_timestamps,
-    parse_starting_offsets,
+from unaligned.source.offsets import parse_assign
+from unaligned.source.position_options import (
+    ENDING_OPTIONS,
+    STARTING_OPTIONS,
+    EndingPosition,
+    LatestStart,
+    NoMatchStrategy,
+    OffsetsEnd,
+    OffsetsStart,
+    PartitionTimestampsEnd,
+    PartitionTimestampsStart,
+    StartingPosition,
+    check_batch_start,
+    parse_ending,
+    parse_no_match,
+    parse_starting,
 )
-
-logger = logging.getLogger(__name__)
-
 
 # --- parsed values -----------------------------------------------------------------------------
 
@@ -102,83 +111,7 @@ class Assign:
 Subscription = Subscribe | SubscribePattern | Assign
 
 
-@dataclass(frozen=True)
-class EarliestStart:
-    """Start at the earliest offset still stored."""
-
-
-@dataclass(frozen=True)
-class LatestStart:
-    """Start at the latest offset (only records produced after the query starts)."""
-
-
-@dataclass(frozen=True)
-class OffsetsStart:
-    """``startingOffsets`` JSON: a position per partition (must name every partition)."""
-
-    positions: Mapping[TopicPartitionId, PartitionPosition]
-
-
-@dataclass(frozen=True)
-class TimestampStart:
-    """``startingTimestamp``: the first offset at or after this time, in every partition."""
-
-    timestamp_ms: int
-
-
-@dataclass(frozen=True)
-class PartitionTimestampsStart:
-    """``startingOffsetsByTimestamp``: per partition (must name every partition)."""
-
-    timestamps: Mapping[TopicPartitionId, int]
-
-
-StartingPosition = (
-    EarliestStart | LatestStart | OffsetsStart | TimestampStart | PartitionTimestampsStart
-)
-
-
-@dataclass(frozen=True)
-class LatestEnd:
-    """``endingOffsets=latest``: the latest offsets when the query first starts."""
-
-
-@dataclass(frozen=True)
-class OffsetsEnd:
-    """``endingOffsets`` JSON: an offset >= 0 or latest per partition (must name every one)."""
-
-    positions: Mapping[TopicPartitionId, PartitionPosition]
-
-
-@dataclass(frozen=True)
-class TimestampEnd:
-    """``endingTimestamp``: the first offset at or after this time, in every partition."""
-
-    timestamp_ms: int
-
-
-@dataclass(frozen=True)
-class PartitionTimestampsEnd:
-    """``endingOffsetsByTimestamp``: per partition (must name every partition)."""
-
-    timestamps: Mapping[TopicPartitionId, int]
-
-
-EndingPosition = LatestEnd | OffsetsEnd | TimestampEnd | PartitionTimestampsEnd
-
-
-class NoMatchStrategy(Enum):
-    """``startingOffsetsByTimestampStrategy``: a partition with no record at/after the time."""
-
-    ERROR = "error"
-    LATEST = "latest"
-
-
 # --- value parsers (name is the option's Spark spelling) ----------------------------------------
-
-
-def _no_match(name: str, raw: str) -> NoMatchStrategy:
-    return NoMatchStrategy(parse_choice(name, raw, [s.value for s in NoMatchStrategy]))
 
 
 def _text(name: str, raw: str) -> str:
@@ -208,7 +141,7 @@ _OPTIONS: dict[str, _Option] = {
         _Option(
             "fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_non_negative
         ),
-        _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", _no_match),
+        _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", parse_no_match),
         _Option("groupIdPrefix", None, _text),
     )
 }
@@ -218,24 +151,13 @@ _SUBSCRIPTIONS = {
     "subscribepattern": "subscribePattern",
     "assign": "assign",
 }
-_STARTING = {
-    "startingtimestamp": "startingTimestamp",
-    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
-    "startingoffsets": "startingOffsets",
-}
-_ENDING = {
-    "endingtimestamp": "endingTimestamp",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-    "endingoffsets": "endingOffsets",
-}
-
 #: Source options reserved for later work: rejected with a message saying so, never ignored.
 KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
     sorted(
         [
             *_SUBSCRIPTIONS.values(),
-            *_STARTING.values(),
-            *_ENDING.values(),
+            *STARTING_OPTIONS.values(),
+            *ENDING_OPTIONS.values(),
             *(o.name for o in _OPTIONS.values()),
             "kafka.*",
         ]
@@ -264,86 +186,6 @@ def _parse_subscription(key: str, raw: str) -> Subscription:
     if not raw.strip().startswith("{"):
         raise OptionError(f"option '{name}' must be JSON like {{\"topic\": [0, 1]}}, got {raw!r}")
     return Assign(parse_assign(raw, f"option '{name}'"))
-
-
-def _parse_ending(given: Mapping[str, str], batch: bool) -> EndingPosition | None:
-    present = [_ENDING[k] for k in _ENDING if k in given]
-    if len(present) > 1:
-        logger.warning(
-            "options %s are all set; %s takes precedence (as in Spark)",
-            ", ".join(present),
-            present[0],
-        )
-    if "endingtimestamp" in given:
-        return TimestampEnd(parse_non_negative("endingTimestamp", given["endingtimestamp"]))
-    if "endingoffsetsbytimestamp" in given:
-        return PartitionTimestampsEnd(
-            parse_partition_timestamps(
-                given["endingoffsetsbytimestamp"], "option 'endingOffsetsByTimestamp'"
-            )
-        )
-    raw = given.get("endingoffsets")
-    if raw is None:
-        return LatestEnd() if batch else None
-    if raw.strip().lower() == "latest":
-        return LatestEnd()
-    if raw.strip().lower() == "earliest":
-        raise OptionError("option 'endingOffsets' cannot be 'earliest' (the end is exclusive)")
-    if not raw.strip().startswith("{"):
-        raise OffsetFormatError(
-            f"option 'endingOffsets' must be 'latest' or JSON like "
-            f'{{"topic": {{"0": 23, "1": -1}}}}, got {raw!r}'
-        )
-    positions = parse_starting_offsets(raw, "option 'endingOffsets'")
-    early = [tp for tp, p in positions.items() if p is Boundary.EARLIEST]
-    if early:
-        raise OptionError(
-            f"option 'endingOffsets': -2 (earliest) is not a valid end, for "
-            f"{format_partitions(early)}"
-        )
-    return OffsetsEnd(positions)
-
-
-def _check_batch_start(start: StartingPosition) -> None:
-    """Spark's batch queries refuse a ``latest`` start (nothing would be read)."""
-    if isinstance(start, LatestStart):
-        raise OptionError("option 'startingOffsets' cannot be 'latest' in a batch query")
-    if isinstance(start, OffsetsStart):
-        late = [tp for tp, p in start.positions.items() if p is Boundary.LATEST]
-        if late:
-            raise OptionError(
-                f"option 'startingOffsets': -1 (latest) is not valid in a batch query, for "
-                f"{format_partitions(late)}"
-            )
-
-
-def _parse_starting(given: Mapping[str, str], batch: bool = False) -> StartingPosition:
-    present = [_STARTING[k] for k in _STARTING if k in given]
-    if len(present) > 1:
-        logger.warning(
-            "options %s are all set; %s takes precedence (as in Spark)",
-            ", ".join(present),
-            present[0],
-        )
-    if "startingtimestamp" in given:
-        return TimestampStart(parse_non_negative("startingTimestamp", given["startingtimestamp"]))
-    if "startingoffsetsbytimestamp" in given:
-        return PartitionTimestampsStart(
-            parse_partition_timestamps(given["startingoffsetsbytimestamp"])
-        )
-    raw = given.get("startingoffsets")
-    if raw is None:
-        return EarliestStart() if batch else LatestStart()
-    if raw.strip().lower() == "latest":
-        return LatestStart()
-    if raw.strip().lower() == "earliest":
-        return EarliestStart()
-    if not raw.strip().startswith("{"):
-        raise OffsetFormatError(
-            f"option 'startingOffsets' must be 'earliest', 'latest' or JSON like "
-            f'{{"topic": {{"0": 23, "1": -2}}}}, got {raw!r}'
-        )
-    return OffsetsStart(parse_starting_offsets(raw))
 
 
 def _lower_keys(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -411,8 +253,8 @@ class SourceOptions:
         for key, raw in given.items():
             if (
                 key in _SUBSCRIPTIONS
-                or key in _STARTING
-                or key in _ENDING
+                or key in STARTING_OPTIONS
+                or key in ENDING_OPTIONS
                 or key.startswith(KAFKA_PREFIX)
             ):
                 continue
@@ -426,14 +268,14 @@ class SourceOptions:
             if option.field is not None:
                 values[option.field] = value
 
-        starting = _parse_starting(given, batch)
+        starting = parse_starting(given, batch)
         if batch:
-            _check_batch_start(starting)
+            check_batch_start(starting)
         parsed = cls(
             subscription=subscription,
             kafka=kafka,
             starting=starting,
-            ending=_parse_ending(given, batch),
+            ending=parse_ending(given, batch),
             **values,
         )
         parsed._check_consistency()

@@ -1,7 +1,8 @@
 """``spark.readStream.format("unaligned")``: the Kafka stream reader (a drop-in for Spark's).
 
 Driver side (one :class:`KafkaStreamReader` per query run, kept across batches): it discovers
-partitions, resolves the starting position, computes each batch's end offsets under the read
+partitions (:mod:`unaligned.source.partition_discovery`), resolves the starting position
+(:mod:`unaligned.source.position_resolution`), computes each batch's end offsets under the read
 limits, and plans one task per topic-partition. Executor side (:meth:`KafkaStreamReader.read`):
 :func:`~unaligned.source.partition_reader.read_partition` runs on a fresh, unpickled reader per
 task and uses only what the :class:`~unaligned.source.partition_reader.KafkaInputPartition`
@@ -27,8 +28,9 @@ out a topic that exists (a broker with stale metadata). A known topic or partiti
 listing leaves out is confirmed with a direct metadata request for its topic
 (:meth:`unaligned.kafka.connections.OffsetLookup.confirm_topics`): UNKNOWN_TOPIC_OR_PARTITION, or
 the topic without that partition, means deleted; any other answer keeps the partition at its
-last known position. A partition therefore never drops out of the offsets, and never comes back
-as new from its earliest offset, because of one flaky refresh.
+last known position (:func:`unaligned.source.partition_discovery.confirmed_gone`). A partition
+therefore never drops out of the offsets, and never comes back as new from its earliest offset,
+because of one flaky refresh.
 
 Idle barriers after a restart: the idle-barrier hint (:mod:`unaligned.barriers.idle`) lives on
 the driver's local disk, and a restart on another host finds none. A reader that resumes from an
@@ -45,12 +47,13 @@ there, so ``startingOffsets=latest`` or a timestamp is never resolved twice
 (:meth:`unaligned.source.offsets.KafkaSourceOffset.batch_start`).
 
 Bounded input (``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp``, under
-every trigger): ``initialOffset()`` resolves the exclusive end of every partition once and the
-offsets carry it (``ending``) from then on. Each batch ends at ``min(latest, ending)``; a
-partition whose position reached its end is finished and planned as an empty range without any
-lookup; partitions not in ``ending`` (added later) are never read. The batch that finishes the
-last partition carries ``"endOfData": true``; after it ``latestOffset`` returns its start (no
-more batches, except the idle barriers that drain channel state the sink left pending), so a
+every trigger): ``initialOffset()`` resolves the exclusive end of every partition once
+(:func:`unaligned.source.position_resolution.resolve_ending`) and the offsets carry it
+(``ending``) from then on. Each batch ends at ``min(latest, ending)``; a partition whose
+position reached its end is finished and planned as an empty range without any lookup;
+partitions not in ``ending`` (added later) are never read. The batch that finishes the last
+partition carries ``"endOfData": true``; after it ``latestOffset`` returns its start (no more
+batches, except the idle barriers that drain channel state the sink left pending), so a
 ``Trigger.AvailableNow`` query ends by itself. Spark never stops a processing-time query by
 itself: such a query idles once its input ended, until it is stopped.
 """
@@ -59,7 +62,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -73,7 +76,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
-from unaligned.errors import OptionError, TopicNotFoundError
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
@@ -84,24 +86,16 @@ from unaligned.source.offset_ranges import (
     rate_limit,
     split_ranges,
 )
-from unaligned.source.offsets import Boundary, KafkaSourceOffset
-from unaligned.source.options import (
-    Assign,
-    EarliestStart,
-    LatestEnd,
-    LatestStart,
-    NoMatchStrategy,
-    OffsetsEnd,
-    OffsetsStart,
-    PartitionTimestampsEnd,
-    PartitionTimestampsStart,
-    SourceOptions,
-    Subscribe,
-    SubscribePattern,
-    TimestampEnd,
-    TimestampStart,
+from unaligned.source.offsets import KafkaSourceOffset
+from unaligned.source.options import SourceOptions
+from unaligned.source.partition_discovery import (
+    confirmed_gone,
+    discover,
+    latest_positions,
+    subscribed,
 )
 from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
+from unaligned.source.position_resolution import resolve_range
 
 logger = logging.getLogger(__name__)
 
@@ -128,178 +122,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The barrier token this reader's ``initialOffset()`` gave a new query (one per
         reader); a start offset with another token comes from an earlier run."""
 
-    # --- partition discovery --------------------------------------------------------------
-
-    def _covered(
-        self, topics: Mapping[str, list[int]], known: Collection[TopicPartitionId]
-    ) -> tuple[list[TopicPartitionId], str | None]:
-        """(partitions the subscription covers in ``topics``, what is missing or None). Only
-        topics and partitions never read (not in ``known``) count as missing."""
-        sub = self._options.subscription
-        if isinstance(sub, SubscribePattern):
-            matching = [t for t in sorted(topics) if sub.matches(t)]
-            return [TopicPartitionId(t, p) for t in matching for p in topics[t]], None
-        if isinstance(sub, Subscribe):
-            covered = [TopicPartitionId(t, p) for t in sub.topics if t in topics for p in topics[t]]
-            seen = {tp.topic for tp in known}
-            missing = [t for t in sub.topics if t not in topics and t not in seen]
-            return covered, (
-                f"topic(s) {', '.join(missing)} named by option 'subscribe'" if missing else None
-            )
-        assert isinstance(sub, Assign)
-        covered = [tp for tp in sub.partitions if tp.partition in topics.get(tp.topic, ())]
-        absent = [tp for tp in sub.partitions if tp not in covered and tp not in known]
-        if not absent:
-            return covered, None
-        no_topic = sorted({tp.topic for tp in absent if tp.topic not in topics})
-        if no_topic:
-            return covered, f"topic(s) {', '.join(no_topic)} named by option 'assign'"
-        return covered, f"partition(s) {format_partitions(absent)} named by option 'assign'"
-
-    def _subscribed(self, tp: TopicPartitionId) -> bool:
-        """Whether the subscription names ``tp`` (its topic, for subscribe / subscribePattern)."""
-        sub = self._options.subscription
-        if isinstance(sub, SubscribePattern):
-            return sub.matches(tp.topic)
-        if isinstance(sub, Subscribe):
-            return tp.topic in sub.topics
-        assert isinstance(sub, Assign)
-        return tp in sub.partitions
-
-    def _confirmed_gone(self, unlisted: Collection[TopicPartitionId]) -> set[TopicPartitionId]:
-        """Of known partitions a listing of every topic left out, those the broker confirms
-        deleted: a direct metadata request for their topic answers UNKNOWN_TOPIC_OR_PARTITION,
-        or the topic exists without the partition (recreated with fewer). Every other partition
-        (the topic exists, or no clear answer) is kept at its last known position."""
-        if not unlisted:
-            return set()
-        described = self._lookup.confirm_topics({tp.topic for tp in unlisted})
-        gone = set()
-        for tp in unlisted:
-            if tp.topic not in described:
-                continue
-            partitions = described[tp.topic]
-            if partitions is None or tp.partition not in partitions:
-                gone.add(tp)
-        kept = set(unlisted) - gone
-        if kept:
-            logger.warning(
-                "a metadata refresh left out %s, but the broker still has them: kept at their "
-                "last known positions",
-                format_partitions(kept),
-            )
-        if gone:
-            logger.warning("the broker confirms %s deleted", format_partitions(gone))
-        return gone
-
-    def _discover(
-        self, known: Collection[TopicPartitionId], strict: bool = True
-    ) -> list[TopicPartitionId]:
-        """The partitions the subscription covers now, sorted. A topic (or assigned partition)
-        that does not exist and was never read raises TopicNotFoundError once
-        ``fetchOffset.numRetries`` lookups ``fetchOffset.retryIntervalMs`` apart did not find it
-        (as Spark does; with ``strict=False`` it is only logged). One read before (in
-        ``known``) that the listing leaves out stays unless the broker confirms it deleted
-        (:meth:`_confirmed_gone`); planning reports those lost."""
-        attempts = self._options.fetch_offset_num_retries
-        for attempt in range(1, attempts + 1):
-            covered, missing = self._covered(self._lookup.topics(), known)
-            if missing is None or attempt == attempts:
-                break
-            time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
-        if missing is not None:
-            message = (
-                f"{missing} do(es) not exist on Kafka at {self._options.kafka.bootstrap_servers}"
-            )
-            if strict:
-                raise TopicNotFoundError(message)
-            logger.warning("%s; reading the partitions that exist", message)
-        listed = set(covered)
-        unlisted = [tp for tp in known if tp not in listed and self._subscribed(tp)]
-        return sorted(listed | (set(unlisted) - self._confirmed_gone(unlisted)))
-
-    def _latest_positions(
-        self, known: Mapping[TopicPartitionId, int]
-    ) -> dict[TopicPartitionId, int]:
-        """Latest offsets (last stable offsets with read_committed) of the current partitions,
-        re-fetched (fetchOffset.numRetries) while one is below a known position: a stale
-        leader can answer with an old end offset (KAFKA-7703, as Spark handles it)."""
-        tps = self._discover(known)
-        latest = self._lookup.latest(tps)
-        for _ in range(1, self._options.fetch_offset_num_retries):
-            behind = [tp for tp, off in latest.items() if off < known.get(tp, off)]
-            if not behind:
-                break
-            logger.warning(
-                "latest offsets of %s are below the query's positions; fetching again",
-                format_partitions(behind),
-            )
-            time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
-            latest = self._lookup.latest(tps)
-        return latest
-
     # --- the starting position --------------------------------------------------------------
-
-    def _resolve_timestamps(
-        self, timestamps: Mapping[TopicPartitionId, int], option: str
-    ) -> dict[TopicPartitionId, int]:
-        found = self._lookup.offsets_for_times(timestamps)
-        unmatched = [tp for tp, off in found.items() if off is None]
-        if unmatched and self._options.no_match_strategy is NoMatchStrategy.ERROR:
-            tp = sorted(unmatched)[0]
-            raise OptionError(
-                f"option '{option}': no record at or after timestamp {timestamps[tp]} in {tp} "
-                "(set startingOffsetsByTimestampStrategy=latest to start such partitions at their "
-                "latest offset)"
-            )
-        latest = self._lookup.latest(unmatched)
-        return {tp: latest[tp] if off is None else off for tp, off in found.items()}
-
-    def _check_named(
-        self, named: Collection[TopicPartitionId], tps: Collection[TopicPartitionId], option: str
-    ) -> None:
-        if set(named) != set(tps):
-            raise OptionError(
-                f"option '{option}' must name every partition the query reads (-2: earliest, "
-                f"-1: latest); named: {format_partitions(named)}; "
-                f"partitions: {format_partitions(tps)}"
-            )
-
-    def _resolve_ending(
-        self, tps: Collection[TopicPartitionId], starts: Mapping[TopicPartitionId, int]
-    ) -> dict[TopicPartitionId, int] | None:
-        """The exclusive end of every partition of a bounded query (endingTimestamp >
-        endingOffsetsByTimestamp > endingOffsets, as in Spark), or None when unbounded. A
-        timestamp no record reaches ends at the latest offset (as in Spark). An end below the
-        start is an OptionError."""
-        end = self._options.ending
-        if end is None:
-            return None
-        if isinstance(end, LatestEnd):
-            ending = self._lookup.latest(tps)
-        elif isinstance(end, OffsetsEnd):
-            self._check_named(end.positions, tps, "endingOffsets")
-            wanted = end.positions
-            ending = {tp: p for tp, p in wanted.items() if isinstance(p, int)}
-            ending.update(
-                self._lookup.latest([tp for tp in wanted if wanted[tp] is Boundary.LATEST])
-            )
-        else:
-            if isinstance(end, TimestampEnd):
-                timestamps = {tp: end.timestamp_ms for tp in tps}
-            else:
-                assert isinstance(end, PartitionTimestampsEnd)
-                self._check_named(end.timestamps, tps, "endingOffsetsByTimestamp")
-                timestamps = dict(end.timestamps)
-            found = self._lookup.offsets_for_times(timestamps)
-            latest = self._lookup.latest([tp for tp, off in found.items() if off is None])
-            ending = {tp: latest[tp] if off is None else off for tp, off in found.items()}
-        below = sorted(tp for tp in ending if tp in starts and ending[tp] < starts[tp])
-        if below:
-            detail = ", ".join(f"{tp}: start {starts[tp]}, end {ending[tp]}" for tp in below)
-            raise OptionError(f"the ending offset is below the starting offset for {detail}")
-        logger.info("ending offsets (exclusive): %s", ending)
-        return ending
 
     def initialOffset(self) -> dict[str, Any]:
         """The starting position of a new query (startingTimestamp > startingOffsetsByTimestamp >
@@ -312,33 +135,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def resolve_range(
         self,
     ) -> tuple[dict[TopicPartitionId, int], dict[TopicPartitionId, int] | None]:
-        """(starting positions, exclusive ends or None) of every partition the query reads."""
-        tps = self._discover(())
-        start = self._options.starting
-        if isinstance(start, EarliestStart):
-            positions = self._lookup.earliest(tps)
-        elif isinstance(start, LatestStart):
-            positions = self._lookup.latest(tps)
-        elif isinstance(start, OffsetsStart):
-            self._check_named(start.positions, tps, "startingOffsets")
-            wanted = start.positions
-            positions = {tp: p for tp, p in wanted.items() if isinstance(p, int)}
-            positions.update(
-                self._lookup.earliest([tp for tp in wanted if wanted[tp] is Boundary.EARLIEST])
-            )
-            positions.update(
-                self._lookup.latest([tp for tp in wanted if wanted[tp] is Boundary.LATEST])
-            )
-        elif isinstance(start, TimestampStart):
-            positions = self._resolve_timestamps(
-                {tp: start.timestamp_ms for tp in tps}, "startingTimestamp"
-            )
-        else:
-            assert isinstance(start, PartitionTimestampsStart)
-            self._check_named(start.timestamps, tps, "startingOffsetsByTimestamp")
-            positions = self._resolve_timestamps(start.timestamps, "startingOffsetsByTimestamp")
-        logger.info("initial offsets: %s", positions)
-        return positions, self._resolve_ending(tps, positions)
+        """(starting positions, exclusive ends or None) of every partition the query reads
+        (:func:`~unaligned.source.position_resolution.resolve_range`)."""
+        return resolve_range(self._options, self._lookup)
 
     # --- admission control -----------------------------------------------------------------
 
@@ -389,10 +188,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         unlisted = [
             tp
             for tp in known
-            if tp not in target and tp not in self._target_dropped and self._subscribed(tp)
+            if tp not in target
+            and tp not in self._target_dropped
+            and subscribed(self._options.subscription, tp)
         ]
         if unlisted:
-            gone = self._confirmed_gone(unlisted)
+            gone = confirmed_gone(self._lookup, unlisted)
             self._target_dropped |= gone
             target.update(self._lookup.latest([tp for tp in unlisted if tp not in gone]))
 
@@ -409,7 +210,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._extend_target(begin.positions)
             latest = dict(self._available_now_target)
         else:
-            latest = self._latest_positions(begin.positions)
+            latest = latest_positions(self._options, self._lookup, begin.positions)
         if begin.ending is not None:
             latest = self._bounded(begin, latest)
         self._latest = latest
@@ -490,7 +291,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         error yet (a new query's ``initialOffset()`` raises TopicNotFoundError for it), and a
         known partition this listing leaves out joins the target in :meth:`latestOffset`
         unless the broker confirms it deleted."""
-        self._available_now_target = self._lookup.latest(self._discover((), strict=False))
+        self._available_now_target = self._lookup.latest(
+            discover(self._options, self._lookup, (), strict=False)
+        )
         logger.info("Trigger.AvailableNow target offsets: %s", self._available_now_target)
 
     # --- planning ---------------------------------------------------------------------------
@@ -550,7 +353,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         topics = self._lookup.topics() if finish.positions else {}
         unlisted = [tp for tp in finish.positions if tp.partition not in topics.get(tp.topic, ())]
-        vanished = self._confirmed_gone(unlisted)
+        vanished = confirmed_gone(self._lookup, unlisted)
         existing = [tp for tp in finish.positions if tp not in vanished]
         if vanished:
             on_data_loss(

@@ -1,0 +1,98 @@
+"""A fake broker for the driver-side source code: :class:`FakeLookup` answers as
+:class:`~unaligned.kafka.connections.OffsetLookup` does (listings, metadata confirmations,
+earliest / latest offsets), :class:`TimedLookup` also answers timestamp lookups. Shared by
+``tests/source/test_stream_reader.py`` and ``tests/source/test_position_resolution.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka.partitions import TopicPartitionId
+
+TP = TopicPartitionId
+
+
+class FakeLookup:
+    """The broker as :class:`~unaligned.kafka.connections.OffsetLookup` answers for it.
+
+    ``partitions[topic]`` lists what exists; ``ends`` / ``starts`` are latest / earliest offsets
+    (default 0). :meth:`flake_next_listing` makes the next :meth:`topics` calls leave things out
+    while the topic still exists (a broker with stale metadata); :meth:`confirm_topics` answers
+    from the truth, like a direct metadata request. Offsets of a topic that does not exist
+    cannot be looked up (the real client would time out)."""
+
+    def __init__(self, partitions: Mapping[str, int]) -> None:
+        self.partitions = {topic: list(range(n)) for topic, n in partitions.items()}
+        self.ends: dict[TopicPartitionId, int] = {}
+        self.starts: dict[TopicPartitionId, int] = {}
+        self.flakes: list[tuple[set[str], set[TopicPartitionId]]] = []
+        self.unclear: set[str] = set()
+        self.confirmed: list[list[str]] = []
+        self.listings = 0
+
+    def flake_next_listing(
+        self, topics: Iterable[str] = (), partitions: Iterable[TopicPartitionId] = ()
+    ) -> None:
+        self.flakes.append((set(topics), set(partitions)))
+
+    def delete(self, topic: str) -> None:
+        del self.partitions[topic]
+
+    def topics(self) -> dict[str, list[int]]:
+        self.listings += 1
+        topics, tps = self.flakes.pop(0) if self.flakes else (set(), set())
+        return {
+            t: [p for p in ps if TP(t, p) not in tps]
+            for t, ps in self.partitions.items()
+            if t not in topics
+        }
+
+    def confirm_topics(self, names: Iterable[str]) -> dict[str, tuple[int, ...] | None]:
+        wanted = sorted(set(names))
+        self.confirmed.append(wanted)
+        return {
+            t: tuple(self.partitions[t]) if t in self.partitions else None
+            for t in wanted
+            if t not in self.unclear
+        }
+
+    def _existing(self, tps: Iterable[TopicPartitionId]) -> list[TopicPartitionId]:
+        tps = list(tps)
+        missing = [tp for tp in tps if tp.partition not in self.partitions.get(tp.topic, ())]
+        if missing:
+            raise KafkaUnavailableError(f"offsets of {missing} looked up: the client times out")
+        return tps
+
+    def earliest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
+        return {tp: self.starts.get(tp, 0) for tp in self._existing(tps)}
+
+    def latest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
+        return {tp: self.ends.get(tp, 0) for tp in self._existing(tps)}
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int | None]:
+        raise AssertionError("not used here")
+
+    def close(self) -> None:
+        pass
+
+
+class TimedLookup(FakeLookup):
+    """FakeLookup that answers offsets_for_times from ``times`` (None: no record that late)."""
+
+    def __init__(self, partitions: Mapping[str, int]) -> None:
+        super().__init__(partitions)
+        self.times: dict[tuple[TopicPartitionId, int], int | None] = {}
+        self.latest_calls: list[list[TopicPartitionId]] = []
+
+    def latest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
+        tps = list(tps)
+        self.latest_calls.append(tps)
+        return super().latest(tps)
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, int | None]:
+        return {tp: self.times.get((tp, ts)) for tp, ts in timestamps.items()}
