@@ -1,11 +1,9 @@
 """``kafka.*`` options -> kafka-python keyword arguments, validated, with secrets redacted.
 
-Spark's Kafka source passes every ``kafka.<name>`` option to the Java client. This module maps
-the Java client's configuration names onto kafka-python's keyword arguments, rejects the names
-Spark's source rejects (with Spark's reasons), and rejects any name kafka-python has no
-equivalent for, so that a setting is never silently ignored. Error messages name the option
-(``kafka.<name>``) and never echo a secret value. Connecting with the result is
-:mod:`unaligned.kafka.connections`'s job.
+Spark passes every ``kafka.<name>`` option to the Java client; this module maps the Java names
+onto kafka-python's keyword arguments for consumers and producers, rejects what Spark rejects
+(with Spark's reasons) and what kafka-python has no equivalent for (never silently ignored).
+Messages name the option and never echo a secret. Connecting: :mod:`unaligned.kafka.connections`.
 
 Java name -> kafka-python, where the translation is not just dots to underscores:
 
@@ -19,11 +17,9 @@ Java name -> kafka-python, where the translation is not just dots to underscores
   ``ssl.keyfile``, ``ssl.crlfile`` are accepted too. JKS / PKCS12 stores cannot be read.
 
 Defaults that differ from kafka-python's: ``max.partition.fetch.bytes`` 8 MiB (one partition per
-reader, so bigger fetches mean fewer round trips), ``allow.auto.create.topics`` false (reading
-never creates a topic), ``retry.backoff.ms`` 10 (kafka-python idles that long in ``poll()``),
-and ``check.crcs`` false unless the ``crc32c`` C extension is installed
-(kafka-python's pure-Python CRC-32C would cost most of the read throughput; set
-``kafka.check.crcs=true`` to force it).
+reader: fewer round trips), ``allow.auto.create.topics`` false, ``retry.backoff.ms`` 10
+(kafka-python idles that long in ``poll()``), and ``check.crcs`` false unless the ``crc32c`` C
+extension is installed (pure-Python CRC-32C would cost most of the read throughput).
 """
 
 from __future__ import annotations
