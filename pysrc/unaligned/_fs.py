@@ -88,13 +88,14 @@ def atomic_write(location: Location, data: bytes) -> None:
         stream.write(data)
     local = isinstance(fs, pafs.LocalFileSystem)
     if local:
-        _fsync_path(temporary)
+        fsync_path(temporary)
     fs.move(temporary, location.path)
     if local:
-        _fsync_path(parent)
+        fsync_path(parent)
 
 
-def _fsync_path(path: str) -> None:
+def fsync_path(path: str) -> None:
+    """fsync a local file or directory (a directory: so a rename in it survives a power cut)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -156,5 +157,5 @@ def create_exclusive(location: Location, data: bytes) -> bool:
         return False
     finally:
         os.unlink(temporary)
-    _fsync_path(parent)
+    fsync_path(parent)
     return True

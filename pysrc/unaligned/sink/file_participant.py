@@ -27,7 +27,6 @@ query is ever renamed, deleted or rewritten.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -37,7 +36,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, resolve_location
+from unaligned._fs import Location, fsync_path, resolve_location
 from unaligned.barriers.offset_log import read_query_id
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
@@ -241,7 +240,7 @@ class FileParticipant:
                 )
             progress(done)
         if items and isinstance(fs, pafs.LocalFileSystem):
-            _fsync_dir(output.path)
+            fsync_path(output.path)
 
     def _record_query_id(self, record: CommitRecord) -> str | None:
         """The query id the record's batch is published under: ``None`` (legacy names) when an
@@ -355,11 +354,3 @@ def _batch_dirs(output: Location, relative: str) -> list[tuple[int, str]]:
         for info in output.filesystem.get_file_info(selector)
         if info.type == pafs.FileType.Directory and info.base_name.isdigit()
     ]
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
