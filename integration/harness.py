@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from unaligned.testing import EmbeddedKafka
@@ -40,3 +40,22 @@ def wait_for_query(query: Any, condition: Callable[[], bool], what: str, timeout
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.2)
+
+
+def produce_skewed(
+    kafka: EmbeddedKafka,
+    topic: str,
+    counts: Sequence[int],
+    value_bytes: int = 1000,
+) -> dict[int, list[bytes]]:
+    """Produce ``counts[p]`` records of ``value_bytes`` bytes to partition ``p`` of ``topic``
+    (keys cycle over 7 values) and return the values per partition, in order: the skewed input
+    the unaligned-barrier tests throttle (partition 0 is usually the hot one)."""
+    expected: dict[int, list[bytes]] = {}
+    records = []
+    for partition, count in enumerate(counts):
+        values = [f"p{partition}-{i:05d}-".encode().ljust(value_bytes, b"x") for i in range(count)]
+        expected[partition] = values
+        records += [(partition, f"k{i % 7}".encode(), v, None, None) for i, v in enumerate(values)]
+    kafka.produce(topic, records)
+    return expected

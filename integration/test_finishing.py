@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import unaligned
-from harness import kafka_stream
+from harness import kafka_stream, produce_skewed
 from unaligned.barriers.metrics import read_metrics
 from unaligned.finishing import finished_batch
 from unaligned.kafka.transaction_states import list_transactional_ids
@@ -38,16 +38,7 @@ def test_bounded_input_ends_with_a_final_checkpoint_that_writes_pending_state(
     spark: Any, kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path, throttled: None
 ) -> None:
     topic, output = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS)
-    expected: dict[int, list[bytes]] = {}
-    records = []
-    for p in range(PARTITIONS):
-        values = [
-            f"p{p}-{i:05d}-".encode().ljust(VALUE_BYTES, b"x")
-            for i in range(HOT if p == 0 else COLD)
-        ]
-        expected[p] = values
-        records += [(p, f"k{i % 7}".encode(), v, None, None) for i, v in enumerate(values)]
-    kafka.produce(topic, records)
+    expected = produce_skewed(kafka, topic, [HOT] + [COLD] * (PARTITIONS - 1), VALUE_BYTES)
     total = sum(len(v) for v in expected.values())
     checkpoint = str(tmp_path / "checkpoint")
     prefix = f"fin-{tmp_path.name}"

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from harness import produce_skewed
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.barriers.metrics import read_metrics
 from unaligned.crash_points import session_process_groups
@@ -37,15 +38,8 @@ THROTTLE_BYTES_PER_S = 200_000
 
 
 def _produce_input(kafka: EmbeddedKafka, topic: str) -> dict[int, list[bytes]]:
-    expected: dict[int, list[bytes]] = {}
-    records = []
-    for partition in range(PARTITIONS):
-        count = HOT_RECORDS if partition == 0 else COLD_RECORDS
-        values = [f"p{partition}-{i:05d}-".encode().ljust(VALUE_BYTES, b"x") for i in range(count)]
-        expected[partition] = values
-        records += [(partition, f"k{i % 7}".encode(), v, None, None) for i, v in enumerate(values)]
-    kafka.produce(topic, records)
-    return expected
+    counts = [HOT_RECORDS] + [COLD_RECORDS] * (PARTITIONS - 1)
+    return produce_skewed(kafka, topic, counts, VALUE_BYTES)
 
 
 def _env(hint_dir: Path) -> dict[str, str]:

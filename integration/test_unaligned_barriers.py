@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness import kafka_stream
+from harness import kafka_stream, produce_skewed
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
@@ -34,15 +34,8 @@ THROTTLE_BYTES_PER_S = 200_000  # per producer (client id): the hot task needs a
 
 def _input(kafka: EmbeddedKafka, new_topic: Any) -> tuple[str, dict[int, list[bytes]]]:
     topic = new_topic(partitions=PARTITIONS)
-    expected: dict[int, list[bytes]] = {}
-    records = []
-    for partition in range(PARTITIONS):
-        count = HOT_RECORDS if partition == 0 else COLD_RECORDS
-        values = [f"p{partition}-{i:05d}-".encode().ljust(VALUE_BYTES, b"x") for i in range(count)]
-        expected[partition] = values
-        records += [(partition, f"k{i % 7}".encode(), v, None, None) for i, v in enumerate(values)]
-    kafka.produce(topic, records)
-    return topic, expected
+    counts = [HOT_RECORDS] + [COLD_RECORDS] * (PARTITIONS - 1)
+    return topic, produce_skewed(kafka, topic, counts, VALUE_BYTES)
 
 
 def _run(config: dict[str, Any], tmp_path: Path, crash_at: str | None = None) -> int:
