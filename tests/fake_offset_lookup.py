@@ -1,7 +1,8 @@
 """A fake broker for the driver-side source code: :class:`FakeLookup` answers as
 :class:`~unaligned.kafka.connections.OffsetLookup` does (listings, metadata confirmations,
-earliest / latest offsets), :class:`TimedLookup` also answers timestamp lookups. Shared by
-``tests/source/test_stream_reader.py`` and ``tests/source/test_position_resolution.py``."""
+earliest / latest offsets), :class:`TimedLookup` also answers timestamp lookups;
+:func:`reader_for` is a driver-side stream reader that asks one of them. Shared by the tests of
+the stream reader, of position resolution and of the source's side of stopping."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Iterable, Mapping
 
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.source.options import SourceOptions
+from unaligned.source.stream_reader import KafkaStreamReader
 
 TP = TopicPartitionId
 
@@ -96,3 +99,16 @@ class TimedLookup(FakeLookup):
         self, timestamps: Mapping[TopicPartitionId, int]
     ) -> dict[TopicPartitionId, int | None]:
         return {tp: self.times.get((tp, ts)) for tp, ts in timestamps.items()}
+
+
+def reader_for(lookup: FakeLookup, **options: str) -> KafkaStreamReader:
+    """A stream reader with these source options (earliest start by default) on ``lookup``."""
+    given = {
+        "kafka.bootstrap.servers": "broker:9092",
+        "startingOffsets": "earliest",
+        "fetchOffset.retryIntervalMs": "0",
+        **options,
+    }
+    reader = KafkaStreamReader(SourceOptions.parse(given))
+    reader._lookup = lookup  # type: ignore[assignment]
+    return reader

@@ -157,3 +157,21 @@ def test_metrics_prints_a_checkpoints_barriers_as_json_lines(
     assert cli.main(["metrics", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["batch_id"] for line in lines] == [0, 1]
+
+
+def test_stop_refuses_a_path_that_is_not_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["stop", str(tmp_path), "--drain"]) == 2
+    assert "is not a streaming query's checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "unaligned").exists()  # no request recorded
+
+
+def test_stop_that_nobody_honours_times_out_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UNALIGNED_IDLE_BARRIER_DIR", str(tmp_path / "hints"))
+    (tmp_path / "metadata").write_text('{"id":"q"}')
+    assert cli.main(["stop", str(tmp_path), "--timeout", "0.3"]) == 3
+    assert "no barrier of the query honoured the stop request" in capsys.readouterr().err
+    assert (tmp_path / "unaligned" / "stop.json").exists()

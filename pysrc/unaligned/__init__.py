@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource, register
-from unaligned.finishing import await_finished
+from unaligned.finishing import await_finished, stop
 
 if TYPE_CHECKING:
     import pyarrow
@@ -21,6 +21,7 @@ __all__ = [
     "await_finished",
     "register",
     "read_committed_files",
+    "stop",
 ]
 __version__ = "0.1.0"
 

@@ -16,8 +16,6 @@ import pyarrow.fs as pafs
 
 from unaligned.errors import OptionError
 
-_NUMBERED = re.compile(r"^(\d+)\.json$")
-
 
 @dataclass(frozen=True)
 class Location:
@@ -113,12 +111,15 @@ def read_bytes(location: Location) -> bytes | None:
         return None
 
 
-def numbered_files(directory: Location) -> list[int]:
-    """Sorted ``N`` of every ``N.json`` directly in ``directory`` (missing directory: none)."""
+def numbered_files(directory: Location, suffix: str = ".json") -> list[int]:
+    """Sorted ``N`` of every ``N<suffix>`` directly in ``directory`` (missing directory: none).
+
+    ``suffix=""`` lists Spark's offset and commit logs (files named ``0``, ``1``, ...)."""
+    numbered = re.compile(rf"^(\d+){re.escape(suffix)}$")
     selector = pafs.FileSelector(directory.path, allow_not_found=True, recursive=False)
     numbers = []
     for info in directory.filesystem.get_file_info(selector):
-        match = _NUMBERED.match(info.base_name)
+        match = numbered.match(info.base_name)
         if match and info.type == pafs.FileType.File:
             numbers.append(int(match.group(1)))
     return sorted(numbers)

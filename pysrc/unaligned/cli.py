@@ -168,6 +168,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "metrics", help="print a checkpoint's barrier metrics as JSON lines, oldest first"
     )
     metrics.add_argument("checkpoint", help="the query's checkpointLocation (path or URI)")
+    stop = sub.add_parser(
+        "stop",
+        help="stop a running query at its next barrier (a request under its checkpoint)",
+        description="Record a stop request under the checkpoint and wait until the query "
+        "honoured it: with --drain it reads up to the latest offsets of now and ends with its "
+        "final checkpoint; without, no batch runs after the current one. A query that waits in "
+        "unaligned.await_finished() then stops; any other stays idle until stopped.",
+    )
+    stop.add_argument("checkpoint", help="the query's checkpointLocation (path or URI)")
+    stop.add_argument("--drain", action="store_true", help="finish all input up to now first")
+    stop.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default: 600)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -182,7 +193,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(metrics_jsonl(args.checkpoint))
         return 0
+    if args.command == "stop":
+        return _stop(args.checkpoint, args.drain, args.timeout)
     parser.error(f"unknown command {args.command}")
+
+
+def _stop(checkpoint: str, drain: bool, timeout_s: float) -> int:
+    """``unaligned stop``: 0 once the stop completed, 2 for a path that is not a checkpoint of
+    a ``format("unaligned")`` query, 3 when it did not complete in time."""
+    from unaligned.errors import NotACheckpointError, StopTimeoutError
+    from unaligned.finishing.final_checkpoint import finished_batch, last_logged_batch
+    from unaligned.finishing.stop_request import request_stop
+    from unaligned.finishing.waiting import barrier_token, wait_for_stop
+
+    try:
+        barrier_token(checkpoint)
+    except NotACheckpointError as exc:
+        print(f"unaligned stop: {exc}", file=sys.stderr)
+        return 2
+    request = request_stop(checkpoint, drain)
+    print(f"stop requested (drain={drain}); waiting for the query's next barrier", flush=True)
+    try:
+        wait_for_stop(checkpoint, request, timeout_s)
+    except StopTimeoutError as exc:
+        print(f"unaligned stop: {exc}", file=sys.stderr)
+        return 3
+    if drain:
+        print(f"drained: final checkpoint {finished_batch(checkpoint)} committed; nothing is open")
+    else:
+        print(f"stopped after batch {last_logged_batch(checkpoint)}; nothing is open")
+    return 0
 
 
 if __name__ == "__main__":

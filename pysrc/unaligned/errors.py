@@ -115,6 +115,22 @@ class BarrierError(UnalignedError):
     """
 
 
+class NotACheckpointError(UnalignedError, ValueError):
+    """A path given as a query's checkpoint is not one a ``format("unaligned")`` query wrote.
+
+    The message names the path and what was missing (Spark's ``offsets/`` log with an offset
+    that carries a ``barrierToken``).
+    """
+
+
+class StopTimeoutError(UnalignedError, TimeoutError):
+    """A stop (``unaligned.stop`` or ``unaligned stop``) did not complete within its timeout.
+
+    The message says what it waited for and that the request stays recorded under the
+    checkpoint: the query honours it at its next barrier unless it is withdrawn.
+    """
+
+
 # --- test harness ---------------------------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from unaligned.channel_state.files import list_barrier_ids, list_state_files, qu
 from unaligned.channel_state.reader import read_all
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.channel_state.writer import ChannelStateWriter
+from unaligned.finishing.stop_request import linked_checkpoint
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
@@ -377,7 +378,8 @@ def test_hint_is_cleared_once_nothing_is_pending(options: SinkOptions, hint_dir:
     assert idle_barriers.read("tok1") == PendingHint(6, 5)
     after_barrier(options, decide(options, 7, {}), [message(7, 0)])
     assert idle_barriers.read("tok1") is None
-    assert not any(hint_dir.iterdir())
+    # only the link through which the source finds stop requests stays
+    assert [p.name for p in hint_dir.iterdir()] == ["tok1.checkpoint"]
 
 
 def test_hint_goes_to_every_source_token_and_only_to_tokens(
@@ -395,7 +397,13 @@ def test_hint_goes_to_every_source_token_and_only_to_tokens(
     )
     pending = state(options, 2, 0, 3, inline=True)
     after_barrier(options, decide(options, 2, {0: [pending]}), [message(2, 0, [pending])])
-    assert sorted(p.name for p in hint_dir.iterdir()) == ["tokA.json", "tokB.json"]
+    assert sorted(p.name for p in hint_dir.iterdir()) == [
+        "tokA.checkpoint",
+        "tokA.json",
+        "tokB.checkpoint",
+        "tokB.json",
+    ]
+    assert linked_checkpoint("tokA") == linked_checkpoint("tokB") == options.checkpoint_location
     assert idle_barriers.read("tokA") == idle_barriers.read("tokB") == PendingHint(2, 3)
 
 

@@ -176,10 +176,23 @@ def test_an_unbounded_offset_has_no_bounded_keys() -> None:
 def test_end_of_data_without_ending_is_rejected() -> None:
     with pytest.raises(OffsetFormatError, match="without ending"):
         KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "endOfData": True}, "x")
-    with pytest.raises(OffsetFormatError, match="endOfData must be"):
-        KafkaSourceOffset.from_json(
-            {"offsets": {}, "idleBarrier": 0, "ending": {}, "endOfData": "yes"}, "x"
-        )
+    with pytest.raises(OffsetFormatError, match="without ending"):
+        KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "drained": True}, "x")
+    for key in ("endOfData", "drained"):
+        with pytest.raises(OffsetFormatError, match="endOfData and drained must be"):
+            KafkaSourceOffset.from_json(
+                {"offsets": {}, "idleBarrier": 0, "ending": {}, key: "yes"}, "x"
+            )
+
+
+def test_a_drained_offset_round_trips_and_its_next_offsets_stay_drained() -> None:
+    tp = TopicPartitionId("a", 0)
+    drained = KafkaSourceOffset({tp: 5}, 0, "tok", None, {tp: 9}, drained=True)
+    as_json = drained.to_json()
+    assert as_json["drained"] is True and "endOfData" not in as_json
+    assert KafkaSourceOffset.from_json(as_json, "x") == drained
+    done = drained.next({tp: 9}, 0)
+    assert done.drained and done.to_json()["endOfData"] is True
 
 
 def test_the_initial_offset_carries_the_ending_and_a_rerun_first_batch_keeps_it() -> None:

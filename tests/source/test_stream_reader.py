@@ -10,28 +10,15 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from fake_offset_lookup import FakeLookup, TimedLookup
+from fake_offset_lookup import FakeLookup, TimedLookup, reader_for
 from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
 from unaligned.errors import DataLossError, TopicNotFoundError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import KafkaSourceOffset
-from unaligned.source.options import SourceOptions
 from unaligned.source.stream_reader import KafkaStreamReader
 
 TP = TopicPartitionId
-
-
-def reader_for(lookup: FakeLookup, **options: str) -> KafkaStreamReader:
-    given = {
-        "kafka.bootstrap.servers": "broker:9092",
-        "startingOffsets": "earliest",
-        "fetchOffset.retryIntervalMs": "0",
-        **options,
-    }
-    reader = KafkaStreamReader(SourceOptions.parse(given))
-    reader._lookup = lookup  # type: ignore[assignment]
-    return reader
 
 
 def offset(

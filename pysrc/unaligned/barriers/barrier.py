@@ -33,7 +33,7 @@ import pyarrow.fs as pafs
 from unaligned.barriers.idle import tokens_in
 from unaligned.barriers.offset_log import read_offset_log, read_query_id
 from unaligned.errors import OptionError
-from unaligned.finishing import end_of_data
+from unaligned.finishing.final_checkpoint import end_of_data
 
 logger = logging.getLogger(__name__)
 

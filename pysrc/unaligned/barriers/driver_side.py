@@ -28,7 +28,8 @@ from unaligned.channel_state.files import (
 )
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.errors import BarrierError
-from unaligned.finishing import end_of_data, mark_finished
+from unaligned.finishing.final_checkpoint import clear_stale_marker, end_of_data, mark_finished
+from unaligned.finishing.stop_request import link
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions, default_channel_state_path
 
@@ -155,7 +156,8 @@ def collect_channel_state_garbage(options: SinkOptions) -> None:
 def after_barrier(
     options: SinkOptions, record: CommitRecord, messages: Sequence[SinkCommitMessage]
 ) -> None:
-    """Metrics of the barrier, and the idle-barrier hint for the source (liveness only)."""
+    """Metrics of the barrier, the idle-barrier hint and the stop-request link for the source,
+    and the ``finished`` marker of a final checkpoint (finishing, step 3)."""
     entry = read_offset_log(options.checkpoint_location, record.batch_id)
     stats = [TaskBarrierStats.from_dict(dict(m.stats)) for m in messages if m.stats]
     if stats:
@@ -165,5 +167,8 @@ def after_barrier(
     hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
     for token in idle_barriers.tokens_in(source.offset for source in entry.sources):
         idle_barriers.publish(token, hint)
-    if not pending_rows and end_of_data([source.offset for source in entry.sources]):
+        link(token, options.checkpoint_location)
+    if not end_of_data([source.offset for source in entry.sources]):
+        clear_stale_marker(options.checkpoint_location, record.batch_id)
+    elif not pending_rows:
         mark_finished(options.checkpoint_location, record.batch_id)  # finishing, step 3

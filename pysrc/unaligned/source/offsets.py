@@ -190,8 +190,10 @@ class KafkaSourceOffset:
     """Where the query started (next offset to read per partition): set on the initial offset
     and on the end offset of the first batch, ``None`` on every later offset."""
     ending: Mapping[TopicPartitionId, int] | None = None
-    """Bounded input: the exclusive end per partition, fixed when the query first started;
-    ``None``: unbounded."""
+    """Bounded input: the exclusive end per partition, fixed when the query first started
+    (or frozen by a drain); ``None``: unbounded."""
+    drained: bool = False
+    """Whether ``ending`` was frozen by a drain (:mod:`unaligned.finishing.source_side`)."""
 
     @classmethod
     def initial(
@@ -221,6 +223,20 @@ class KafkaSourceOffset:
         """A bounded query whose every partition is finished."""
         return self.ending is not None and len(self.finished()) == len(self.ending)
 
+    def bounded(self, latest: Mapping[TopicPartitionId, int]) -> dict[TopicPartitionId, int]:
+        """A bounded query's latest positions: only the partitions of ``ending``, none past its
+        end, and finished partitions where they are (never looked at again)."""
+        assert self.ending is not None
+        finished = self.finished()
+        result: dict[TopicPartitionId, int] = {}
+        for tp, end in self.ending.items():
+            if tp in finished:
+                if tp in self.positions:
+                    result[tp] = self.positions[tp]
+            elif tp in latest:
+                result[tp] = min(latest[tp], end)
+        return result
+
     def next(
         self, positions: Mapping[TopicPartitionId, int], idle_barrier: int
     ) -> KafkaSourceOffset:
@@ -232,6 +248,7 @@ class KafkaSourceOffset:
             self.barrier_token,
             self.query_start if self.is_query_start() else None,
             self.ending,
+            self.drained,
         )
 
     def is_query_start(self) -> bool:
@@ -256,7 +273,11 @@ class KafkaSourceOffset:
             dict(start.positions),
         )
         return replace(
-            start, positions=self.query_start, query_start=self.query_start, ending=self.ending
+            start,
+            positions=self.query_start,
+            query_start=self.query_start,
+            ending=self.ending,
+            drained=self.drained,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -277,6 +298,8 @@ class KafkaSourceOffset:
             result["finished"] = finished
             if self.end_of_data():
                 result["endOfData"] = True
+            if self.drained:
+                result["drained"] = True
         return result
 
     @classmethod
@@ -312,14 +335,21 @@ class KafkaSourceOffset:
             _positions_from_json(value["ending"], what, "ending") if "ending" in value else None
         )
         end_of_data = value.get("endOfData", False)
-        if not isinstance(end_of_data, bool):
-            raise OffsetFormatError(f"{what}: endOfData must be true or false, got {end_of_data!r}")
-        if ending is None and ("finished" in value or end_of_data):
-            raise OffsetFormatError(f"{what}: finished / endOfData without ending: {value!r}")
-        return cls(positions, barrier, token, query_start, ending)
+        drained = value.get("drained", False)
+        if not isinstance(end_of_data, bool) or not isinstance(drained, bool):
+            raise OffsetFormatError(
+                f"{what}: endOfData and drained must be true or false, got {value!r}"
+            )
+        if ending is None and ("finished" in value or end_of_data or drained):
+            raise OffsetFormatError(
+                f"{what}: finished / endOfData / drained without ending: {value!r}"
+            )
+        return cls(positions, barrier, token, query_start, ending, drained)
 
 
-_OPTIONAL_KEYS = frozenset({"barrierToken", "queryStart", "ending", "finished", "endOfData"})
+_OPTIONAL_KEYS = frozenset(
+    {"barrierToken", "queryStart", "ending", "finished", "endOfData", "drained"}
+)
 
 
 def _positions_json(positions: Mapping[TopicPartitionId, int]) -> dict[str, dict[str, int]]:

@@ -56,6 +56,10 @@ partition carries ``"endOfData": true``; after it ``latestOffset`` returns its s
 batches, except the idle barriers that drain channel state the sink left pending), so a
 ``Trigger.AvailableNow`` query ends by itself. Spark never stops a processing-time query by
 itself: such a query idles once its input ended, until it is stopped.
+
+Stopping (:mod:`unaligned.finishing.source_side`): a stop request under the checkpoint makes
+the reader hold (no batch after the last one) or drain (freeze every end at the latest offsets
+and finish as bounded input, with ``"drained": true`` in the offsets).
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
+from unaligned.finishing.source_side import SourceStops
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
@@ -114,6 +119,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if options.target_batch_duration_ms is not None
             else None
         )
+        self._stops = SourceStops(bounded_by_options=options.ending is not None)
         self._available_now_target: dict[TopicPartitionId, int] | None = None
         self._target_dropped: set[TopicPartitionId] = set()
         self._latest: dict[TopicPartitionId, int] | None = None
@@ -202,8 +208,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``start`` itself when there is nothing new (Spark then plans no batch), unless an idle
         barrier is due: the sink left channel state pending, or this is the first call of a
         reader resuming from an earlier run's offset (see the module docstring)."""
-        begin = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
+        begin = self._stops.resumed(
+            KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
+        )
         resume_barrier = self._idle_barriers.start_of_run(self._resumed(begin))
+        request = self._stops.poll(begin)
+        if request is not None and not request[1].drain:
+            self._stops.hold(*request)
+        if self._stops.held:
+            return start
         if begin.end_of_data():
             latest = dict(begin.positions)
         elif self._available_now_target is not None:
@@ -211,8 +224,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = dict(self._available_now_target)
         else:
             latest = latest_positions(self._options, self._lookup, begin.positions)
+        draining = request is not None and not begin.end_of_data()
+        if request is not None:
+            begin = self._stops.drain(*request, begin, latest)
         if begin.ending is not None:
-            latest = self._bounded(begin, latest)
+            latest = begin.bounded(latest)
         self._latest = latest
         froms = dict(begin.positions)
         new = [tp for tp in latest if tp not in froms]
@@ -243,7 +259,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
         if end == dict(begin.positions):
             hinted = self._idle_barrier_due(begin)
-            if hinted or resume_barrier:
+            if hinted or resume_barrier or draining:
                 if resume_barrier:
                     logger.info(
                         "idle barrier: the first barrier after resuming from an earlier run "
@@ -252,23 +268,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return begin.next(begin.positions, begin.idle_barrier + 1).to_json()
             return start
         return begin.next(end, begin.idle_barrier).to_json()
-
-    @staticmethod
-    def _bounded(
-        begin: KafkaSourceOffset, latest: Mapping[TopicPartitionId, int]
-    ) -> dict[TopicPartitionId, int]:
-        """A bounded query's latest: only the partitions of ``ending``, none past its end, and
-        finished partitions where they are (never looked at again)."""
-        assert begin.ending is not None
-        finished = begin.finished()
-        bounded: dict[TopicPartitionId, int] = {}
-        for tp, end in begin.ending.items():
-            if tp in finished:
-                if tp in begin.positions:
-                    bounded[tp] = begin.positions[tp]
-            elif tp in latest:
-                bounded[tp] = min(latest[tp], end)
-        return bounded
 
     def _size_batch(
         self, froms: dict[TopicPartitionId, int], end: dict[TopicPartitionId, int]
@@ -306,6 +305,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A batch planned before any latestOffset is Spark re-running the last batch of an
         # earlier run: its sink commit publishes the idle-barrier hint on this host.
         self._idle_barriers.batch_planned()
+        self._stops.planned(finish)
         begin = finish.batch_start(passed)
         if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []

@@ -1,0 +1,143 @@
+"""A request to stop a running query, recorded under its checkpoint.
+
+``<checkpoint>/unaligned/stop.json``::
+
+    {"drain": true, "requestedAtMs": 1700000000000,
+     "honouredBy": "<reader id>", "honouredAtMs": 1700000000900}
+
+Written by :func:`unaligned.stop` or ``unaligned stop CHECKPOINT [--drain]`` (from any host);
+``honouredBy`` is added by the query's source when it acts on the request at a barrier. A
+request is acted on once: a source of a later run (another reader id) ignores a request an
+earlier run honoured, so a restart after a stop runs normally. A new request replaces the old.
+
+How the source finds it: Spark gives a Python source no checkpoint location, but its offsets
+carry the query's ``barrierToken``. The sink's driver side (which knows the checkpoint) and the
+stopper both *link* the token to the checkpoint in the driver-local hint directory of
+:mod:`unaligned.barriers.idle` (``<hint dir>/<token>.checkpoint``), and the source reads the
+request through that link, at most once per :data:`POLL_INTERVAL_S`. A stopper on another host
+cannot link; the sink's next barrier does it there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from unaligned._fs import Location, atomic_write, read_bytes, resolve_location
+from unaligned.barriers.idle import hint_dir
+
+logger = logging.getLogger(__name__)
+
+STOP_FILE = ("unaligned", "stop.json")
+POLL_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """Stop the query at its next barrier: with ``drain`` after finishing all input up to the
+    latest offsets of that moment (one final checkpoint), else right after that barrier."""
+
+    drain: bool
+    requested_at_ms: int
+    honoured_by: str | None = None
+    """The id of the source reader that acted on it; ``None`` while nobody has."""
+    honoured_at_ms: int | None = None
+
+    def to_json(self) -> bytes:
+        document: dict[str, object] = {"drain": self.drain, "requestedAtMs": self.requested_at_ms}
+        if self.honoured_by is not None:
+            document["honouredBy"] = self.honoured_by
+            document["honouredAtMs"] = self.honoured_at_ms
+        return json.dumps(document).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> StopRequest:
+        document = json.loads(data)
+        honoured_at = document.get("honouredAtMs")
+        return cls(
+            bool(document["drain"]),
+            int(document["requestedAtMs"]),
+            document.get("honouredBy"),
+            None if honoured_at is None else int(honoured_at),
+        )
+
+    def same_request(self, other: StopRequest) -> bool:
+        """Whether ``other`` is this request, honoured or not."""
+        return (self.drain, self.requested_at_ms) == (other.drain, other.requested_at_ms)
+
+
+def _location(checkpoint_location: str) -> Location:
+    return resolve_location(checkpoint_location).child(*STOP_FILE)
+
+
+def request_stop(checkpoint_location: str, drain: bool) -> StopRequest:
+    """Record a new stop request (replacing any earlier one) and return it."""
+    request = StopRequest(drain, int(time.time() * 1000))
+    atomic_write(_location(checkpoint_location), request.to_json())
+    logger.info("stop requested (drain=%s) under %s", drain, checkpoint_location)
+    return request
+
+
+def read_request(checkpoint_location: str) -> StopRequest | None:
+    """The recorded request, or ``None``. An unreadable file is ignored with a warning: a
+    half-written request never stops a query."""
+    data = read_bytes(_location(checkpoint_location))
+    if data is None:
+        return None
+    try:
+        return StopRequest.from_json(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        logger.warning("ignoring unreadable stop request under %s: %r", checkpoint_location, exc)
+        return None
+
+
+def mark_honoured(checkpoint_location: str, request: StopRequest, reader_id: str) -> StopRequest:
+    """The source acts on ``request``: record which reader did (atomic rewrite)."""
+    honoured = replace(request, honoured_by=reader_id, honoured_at_ms=int(time.time() * 1000))
+    atomic_write(_location(checkpoint_location), honoured.to_json())
+    logger.info("stop request honoured (drain=%s) by reader %s", request.drain, reader_id)
+    return honoured
+
+
+def withdraw(checkpoint_location: str, request: StopRequest) -> None:
+    """Remove the recorded request if it is still ``request`` (not a newer one)."""
+    current = read_request(checkpoint_location)
+    if current is not None and current.same_request(request):
+        location = _location(checkpoint_location)
+        location.filesystem.delete_file(location.path)
+
+
+# --- the driver-local link from a barrier token to its checkpoint ----------------------------
+
+
+def _link_path(token: str) -> Path:
+    if not token.isalnum():
+        raise ValueError(f"barrier token {token!r} must be alphanumeric")
+    return hint_dir() / f"{token}.checkpoint"
+
+
+def link(token: str, checkpoint_location: str) -> None:
+    """Tell the source of ``token`` on this host where its query's checkpoint is."""
+    path = _link_path(token)
+    try:
+        if path.read_text() == checkpoint_location:
+            return
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
+    temp.write_text(checkpoint_location)
+    os.replace(temp, path)
+
+
+def linked_checkpoint(token: str) -> str | None:
+    """The checkpoint linked to ``token`` on this host, or ``None``."""
+    try:
+        return _link_path(token).read_text() or None
+    except OSError:
+        return None

@@ -1,0 +1,80 @@
+"""The final checkpoint's pieces: EndOfData in the offset log and the finished marker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unaligned.finishing.final_checkpoint import (
+    at_rest,
+    clear_stale_marker,
+    end_of_data,
+    finished_batch,
+    has_finished,
+    last_logged_batch,
+    mark_finished,
+)
+
+TOKEN = {"barrierToken": "t"}
+
+
+@pytest.mark.parametrize(
+    "offsets, expected",
+    [
+        ([{**TOKEN, "endOfData": True}], True),
+        ([{**TOKEN, "endOfData": True}, {**TOKEN, "endOfData": True}], True),
+        ([{**TOKEN, "endOfData": True}, {**TOKEN}], False),  # one source still has data
+        ([{**TOKEN}], False),
+        ([{"endOfData": True}], False),  # not a format("unaligned") offset
+        ([3, None, {**TOKEN, "endOfData": True}], True),  # other sources do not finish
+        ([], False),
+    ],
+)
+def test_end_of_data_needs_every_unaligned_source(offsets: list[object], expected: bool) -> None:
+    assert end_of_data(offsets) is expected
+
+
+def test_the_finished_marker_names_the_final_batch(tmp_path: Path) -> None:
+    assert finished_batch(str(tmp_path)) is None
+    mark_finished(str(tmp_path), 7)
+    mark_finished(str(tmp_path), 7)  # idempotent (a roll-forward after a crash)
+    assert finished_batch(str(tmp_path)) == 7
+
+
+def spark_logs(checkpoint: Path, planned: int, committed: int | None) -> None:
+    """Spark's offset log up to batch ``planned`` and commit log up to ``committed``."""
+    for directory, last in (("offsets", planned), ("commits", committed)):
+        (checkpoint / directory).mkdir(exist_ok=True)
+        for batch in range(0, -1 if last is None else last + 1):
+            (checkpoint / directory / str(batch)).write_text("v1\n{}")
+        (checkpoint / directory / f".{last}.crc").write_text("")  # Hadoop's checksum files
+
+
+def test_a_query_has_finished_once_spark_committed_its_final_batch_and_none_came_after(
+    tmp_path: Path,
+) -> None:
+    checkpoint = str(tmp_path)
+    spark_logs(tmp_path, planned=4, committed=3)
+    mark_finished(checkpoint, 4)
+    assert last_logged_batch(checkpoint) == 4
+    assert not at_rest(checkpoint) and not has_finished(checkpoint)  # Spark has not recorded it
+    spark_logs(tmp_path, planned=4, committed=4)
+    assert at_rest(checkpoint) and has_finished(checkpoint)
+    spark_logs(tmp_path, planned=5, committed=4)  # a later batch: the marker is stale
+    assert not has_finished(checkpoint)
+
+
+def test_a_later_barrier_removes_a_stale_marker_and_only_a_stale_one(tmp_path: Path) -> None:
+    checkpoint = str(tmp_path)
+    clear_stale_marker(checkpoint, 3)  # no marker: nothing to do
+    mark_finished(checkpoint, 4)
+    clear_stale_marker(checkpoint, 4)  # the final batch itself (an idle re-run)
+    assert finished_batch(checkpoint) == 4
+    clear_stale_marker(checkpoint, 5)
+    assert finished_batch(checkpoint) is None
+
+
+def test_a_checkpoint_without_spark_logs_is_at_rest_and_not_finished(tmp_path: Path) -> None:
+    assert last_logged_batch(str(tmp_path)) is None
+    assert at_rest(str(tmp_path)) and not has_finished(str(tmp_path))

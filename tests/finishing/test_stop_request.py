@@ -1,0 +1,75 @@
+"""Stop requests under the checkpoint, and the driver-local link through which the source
+finds them."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from unaligned.barriers.idle import HINT_DIR_ENV
+from unaligned.finishing.stop_request import (
+    STOP_FILE,
+    StopRequest,
+    link,
+    linked_checkpoint,
+    mark_honoured,
+    read_request,
+    request_stop,
+    withdraw,
+)
+
+
+@pytest.fixture(autouse=True)
+def hint_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "hints"
+    monkeypatch.setenv(HINT_DIR_ENV, str(directory))
+    return directory
+
+
+def test_a_request_is_recorded_honoured_once_and_replaced_by_a_newer_one(tmp_path: Path) -> None:
+    checkpoint = str(tmp_path / "ck")
+    assert read_request(checkpoint) is None
+    first = request_stop(checkpoint, drain=True)
+    assert read_request(checkpoint) == first and first.honoured_by is None
+    honoured = mark_honoured(checkpoint, first, "reader1")
+    read = read_request(checkpoint)
+    assert read == honoured and read.honoured_by == "reader1" and read.same_request(first)
+    assert read.honoured_at_ms is not None and read.honoured_at_ms >= first.requested_at_ms
+    second = request_stop(checkpoint, drain=False)
+    assert read_request(checkpoint) == second and not second.same_request(first)
+
+
+def test_withdraw_removes_only_the_same_request(tmp_path: Path) -> None:
+    checkpoint = str(tmp_path / "ck")
+    old = StopRequest(drain=True, requested_at_ms=1)
+    newer = request_stop(checkpoint, drain=False)
+    withdraw(checkpoint, old)
+    assert read_request(checkpoint) == newer  # somebody asked again: theirs stays
+    withdraw(checkpoint, newer)
+    assert read_request(checkpoint) is None
+    withdraw(checkpoint, newer)  # nothing there: no error
+
+
+def test_a_half_written_request_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path.joinpath("ck", *STOP_FILE)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"drain": tr')
+    with caplog.at_level(logging.WARNING):
+        assert read_request(str(tmp_path / "ck")) is None
+    assert "ignoring unreadable stop request" in caplog.text
+
+
+def test_the_link_names_the_checkpoint_of_a_token_on_this_host(hint_dir: Path) -> None:
+    assert linked_checkpoint("tok1") is None
+    link("tok1", "s3://bucket/ck")
+    link("tok1", "s3://bucket/ck")  # unchanged: not rewritten
+    assert linked_checkpoint("tok1") == "s3://bucket/ck"
+    link("tok1", "/other")
+    assert linked_checkpoint("tok1") == "/other"
+    assert sorted(p.name for p in hint_dir.iterdir()) == ["tok1.checkpoint"]
+    with pytest.raises(ValueError, match="alphanumeric"):
+        link("../x", "/ck")

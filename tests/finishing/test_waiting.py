@@ -1,0 +1,166 @@
+"""What users call: ``await_finished`` and ``stop``, against a checkpoint that a thread fills
+in the way Spark, the sink and the source would."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from unaligned.barriers.idle import HINT_DIR_ENV
+from unaligned.errors import NotACheckpointError, StopTimeoutError
+from unaligned.finishing.final_checkpoint import mark_finished
+from unaligned.finishing.stop_request import (
+    linked_checkpoint,
+    mark_honoured,
+    read_request,
+    request_stop,
+)
+from unaligned.finishing.waiting import await_finished, barrier_token, stop, wait_for_stop
+
+TOKEN = "tok"
+
+
+class FakeQuery:
+    def __init__(self) -> None:
+        self.isActive = True
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.isActive = False
+
+    def awaitTermination(self) -> None:
+        return None
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(HINT_DIR_ENV, str(tmp_path / "hints"))
+    root = tmp_path / "ck"
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    (root / "metadata").write_text('{"id":"q"}')
+    return root
+
+
+def plan(root: Path, batch: int, token: str | None = TOKEN) -> None:
+    offset = {"offsets": {"t": {"0": batch}}, "idleBarrier": 0}
+    if token is not None:
+        offset["barrierToken"] = token
+    lines = ["v1", json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 1}), json.dumps(offset)]
+    (root / "offsets" / str(batch)).write_text("\n".join(lines))
+
+
+def commit(root: Path, batch: int) -> None:
+    (root / "commits" / str(batch)).write_text("v1\n{}")
+
+
+def in_background(steps: Callable[[], None]) -> threading.Thread:
+    worker = threading.Thread(target=steps)
+    worker.start()
+    return worker
+
+
+def test_await_finished_stops_the_query_once_spark_committed_the_final_batch(
+    checkpoint: Path,
+) -> None:
+    query = FakeQuery()
+    plan(checkpoint, 4)
+
+    def finish_later() -> None:
+        time.sleep(0.3)
+        mark_finished(str(checkpoint), 4)
+        time.sleep(0.3)
+        assert not query.stopped  # the sink is done, but Spark has not recorded the batch yet
+        commit(checkpoint, 4)
+
+    worker = in_background(finish_later)
+    assert await_finished(query, str(checkpoint), timeout_s=30)
+    worker.join()
+    assert query.stopped
+
+
+def test_await_finished_times_out_and_leaves_the_query_running(checkpoint: Path) -> None:
+    query = FakeQuery()
+    assert not await_finished(query, str(checkpoint), timeout_s=0.3)
+    assert query.isActive and not query.stopped
+
+
+def test_await_finished_honours_a_stop_from_elsewhere_but_not_an_earlier_runs(
+    checkpoint: Path,
+) -> None:
+    plan(checkpoint, 0)
+    commit(checkpoint, 0)
+    earlier = mark_honoured(str(checkpoint), request_stop(str(checkpoint), False), "runBefore")
+    query = FakeQuery()
+    assert not await_finished(query, str(checkpoint), timeout_s=0.5)
+    assert read_request(str(checkpoint)) == earlier and query.isActive
+
+    def stop_from_cli() -> None:
+        request = request_stop(str(checkpoint), drain=False)
+        time.sleep(0.3)
+        mark_honoured(str(checkpoint), request, "thisRun")  # the source, at its barrier
+
+    worker = in_background(stop_from_cli)
+    assert await_finished(query, str(checkpoint), timeout_s=30)
+    worker.join()
+    assert query.stopped
+
+
+@pytest.mark.parametrize("drain", [True, False])
+def test_stop_returns_once_honoured_and_at_rest_and_withdraws_its_request(
+    checkpoint: Path, drain: bool
+) -> None:
+    plan(checkpoint, 0)
+    commit(checkpoint, 0)
+    plan(checkpoint, 1)  # batch 1 runs while the stop is asked for
+    query = FakeQuery()
+
+    def query_side() -> None:
+        while (request := read_request(str(checkpoint))) is None:
+            time.sleep(0.05)
+        assert linked_checkpoint(TOKEN) == str(checkpoint)  # the stopper linked it
+        time.sleep(0.3)
+        assert not query.stopped  # not honoured yet
+        commit(checkpoint, 1)
+        mark_honoured(str(checkpoint), request, "reader")
+        if drain:
+            time.sleep(0.3)
+            assert not query.stopped  # honoured, but the final checkpoint is still to come
+            plan(checkpoint, 2)
+            mark_finished(str(checkpoint), 2)
+            commit(checkpoint, 2)
+
+    worker = in_background(query_side)
+    stop(query, str(checkpoint), drain=drain, timeout_s=30)
+    worker.join()
+    assert query.stopped
+    assert read_request(str(checkpoint)) is None
+
+
+def test_a_stop_that_is_not_honoured_in_time_says_what_it_waited_for(checkpoint: Path) -> None:
+    plan(checkpoint, 0)
+    request = request_stop(str(checkpoint), drain=True)
+    with pytest.raises(StopTimeoutError, match="no barrier of the query honoured") as raised:
+        wait_for_stop(str(checkpoint), request, timeout_s=0.3)
+    assert "stop.json" in str(raised.value) and "withdraw" in str(raised.value)
+    mark_honoured(str(checkpoint), request, "reader")
+    with pytest.raises(StopTimeoutError, match="final checkpoint has not committed"):
+        wait_for_stop(str(checkpoint), request, timeout_s=0.3)
+    assert read_request(str(checkpoint)) is not None  # stays recorded
+
+
+def test_stop_refuses_a_path_that_is_not_a_checkpoint_of_ours(checkpoint: Path) -> None:
+    with pytest.raises(NotACheckpointError, match="no 'metadata' file"):
+        stop(FakeQuery(), str(checkpoint / "nope"), timeout_s=1)
+    assert barrier_token(str(checkpoint)) is None  # started, no batch planned yet
+    plan(checkpoint, 0, token=None)
+    with pytest.raises(NotACheckpointError, match="carry no barrierToken"):
+        barrier_token(str(checkpoint))
+    plan(checkpoint, 1)
+    assert barrier_token(str(checkpoint)) == TOKEN
