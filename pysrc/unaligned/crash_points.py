@@ -49,7 +49,7 @@ CRASH_MARKER_ENV = "UNALIGNED_CRASH_MARKER"
 
 
 class CrashPoint(str, enum.Enum):
-    """Where the sink can be killed. The protocol step each belongs to is in its name."""
+    """Where a query can be killed. The protocol step each belongs to is in its name."""
 
     TASK_AFTER_PRECOMMIT = "task_after_precommit"
     """Step 1 done in a task: its transaction / staging file is prepared, the message not sent."""
@@ -61,6 +61,9 @@ class CrashPoint(str, enum.Enum):
     """Step 2, after the first of several transactions / files of the batch was committed."""
     DRIVER_AFTER_SINK_COMMIT = "driver_after_sink_commit"
     """End of the sink's ``commit()``: done and cleaned up, but Spark has not recorded the batch."""
+    DRAIN_HONOURED = "drain_honoured"
+    """The source recorded a drain request as honoured; Spark has not logged the offsets with
+    the frozen end yet (driver, in ``latestOffset``)."""
     RECOVERY = "recovery"
     """Step 3: after the first of several items of a batch that recovery rolls forward (armed
     as ``recovery@<that batch>``), or at the end of recovery (only when armed without a batch)."""

@@ -14,7 +14,13 @@ from fake_offset_lookup import FakeLookup, reader_for
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.finishing.final_checkpoint import finished_batch, mark_finished
 from unaligned.finishing.source_side import SourceStops
-from unaligned.finishing.stop_request import link, read_request, request_stop
+from unaligned.finishing.stop_request import (
+    link,
+    mark_completed,
+    mark_honoured,
+    read_request,
+    request_stop,
+)
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.stream_reader import KafkaStreamReader
@@ -148,3 +154,32 @@ def test_requests_are_read_at_most_once_per_poll_interval(checkpoint: str) -> No
     now[0] = 1.0
     seen = stops.poll(begin)
     assert seen is not None and seen[0] == checkpoint and not seen[1].drain
+
+
+def test_a_drain_an_earlier_run_honoured_but_never_logged_is_honoured_again(
+    checkpoint: str,
+) -> None:
+    request = request_stop(checkpoint, drain=True)
+    mark_honoured(checkpoint, request, "crashedRun")  # killed before Spark logged the offsets
+    start = at({0: 100}).to_json()
+    end = started(broker({0: 400}), start).latestOffset(start, ALL)
+    assert end["ending"] == {"t": {"0": 400}} and end["drained"] is True
+    again = read_request(checkpoint)
+    assert again is not None and again.honoured_by not in (None, "crashedRun")
+
+
+def test_a_drain_that_reached_the_offset_log_or_completed_is_not_honoured_again(
+    checkpoint: str,
+) -> None:
+    request = mark_honoured(checkpoint, request_stop(checkpoint, drain=True), "earlierRun")
+    middle = at({0: 150}, ending={TP("t", 0): 200}, drained=True).to_json()
+    end = started(broker({0: 700}), middle).latestOffset(middle, ALL)
+    assert end["ending"] == {"t": {"0": 200}}  # the logged freeze, not the latest offsets
+    assert read_request(checkpoint) == request
+
+    mark_completed(checkpoint, 9)  # the sink, once the final checkpoint committed
+    resumed = at({0: 200}).to_json()  # a later run that read on
+    end = started(broker({0: 700}), resumed).latestOffset(resumed, ALL)
+    assert end["offsets"] == {"t": {"0": 700}} and "ending" not in end
+    completed = read_request(checkpoint)
+    assert completed is not None and completed.completed_batch == 9

@@ -29,7 +29,7 @@ from unaligned.channel_state.files import (
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.errors import BarrierError
 from unaligned.finishing.final_checkpoint import clear_stale_marker, end_of_data, mark_finished
-from unaligned.finishing.stop_request import link
+from unaligned.finishing.stop_request import link, mark_completed
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions, default_channel_state_path
 
@@ -172,3 +172,4 @@ def after_barrier(
         clear_stale_marker(options.checkpoint_location, record.batch_id)
     elif not pending_rows:
         mark_finished(options.checkpoint_location, record.batch_id)  # finishing, step 3
+        mark_completed(options.checkpoint_location, record.batch_id)

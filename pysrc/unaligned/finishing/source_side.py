@@ -14,6 +14,10 @@ One :class:`SourceStops` per driver-side reader (one per query run). At every
   (:mod:`.final_checkpoint`). A drain of a query whose input already ended only records that
   it was honoured.
 
+A request is acted on once per run. A stop without drain honoured by an earlier run is spent (that
+run stopped). A drain honoured by an earlier run that never completed and whose frozen end never
+reached Spark's offset log (a crash in between) is honoured again, at the latest offsets of then.
+
 A drained end lasts as long as the drain: a run that starts from the committed EndOfData
 offset of a drain it never saw (the drain completed in an earlier run) drops the frozen end and
 reads on, unbounded, unless the run itself was given an end (``endingOffsets`` & co.). A run
@@ -29,6 +33,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from unaligned import crash_points
+from unaligned.crash_points import CrashPoint
 from unaligned.finishing.final_checkpoint import remove_marker
 from unaligned.finishing.stop_request import (
     POLL_INTERVAL_S,
@@ -85,9 +91,21 @@ class SourceStops:
         if checkpoint is None:
             return None
         request = read_request(checkpoint)
-        if request is None or request.honoured_by is not None:
-            return None  # none, or acted on already (by this run or an earlier one)
+        if request is None or not self._to_act_on(request, begin):
+            return None
         return checkpoint, request
+
+    def _to_act_on(self, request: StopRequest, begin: KafkaSourceOffset) -> bool:
+        """Not yet honoured; or a drain an earlier run honoured that never reached Spark's
+        offset log (``begin`` is not drained) and never completed: it is honoured again."""
+        if request.honoured_by is None:
+            return True
+        return (
+            request.drain
+            and request.honoured_by != self._reader_id
+            and request.completed_batch is None
+            and not begin.drained
+        )
 
     def hold(self, checkpoint: str, request: StopRequest) -> None:
         """Honour a stop without drain: plan no batch from now on."""
@@ -109,6 +127,7 @@ class SourceStops:
             return begin
         remove_marker(checkpoint)  # a marker of an earlier final checkpoint is stale now
         mark_honoured(checkpoint, request, self._id())
+        crash_points.reach(CrashPoint.DRAIN_HONOURED)
         self._saw_drain = True
         if begin.ending is None:
             ending = dict(latest)

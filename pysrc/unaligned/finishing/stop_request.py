@@ -3,12 +3,12 @@
 ``<checkpoint>/unaligned/stop.json``::
 
     {"drain": true, "requestedAtMs": 1700000000000,
-     "honouredBy": "<reader id>", "honouredAtMs": 1700000000900}
+     "honouredBy": "<reader id>", "honouredAtMs": 1700000000900, "completedBatchId": 12}
 
 Written by :func:`unaligned.stop` or ``unaligned stop CHECKPOINT [--drain]`` (from any host);
-``honouredBy`` is added by the query's source when it acts on the request at a barrier. A
-request is acted on once: a source of a later run (another reader id) ignores a request an
-earlier run honoured, so a restart after a stop runs normally. A new request replaces the old.
+``honouredBy`` is added by the query's source when it acts on the request at a barrier, and
+``completedBatchId`` by the sink when a drain's final checkpoint has committed. Which requests a
+later run acts on again is in :mod:`.source_side`. A new request replaces the old.
 
 How the source finds it: Spark gives a Python source no checkpoint location, but its offsets
 carry the query's ``barrierToken``. The sink's driver side (which knows the checkpoint) and the
@@ -47,23 +47,29 @@ class StopRequest:
     honoured_by: str | None = None
     """The id of the source reader that acted on it; ``None`` while nobody has."""
     honoured_at_ms: int | None = None
+    completed_batch: int | None = None
+    """A drain's final checkpoint, once it committed (written by the sink's driver side)."""
 
     def to_json(self) -> bytes:
         document: dict[str, object] = {"drain": self.drain, "requestedAtMs": self.requested_at_ms}
         if self.honoured_by is not None:
             document["honouredBy"] = self.honoured_by
             document["honouredAtMs"] = self.honoured_at_ms
+        if self.completed_batch is not None:
+            document["completedBatchId"] = self.completed_batch
         return json.dumps(document).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> StopRequest:
         document = json.loads(data)
         honoured_at = document.get("honouredAtMs")
+        completed = document.get("completedBatchId")
         return cls(
             bool(document["drain"]),
             int(document["requestedAtMs"]),
             document.get("honouredBy"),
             None if honoured_at is None else int(honoured_at),
+            None if completed is None else int(completed),
         )
 
     def same_request(self, other: StopRequest) -> bool:
@@ -102,6 +108,15 @@ def mark_honoured(checkpoint_location: str, request: StopRequest, reader_id: str
     atomic_write(_location(checkpoint_location), honoured.to_json())
     logger.info("stop request honoured (drain=%s) by reader %s", request.drain, reader_id)
     return honoured
+
+
+def mark_completed(checkpoint_location: str, batch_id: int) -> None:
+    """The final checkpoint ``batch_id`` committed: a honoured drain is complete (the sink's
+    driver side, finishing step 3)."""
+    request = read_request(checkpoint_location)
+    if request is not None and request.drain and request.honoured_by is not None:
+        done = replace(request, completed_batch=batch_id)
+        atomic_write(_location(checkpoint_location), done.to_json())
 
 
 def withdraw(checkpoint_location: str, request: StopRequest) -> None:
