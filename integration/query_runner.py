@@ -64,6 +64,11 @@ Optional keys for real-cluster fault tests (``integration/test_cluster_faults.py
     Path of a file that gets the driver's scheduler log at INFO (``DAGScheduler``,
     ``TaskSetManager``, ``TaskSchedulerImpl``, standalone executor events): task starts with
     ``stage.attempt`` numbers, speculation, fetch failures and stage resubmissions.
+``until``
+    With a processing-time ``trigger``: ``"finished"`` waits in ``unaligned.await_finished``
+    (bounded input, or a drain honoured at restart); ``"drain"`` / ``"stop"`` call
+    ``unaligned.stop(query, checkpoint, drain=...)`` once ``stop_after_rows`` input rows went
+    through (the summary gets ``stop_s``, the time the stop took). ``timeout_s`` bounds both.
 ``status_file``
     Path of a JSON file written once the session is up: ``app_id``, ``driver_pid`` (the
     runner), ``session`` (its session id), ``spark_home``, ``master``.
@@ -202,6 +207,30 @@ def _await_rows(query: Any, config: dict[str, Any]) -> None:
     query.stop()
 
 
+def _until(query: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """``until``: ``finished`` (``unaligned.await_finished``), or ``drain`` / ``stop``
+    (``unaligned.stop`` with or without drain once ``stop_after_rows`` rows went through)."""
+    import unaligned
+
+    timeout = float(config.get("timeout_s", 240))
+    checkpoint = config["checkpoint"]
+    if config["until"] == "finished":
+        if not unaligned.await_finished(query, checkpoint, timeout_s=timeout):
+            raise TimeoutError(f"the query did not finish within {timeout} s")
+        return {"finished": True}
+    target = int(config["stop_after_rows"])
+    deadline = time.monotonic() + timeout
+    while sum(p["numInputRows"] for p in query.recentProgress) < target:
+        if query.exception() is not None:
+            raise query.exception()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {target} rows after {timeout} s")
+        time.sleep(0.2)
+    asked = time.monotonic()
+    unaligned.stop(query, checkpoint, drain=config["until"] == "drain", timeout_s=timeout)
+    return {"stop_s": round(time.monotonic() - asked, 2)}
+
+
 def main(config: dict[str, Any]) -> int:
     os.environ["UNALIGNED_CRASH_SESSION"] = str(os.getsid(0))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -290,7 +319,11 @@ def main(config: dict[str, Any]) -> int:
         writer = writer.option(key, value)
     trigger = config.get("trigger", "availableNow")
     writer = writer.option("checkpointLocation", config["checkpoint"]).queryName("crash_runner")
-    if trigger == "availableNow":
+    ending: dict[str, Any] = {}
+    if config.get("until"):
+        query = writer.trigger(processingTime=trigger).start()
+        ending = _until(query, config)
+    elif trigger == "availableNow":
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
     else:
@@ -303,6 +336,7 @@ def main(config: dict[str, Any]) -> int:
         "rows": [p["numInputRows"] for p in progress],
         "duration_ms": [p["durationMs"] for p in progress],
         "seconds": round(time.monotonic() - started, 1),
+        **ending,
     }
     spark.stop()
     print(json.dumps(summary), flush=True)

@@ -183,3 +183,14 @@ def test_a_drain_that_reached_the_offset_log_or_completed_is_not_honoured_again(
     assert end["offsets"] == {"t": {"0": 700}} and "ending" not in end
     completed = read_request(checkpoint)
     assert completed is not None and completed.completed_batch == 9
+
+
+def test_a_restart_of_a_finished_query_plans_no_batch_not_even_a_resume_barrier(
+    checkpoint: str,
+) -> None:
+    finished = at({0: 200}, ending={TP("t", 0): 200}).to_json()
+    reader = reader_for(broker({0: 700}), subscribe="t", endingOffsets="latest")
+    assert reader.latestOffset(finished, ALL) == finished
+    unfinished = at({0: 100}).to_json()  # for contrast: a resumed run forces one barrier
+    resumed = reader_for(broker({0: 100}), subscribe="t").latestOffset(unfinished, ALL)
+    assert resumed["idleBarrier"] == 1

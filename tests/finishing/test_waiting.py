@@ -29,6 +29,8 @@ class FakeQuery:
     def __init__(self) -> None:
         self.isActive = True
         self.stopped = False
+        self.lastProgress: dict[str, object] | None = None
+        self.status = {"message": "Initializing sources"}
 
     def stop(self) -> None:
         self.stopped = True
@@ -72,6 +74,8 @@ def test_await_finished_stops_the_query_once_spark_committed_the_final_batch(
     query = FakeQuery()
     plan(checkpoint, 4)
 
+    query.lastProgress = {"batchId": 4}
+
     def finish_later() -> None:
         time.sleep(0.3)
         mark_finished(str(checkpoint), 4)
@@ -83,6 +87,18 @@ def test_await_finished_stops_the_query_once_spark_committed_the_final_batch(
     assert await_finished(query, str(checkpoint), timeout_s=30)
     worker.join()
     assert query.stopped
+
+
+def test_await_finished_waits_for_the_first_trigger_of_a_run_before_trusting_the_marker(
+    checkpoint: Path,
+) -> None:
+    plan(checkpoint, 4)
+    commit(checkpoint, 4)
+    mark_finished(str(checkpoint), 4)  # an earlier run's drain: this run may read on
+    query = FakeQuery()
+    assert not await_finished(query, str(checkpoint), timeout_s=0.4)
+    query.status = {"message": "Waiting for data to arrive"}  # the source planned no batch
+    assert await_finished(query, str(checkpoint), timeout_s=5) and query.stopped
 
 
 def test_await_finished_times_out_and_leaves_the_query_running(checkpoint: Path) -> None:

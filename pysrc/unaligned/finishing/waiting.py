@@ -55,7 +55,8 @@ def await_finished(query: Any, checkpoint_location: str, timeout_s: float | None
     before = read_request(checkpoint_location)
     earlier = before if before is not None and before.honoured_by is not None else None
     while True:
-        if has_finished(checkpoint_location) or _stop_honoured(checkpoint_location, earlier):
+        finished = has_finished(checkpoint_location) and _planned_once(query)
+        if finished or _stop_honoured(checkpoint_location, earlier):
             query.stop()
             return True
         if not query.isActive:
@@ -64,6 +65,16 @@ def await_finished(query: Any, checkpoint_location: str, timeout_s: float | None
         if deadline is not None and time.monotonic() > deadline:
             return False
         time.sleep(_POLL_S)
+
+
+_IDLE_STATUS = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})
+
+
+def _planned_once(query: Any) -> bool:
+    """Whether the query asked its sources for new offsets at least once in this run: only then
+    does a finished marker from an earlier run say this run is finished too (a run that
+    resumes after a completed drain reads on, and its first batch makes the marker stale)."""
+    return query.lastProgress is not None or query.status.get("message") in _IDLE_STATUS
 
 
 def _stop_honoured(checkpoint_location: str, earlier: StopRequest | None) -> bool:

@@ -212,6 +212,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
         )
         resume_barrier = self._idle_barriers.start_of_run(self._resumed(begin))
+        resume_barrier &= not begin.end_of_data()  # a final checkpoint left nothing pending
         request = self._stops.poll(begin)
         if request is not None and not request[1].drain:
             self._stops.hold(*request)
