@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import wait_until
+from harness import assert_no_stray_files, committed_values, wait_until
 from unaligned import crash_points
 from unaligned.barriers.offset_log import read_query_id
 from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka
 
@@ -142,21 +140,8 @@ def assert_kafka_exactly_once(kafka: EmbeddedKafka, output: str, checkpoint: Pat
 
 
 def assert_files_exactly_once(output: Path, checkpoint: Path) -> None:
-    table = read_committed_files(str(output))
-    by_partition: dict[int, list[bytes]] = defaultdict(list)
-    for partition, value in zip(
-        table.column("partition").to_pylist(), table.column("value").to_pylist(), strict=True
-    ):
-        by_partition[partition].append(value)
+    got = committed_values(output)
     for p in range(PARTITIONS):
-        assert by_partition.get(p, []) == expected(p), (
-            f"input partition {p} not exactly once in order"
-        )
-    staged = [f for f in (output / STAGING_DIR).rglob("*") if f.is_file()]
-    assert staged == [], f"staging files left: {staged}"
-    listed = set()
-    for entry in (output / MANIFEST_DIR).glob("*.json"):
-        listed.update(f["path"] for f in json.loads(entry.read_text())["files"])
-    data_files = {f.name for f in output.glob("*.parquet")}
-    assert data_files == listed, f"data files not in the manifest: {data_files - listed}"
+        assert got.get(p, []) == expected(p), f"input partition {p} not exactly once in order"
+    assert_no_stray_files(output)
     assert_commit_log_finished(checkpoint)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from unaligned.sink.committed_files import read_committed_files
+from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
 
 
@@ -59,3 +64,26 @@ def produce_skewed(
         records += [(partition, f"k{i % 7}".encode(), v, None, None) for i, v in enumerate(values)]
     kafka.produce(topic, records)
     return expected
+
+
+def committed_values(output: Path) -> dict[int, list[bytes]]:
+    """The values the file sink committed under ``output``, per ``partition`` column, in order."""
+    table = read_committed_files(str(output))
+    got: dict[int, list[bytes]] = defaultdict(list)
+    for partition, value in zip(
+        table.column("partition").to_pylist(), table.column("value").to_pylist(), strict=True
+    ):
+        got[partition].append(value)
+    return dict(got)
+
+
+def assert_no_stray_files(output: Path) -> None:
+    """No staged file is left under the file sink's ``output``, and every data file is one the
+    manifest names."""
+    staged = [f for f in (output / STAGING_DIR).rglob("*") if f.is_file()]
+    assert staged == [], f"staging files left: {staged}"
+    listed = set()
+    for entry in (output / MANIFEST_DIR).glob("*.json"):
+        listed.update(f["path"] for f in json.loads(entry.read_text())["files"])
+    data_files = {f.name for f in output.glob("*.parquet")}
+    assert data_files == listed, f"data files not in the manifest: {sorted(data_files - listed)}"

@@ -36,11 +36,9 @@ from typing import Any
 import pytest
 
 import cluster
-from harness import wait_until
+from harness import assert_no_stray_files, committed_values, wait_until
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.testing import EmbeddedKafka
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -294,23 +292,12 @@ def assert_kafka_exactly_once(
 def assert_files_exactly_once(
     output: Path, expected: dict[int, list[bytes]], checkpoint: Path
 ) -> None:
-    table = read_committed_files(str(output))
-    got: dict[int, list[bytes]] = defaultdict(list)
-    for partition, value in zip(
-        table.column("partition").to_pylist(), table.column("value").to_pylist(), strict=True
-    ):
-        got[partition].append(value)
+    got = committed_values(output)
     for partition, values in expected.items():
-        assert got[partition] == values, (
-            f"input partition {partition}: {_diff(got[partition], values)}"
+        assert got.get(partition, []) == values, (
+            f"input partition {partition}: {_diff(got.get(partition, []), values)}"
         )
-    staged = [f for f in (output / STAGING_DIR).rglob("*") if f.is_file()]
-    assert staged == [], f"staging files left: {staged}"
-    listed = set()
-    for entry in (output / MANIFEST_DIR).glob("*.json"):
-        listed.update(f["path"] for f in json.loads(entry.read_text())["files"])
-    data_files = {f.name for f in output.glob("*.parquet")}
-    assert data_files == listed, f"data files not in the manifest: {sorted(data_files - listed)}"
+    assert_no_stray_files(output)
     _assert_sink_state_clean(checkpoint)
 
 

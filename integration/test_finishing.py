@@ -15,13 +15,18 @@ from typing import Any
 import pytest
 
 import unaligned
-from harness import kafka_stream, produce_skewed, wait_until
+from harness import (
+    assert_no_stray_files,
+    committed_values,
+    kafka_stream,
+    produce_skewed,
+    wait_until,
+)
 from unaligned.barriers.metrics import read_metrics
 from unaligned.barriers.offset_log import read_offset_log
 from unaligned.finishing import finished_batch
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.file_manifest import STAGING_DIR
 from unaligned.testing import EmbeddedKafka
 
 pytestmark = pytest.mark.slow
@@ -39,6 +44,35 @@ def throttled(kafka: EmbeddedKafka) -> Iterator[None]:
         kafka.throttle_producers(None)
 
 
+def to_kafka(df: Any, kafka: EmbeddedKafka, output: str, checkpoint: str, cut: bool) -> Any:
+    """``df``'s key, value and partition to ``output`` exactly once; with ``cut``, barriers
+    past 1 s cut small chunks (channel state on a throttled broker)."""
+    writer = (
+        df.select("key", "value", "partition")
+        .writeStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("topic", output)
+        .option("checkpointLocation", checkpoint)
+    )
+    if cut:
+        writer = (
+            writer.option("alignedCheckpointTimeout", "1s")
+            .option("chunkRows", "100")
+            .option("maxUnacknowledgedBytes", "65536")
+        )
+    return writer
+
+
+def run_to_the_end(query: Any, checkpoint: str) -> None:
+    """``unaligned.await_finished``; the query is stopped whatever happens."""
+    try:
+        assert unaligned.await_finished(query, checkpoint, timeout_s=240)
+    finally:
+        if query.isActive:
+            query.stop()
+    assert not query.isActive
+
+
 def test_bounded_input_ends_with_a_final_checkpoint_that_writes_pending_state(
     spark: Any, kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path, throttled: None
 ) -> None:
@@ -47,28 +81,16 @@ def test_bounded_input_ends_with_a_final_checkpoint_that_writes_pending_state(
     total = sum(len(v) for v in expected.values())
     checkpoint = str(tmp_path / "checkpoint")
     prefix = f"fin-{tmp_path.name}"
+    df = kafka_stream(
+        spark, kafka, topic, endingOffsets="latest", maxOffsetsPerTrigger=str(total - 40)
+    )
     query = (
-        kafka_stream(
-            spark, kafka, topic, endingOffsets="latest", maxOffsetsPerTrigger=str(total - 40)
-        )
-        .select("key", "value", "partition")
-        .writeStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("topic", output)
-        .option("checkpointLocation", checkpoint)
+        to_kafka(df, kafka, output, checkpoint, cut=True)
         .option("transactionalIdPrefix", prefix)
-        .option("alignedCheckpointTimeout", "1s")
-        .option("chunkRows", "100")
-        .option("maxUnacknowledgedBytes", "65536")
         .trigger(processingTime="1 second")
         .start()
     )
-    try:
-        assert unaligned.await_finished(query, checkpoint, timeout_s=240)
-    finally:
-        if query.isActive:
-            query.stop()
-    assert not query.isActive
+    run_to_the_end(query, checkpoint)
 
     got: dict[int, list[bytes]] = defaultdict(list)
     for record in kafka.consume_all(output, read_committed=True):
@@ -106,19 +128,9 @@ def test_bounded_input_ends_with_a_final_checkpoint_through_the_file_sink(
         .trigger(processingTime="1 second")
         .start()
     )
-    try:
-        assert unaligned.await_finished(query, checkpoint, timeout_s=240)
-    finally:
-        if query.isActive:
-            query.stop()
-    table = unaligned.read_committed_files(str(out))
-    got: dict[int, list[bytes]] = defaultdict(list)
-    for partition, value in zip(
-        table.column("partition").to_pylist(), table.column("value").to_pylist(), strict=True
-    ):
-        got[partition].append(value)
-    assert dict(got) == expected
-    assert [f for f in (out / STAGING_DIR).rglob("*") if f.is_file()] == []
+    run_to_the_end(query, checkpoint)
+    assert committed_values(out) == expected
+    assert_no_stray_files(out)
     assert not list((tmp_path / "checkpoint" / "unaligned" / "channel-state").rglob("*.avro"))
     assert finished_batch(checkpoint) is not None
 
@@ -156,28 +168,18 @@ def read_back(kafka: EmbeddedKafka, topic: str) -> dict[int, list[bytes]]:
     return dict(got)
 
 
-def kafka_query(spark: Any, kafka: EmbeddedKafka, topic: str, output: str, checkpoint: str) -> Any:
-    return (
-        kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="2000")
-        .select("key", "value", "partition")
-        .writeStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("topic", output)
-        .option("checkpointLocation", checkpoint)
-    )
-
-
 def test_a_drain_under_load_reads_up_to_the_frozen_end_and_a_restart_reads_the_rest(
     spark: Any, kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
 ) -> None:
     topic, output = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS)
     checkpoint = str(tmp_path / "checkpoint")
+
+    def writer() -> Any:
+        df = kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="2000")
+        return to_kafka(df, kafka, output, checkpoint, cut=False)
+
     with Producer(kafka, topic) as producer:
-        query = (
-            kafka_query(spark, kafka, topic, output, checkpoint)
-            .trigger(processingTime="1 second")
-            .start()
-        )
+        query = writer().trigger(processingTime="1 second").start()
         try:
             wait_until(lambda: producer.sent >= 1000, "records to read", timeout_s=60)
             unaligned.stop(query, checkpoint, drain=True, timeout_s=240)
@@ -196,7 +198,7 @@ def test_a_drain_under_load_reads_up_to_the_frozen_end_and_a_restart_reads_the_r
     assert read_back(kafka, output) == {p: produced[p][: ends[p]] for p in ends}
     assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)
 
-    again = kafka_query(spark, kafka, topic, output, checkpoint).trigger(availableNow=True).start()
+    again = writer().trigger(availableNow=True).start()
     again.awaitTermination(240)
     assert read_back(kafka, output) == produced  # the rest, exactly once, in order
 
@@ -207,18 +209,9 @@ def test_a_stop_without_drain_keeps_pending_state_and_a_restart_resumes_exactly_
     topic, output = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS)
     expected = produce_skewed(kafka, topic, [HOT] + [COLD] * (PARTITIONS - 1), VALUE_BYTES)
     checkpoint = str(tmp_path / "checkpoint")
+    df = kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="600")
     query = (
-        kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="600")
-        .select("key", "value", "partition")
-        .writeStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("topic", output)
-        .option("checkpointLocation", checkpoint)
-        .option("alignedCheckpointTimeout", "1s")
-        .option("chunkRows", "100")
-        .option("maxUnacknowledgedBytes", "65536")
-        .trigger(processingTime="1 second")
-        .start()
+        to_kafka(df, kafka, output, checkpoint, cut=True).trigger(processingTime="1 second").start()
     )
     log = CommitLog.under_checkpoint(checkpoint)
     try:
@@ -236,15 +229,7 @@ def test_a_stop_without_drain_keeps_pending_state_and_a_restart_resumes_exactly_
     assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)  # nothing open
     assert finished_batch(checkpoint) is None
     kafka.throttle_producers(None)
-    again = (
-        kafka_stream(spark, kafka, topic)
-        .select("key", "value", "partition")
-        .writeStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("topic", output)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
+    df = kafka_stream(spark, kafka, topic)
+    again = to_kafka(df, kafka, output, checkpoint, cut=False).trigger(availableNow=True).start()
     again.awaitTermination(240)
     assert read_back(kafka, output) == expected
