@@ -330,8 +330,8 @@ def client_config_from_options(params: Mapping[str, str]) -> KafkaClientConfig:
     _map_special(params, kwargs)
     if "group.id" in params:
         logger.warning(
-            "kafka.group.id is set: the source reads with assign() and never joins or commits to "
-            "the consumer group; the id is only sent to the broker (e.g. for ACLs)"
+            "kafka.group.id is set: the source reads with assign(), never joins the group, and "
+            "commits each batch's end offsets to it for monitoring only (never read back)"
         )
     return KafkaClientConfig(
         bootstrap_servers=",".join(kwargs["bootstrap_servers"]),

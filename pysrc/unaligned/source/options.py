@@ -20,7 +20,8 @@ Accepted (meanings as in Spark's Kafka source):
   ``failOnDataLoss`` (default true);
 - ``kafkaConsumer.pollTimeoutMs`` (default 120000: how long a task waits without progress),
   ``fetchOffset.numRetries`` and ``fetchOffset.retryIntervalMs`` (retries of the driver's offset
-  lookups), ``groupIdPrefix`` (accepted; the source joins no consumer group).
+  lookups), ``groupIdPrefix`` (like ``kafka.group.id``: end offsets are committed to a consumer
+  group for monitoring, see :mod:`unaligned.source.group_offsets`).
 
 - bounded input, by precedence as in Spark: ``endingTimestamp`` (ms, all partitions),
   ``endingOffsetsByTimestamp`` (JSON of ms per partition; the first offset at or after the time,
@@ -142,7 +143,7 @@ _OPTIONS: dict[str, _Option] = {
             "fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_non_negative
         ),
         _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", parse_no_match),
-        _Option("groupIdPrefix", None, _text),
+        _Option("groupIdPrefix", "group_id_prefix", _text),
     )
 }
 
@@ -229,6 +230,8 @@ class SourceOptions:
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
+    group_id_prefix: str | None = None
+    """Commit end offsets to group ``<prefix>-<barrierToken>`` (:mod:`.group_offsets`)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str], batch: bool = False) -> SourceOptions:

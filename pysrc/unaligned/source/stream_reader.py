@@ -39,12 +39,10 @@ barrier in the first ``latestOffset`` of its life when no record arrived, unless
 planned a batch (Spark re-running the last batch of the earlier run): that batch reaches the
 sink, whose commit writes pending channel state and publishes the hint again on this host.
 
-First batch after a restart: Spark's own Kafka source stores a new query's initial offsets in its
-checkpoint (``sources/0``); a Python source sees no checkpoint location, and a restart that re-runs
-the very first batch calls ``initialOffset()`` again. The initial offset therefore carries the
-positions it resolved as ``queryStart``, and planning a batch whose end carries them reads from
-there, so ``startingOffsets=latest`` or a timestamp is never resolved twice
-(:meth:`unaligned.source.offsets.KafkaSourceOffset.batch_start`).
+First batch after a restart: a restart that re-runs the very first batch calls
+``initialOffset()`` again (a Python source has no ``sources/0`` metadata file); the initial offset
+records its positions as ``queryStart`` and that batch reads from there, so ``latest`` or a
+timestamp is never resolved twice (:meth:`~unaligned.source.offsets.KafkaSourceOffset.batch_start`).
 
 Bounded input (``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp``, under
 every trigger): ``initialOffset()`` resolves the exclusive end of every partition once
@@ -84,6 +82,7 @@ from unaligned.finishing.source_side import SourceStops
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
+from unaligned.source.group_offsets import GroupOffsets
 from unaligned.source.offset_ranges import (
     OffsetRange,
     available_records,
@@ -120,6 +119,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else None
         )
         self._stops = SourceStops(bounded_by_options=options.ending is not None)
+        self._group_offsets = GroupOffsets(options.kafka, options.group_id_prefix)
         self._available_now_target: dict[TopicPartitionId, int] | None = None
         self._target_dropped: set[TopicPartitionId] = set()
         self._latest: dict[TopicPartitionId, int] | None = None
@@ -391,7 +391,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, never in Kafka."""
+        """Offsets live in Spark's checkpoint; with a consumer group, ``end`` is also committed
+        there, for monitoring only (:mod:`unaligned.source.group_offsets`)."""
+        self._group_offsets.commit(KafkaSourceOffset.from_json(end, "the committed end offset"))
 
     def stop(self) -> None:
         self._lookup.close()
+        self._group_offsets.close()
