@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource, register
 from unaligned.finishing import await_finished, stop
+from unaligned.monitoring import monitor
 
 if TYPE_CHECKING:
     import pyarrow
@@ -19,6 +20,7 @@ __all__ = [
     "FORMAT_NAME",
     "UnalignedDataSource",
     "await_finished",
+    "monitor",
     "register",
     "read_committed_files",
     "stop",

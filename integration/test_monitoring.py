@@ -1,6 +1,7 @@
-"""Consumer-group offsets for monitoring (issue 11): with ``kafka.group.id`` or
-``groupIdPrefix`` the source commits each batch's end offsets to a group, so Kafka's lag tools
-see the query; the checkpoint stays the truth for where a restart resumes."""
+"""Monitoring (issue 11): consumer-group offsets (with ``kafka.group.id`` or ``groupIdPrefix``
+the source commits each batch's end offsets to a group, so Kafka's lag tools see the query; the
+checkpoint stays the truth for where a restart resumes), and the listener of
+``unaligned.monitor(spark)`` with offsets behind latest and barrier figures per batch."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from harness import kafka_stream
+from harness import kafka_stream, wait_until
 from kafka import KafkaConsumer
 from unaligned.finishing.waiting import barrier_token
 from unaligned.testing import EmbeddedKafka
@@ -80,3 +81,37 @@ def test_group_id_prefix_names_one_group_per_query(
     token = barrier_token(str(tmp_path / "checkpoint"))
     offsets = committed(kafka, f"mon-{token}", topic)
     assert all(o is not None and o > 0 for o in offsets.values()), json.dumps(offsets)
+
+
+def test_the_listener_reports_lag_and_barrier_figures_of_every_batch(
+    spark: Any, kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
+) -> None:
+    import unaligned
+    from unaligned.monitoring import QueryFigures, figures_of
+
+    topic, output = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS)
+    produce(kafka, topic, 200)
+    seen: list[QueryFigures] = []
+    listener = unaligned.monitor(spark, seen.append)
+    try:
+        query = (
+            kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="300")
+            .select("value", "partition")
+            .writeStream.format("unaligned")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("topic", output)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(180)
+        wait_until(lambda: len({f.batch_id for f in seen}) >= 2, "the listener's events")
+    finally:
+        spark.streams.removeListener(listener)
+    first = min(seen, key=lambda f: f.batch_id)
+    assert first.query_id == str(query.id)
+    assert first.offsets_behind is not None and first.offsets_behind.max == 100  # 200 - 100
+    assert first.barrier is not None and first.barrier.rows_written == 300
+    assert listener.latest[str(query.id)] == max(seen, key=lambda f: f.batch_id)
+    last = figures_of(query.lastProgress)  # the same figures from lastProgress
+    assert last is not None and last.offsets_behind is not None and last.offsets_behind.max == 0
