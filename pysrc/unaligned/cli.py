@@ -1,147 +1,23 @@
 """The ``unaligned`` command line.
 
-``unaligned demo`` is the project's main job: it starts the embedded single-node Kafka broker
-(no outside Kafka needed), produces a sample data set to a multi-partition topic, runs a
-streaming query ``format("unaligned")`` -> ``format("unaligned")`` (the exactly-once sink, to a
-Kafka topic and to Parquet files), and prints what was read and written per partition, checking
-that every record arrived exactly once.
+``unaligned demo`` is the project's main job (:mod:`unaligned.demo.story`): on the embedded
+single-node Kafka broker, a skewed data set goes through ``format("unaligned")`` -> the
+exactly-once Kafka sink on a throttled broker, so barriers are cut and channel state is spilled;
+the query is killed hard and restarted, the bounded input ends with the final checkpoint, and an
+independent reader checks that every record arrived exactly once.
+``unaligned metrics`` and ``unaligned stop`` work on a query's checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import tempfile
-import time
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from unaligned.testing.topic_records import ProduceRecord
-
-
-class _Producer(Protocol):
-    """What the demo needs of a broker: ``EmbeddedKafka.produce`` (a recorder in the tests)."""
-
-    def produce(self, topic: str, records: Iterable[ProduceRecord]) -> None: ...
-
-
-def _spark_session(app_name: str) -> SparkSession:
-    """A local Spark session whose Python workers run this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def _produce_sample(broker: _Producer, topic: str, partitions: int, records: int) -> Counter[int]:
-    """Produce ``records`` keyed records round-robin over ``partitions``; count per partition."""
-    per_partition: Counter[int] = Counter()
-    now_ms = int(time.time() * 1000)
-
-    def rows() -> Iterator[ProduceRecord]:
-        for i in range(records):
-            partition = i % partitions
-            per_partition[partition] += 1
-            yield (
-                partition,
-                f"sensor-{i % 17}".encode(),
-                f'{{"seq": {i}, "reading": {i * 0.5:.1f}}}'.encode(),
-                [("source", b"demo")],
-                now_ms + i,
-            )
-
-    broker.produce(topic, rows())
-    return per_partition
-
-
-def run_demo(records: int, partitions: int, workdir: Path) -> int:
-    """Run the demo; return 0 when every record arrived exactly once in both sinks."""
-    from unaligned.testing import EmbeddedKafka
-
-    print(f"starting the embedded Kafka broker (data under {workdir})", flush=True)
-    with EmbeddedKafka(data_dir=workdir / "kafka") as broker:
-        source_topic, output_topic = "demo-input", "demo-output"
-        broker.create_topic(source_topic, partitions=partitions)
-        broker.create_topic(output_topic, partitions=partitions)
-        produced = _produce_sample(broker, source_topic, partitions, records)
-        print(f"produced {records} records to {source_topic!r} over {partitions} partitions")
-
-        spark = _spark_session("unaligned-demo")
-        try:
-            stream = (
-                spark.readStream.format("unaligned")
-                .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                .option("subscribe", source_topic)
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", max(1, records // 4))
-                .load()
-            )
-            to_kafka = (
-                stream.selectExpr("key", "value", "partition")
-                .writeStream.format("unaligned")
-                .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                .option("topic", output_topic)
-                .option("checkpointLocation", str(workdir / "checkpoint-kafka"))
-                .trigger(availableNow=True)
-                .start()
-            )
-            to_files = (
-                stream.writeStream.format("unaligned")
-                .option("path", str(workdir / "files"))
-                .option("checkpointLocation", str(workdir / "checkpoint-files"))
-                .trigger(availableNow=True)
-                .start()
-            )
-            to_kafka.awaitTermination()
-            to_files.awaitTermination()
-            batches = len(to_kafka.recentProgress)
-        finally:
-            spark.stop()
-
-        from unaligned import read_committed_files
-
-        files = read_committed_files(str(workdir / "files"))
-        file_counts = Counter(files.column("partition").to_pylist())
-        kafka_counts = Counter(r.partition for r in broker.consume_all(output_topic))
-        print(
-            f"\n{'partition':>9} {'produced':>9} {'to kafka':>9} {'to files':>9}   "
-            f"({batches} batches)"
-        )
-        for p in range(partitions):
-            print(f"{p:>9} {produced[p]:>9} {kafka_counts[p]:>9} {file_counts[p]:>9}")
-        from unaligned.barriers.metrics import read_metrics
-
-        print(
-            "\nKafka sink barriers "
-            "(batch: mode, duration from batch start, rows written/spilled/replayed)"
-        )
-        for m in read_metrics(str(workdir / "checkpoint-kafka")):
-            print(
-                f"  {m.batch_id}: {m.mode}, {m.duration_ms} ms, "
-                f"{m.rows_written}/{m.rows_spilled}/{m.rows_replayed}"
-            )
-        exact = produced == kafka_counts == file_counts
-        distinct = len(set(files.column("value").to_pylist())) == records
-        ok = exact and distinct
-        print("\nexactly once: " + ("yes" if ok else "NO"))
-        return 0 if ok else 1
+from unaligned.demo.story import run_demo
 
 
 def _positive_int(raw: str) -> int:
@@ -159,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unaligned", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the demo on the embedded Kafka broker")
-    demo.add_argument("--records", type=_positive_int, default=20_000)
+    demo.add_argument("--records", type=_positive_int, default=4_000)
     demo.add_argument("--partitions", type=_positive_int, default=4)
     demo.add_argument(
         "--workdir", type=Path, default=None, help="keep files here (default: a temp dir)"

@@ -168,6 +168,21 @@ def session_process_groups(session_id: int, proc: Path = Path("/proc")) -> set[i
     return groups
 
 
+def kill_session(session_id: int) -> int:
+    """SIGKILL every process group of ``session_id`` from outside it (a query runner started
+    with ``start_new_session=True``: its JVM and every Python worker die with it, as in a
+    power cut). Returns how many groups were signalled."""
+    groups = session_process_groups(session_id) | {session_id}
+    killed = 0
+    for group in sorted(groups):
+        try:
+            os.killpg(group, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return killed
+
+
 def kill_query() -> NoReturn:
     """SIGKILL every process group of the armed session (own group last); never returns."""
     own_group = os.getpgid(0)

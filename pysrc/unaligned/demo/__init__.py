@@ -1,0 +1,5 @@
+"""The demo (``unaligned demo``, the README's main command).
+
+- :mod:`.story`: the whole story on the embedded broker, step by step, with its summary.
+- :mod:`.query_run`: the demo's query, in a process of its own so that the story can kill it.
+"""
