@@ -241,7 +241,8 @@ def _checkpoint_arguments(command: argparse.ArgumentParser) -> None:
 
 def _inspect(args: argparse.Namespace) -> int:
     """``unaligned inspect`` and ``unaligned report``: 0, 2 for a path that is not a checkpoint
-    of a ``format("unaligned")`` query (or a bad ``--timeout``), 1 for an unreadable one."""
+    of a ``format("unaligned")`` query (or a bad ``--timeout``), 1 for an unreadable checkpoint
+    or an unreachable ``--bootstrap-servers``."""
     from unaligned._parsing import parse_duration_ms
     from unaligned.errors import NotACheckpointError, OptionError, UnalignedError
     from unaligned.inspection import build_view, render_text
@@ -249,17 +250,27 @@ def _inspect(args: argparse.Namespace) -> int:
     name = f"unaligned {args.command}"
     try:
         timeout_ms = parse_duration_ms("--timeout", args.timeout) if args.command == "report" else 0
+    except OptionError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    # kafka-python logs every failed connection; an unreachable cluster is reported once below
+    kafka_logger = logging.getLogger("kafka")
+    kafka_level = kafka_logger.level
+    kafka_logger.setLevel(logging.CRITICAL)
+    try:
         view = build_view(
             args.checkpoint,
             bootstrap_servers=args.bootstrap_servers,
             transactional_id_prefix=args.transactional_id_prefix,
         )
-    except (NotACheckpointError, OptionError) as exc:
+    except NotACheckpointError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 2
     except UnalignedError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        kafka_logger.setLevel(kafka_level)
     if args.command == "inspect":
         if args.json:
             import json

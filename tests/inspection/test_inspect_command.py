@@ -153,3 +153,21 @@ def test_report_refuses_a_malformed_timeout(
 ) -> None:
     assert cli.main(["report", str(checkpoint), "-o", str(tmp_path / "r"), "--timeout", "x"]) == 2
     assert "--timeout" in capsys.readouterr().err
+
+
+def test_an_unreachable_cluster_exits_1_naming_it(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import kafka.errors as kafka_errors
+
+    from unaligned.inspection import broker_transactions
+
+    def refuse(client: Any, prefix: str) -> list[str]:
+        assert client["bootstrap_servers"] == "nowhere:9092"
+        raise kafka_errors.NoBrokersAvailable()
+
+    monkeypatch.setattr(broker_transactions, "list_transactional_ids", refuse)
+    assert cli.main(["inspect", str(checkpoint), "--bootstrap-servers", "nowhere:9092"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "prefix 'unaligned-q' at nowhere:9092" in captured.err

@@ -19,6 +19,9 @@ from unaligned.errors import KafkaUnavailableError
 from unaligned.inspection.model import InDoubtBatch, OpenTransaction
 from unaligned.kafka.transaction_states import describe_transactions, list_transactional_ids
 
+BOOTSTRAP_TIMEOUT_MS = 10_000
+"""How long an unreachable cluster is tried before the inspection reports it."""
+
 
 def open_transactions(
     bootstrap_servers: str, prefix: str, in_doubt: Sequence[InDoubtBatch]
@@ -26,7 +29,11 @@ def open_transactions(
     """The open transactions of ``prefix`` on the cluster, described, each with the in-doubt
     batch whose record names it. Raises
     :class:`~unaligned.errors.KafkaUnavailableError` when the cluster cannot be reached."""
-    client = {"bootstrap_servers": bootstrap_servers}
+    client = {
+        "bootstrap_servers": bootstrap_servers,
+        "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
+        "reconnect_backoff_max_ms": 1000,
+    }
     try:
         ids = list_transactional_ids(client, prefix)
         descriptions = describe_transactions(client, ids)
