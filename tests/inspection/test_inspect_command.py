@@ -164,7 +164,7 @@ def test_an_unreachable_cluster_exits_1_naming_it(
 
     def refuse(client: Any, prefix: str) -> list[str]:
         assert client["bootstrap_servers"] == "nowhere:9092"
-        raise kafka_errors.NoBrokersAvailable()
+        raise kafka_errors.KafkaTimeoutError("Unable to bootstrap from nowhere:9092")
 
     monkeypatch.setattr(broker_transactions, "list_transactional_ids", refuse)
     assert cli.main(["inspect", str(checkpoint), "--bootstrap-servers", "nowhere:9092"]) == 1
