@@ -12,7 +12,7 @@ import pytest
 from unaligned import cli
 from unaligned.inspection import build_view
 from unaligned.inspection.html_report import render_html
-from unaligned.inspection.svg_charts import Series, bar_chart, nice_ceiling
+from unaligned.inspection.svg_charts import Series, axis_scale, bar_chart
 
 
 class Elements(HTMLParser):
@@ -88,7 +88,7 @@ def test_bars_grow_with_their_value_and_the_timeout_line_sits_at_its_value(
     assert heights[0] < heights[2] < heights[1]
     (line,) = [a for t, a in page.tags if t == "line" and a.get("class") == "threshold"]
     assert line["data-value"] == "20000" and line["_chart"] == "chart-duration"
-    # the axis top is 50 s (nice ceiling of 31 s): the 20 s line is 40 % up the plot
+    # the 20 s line sits at 20/31 of the 31 s bar's height above the plot's bottom
     bar_bottom = float(page.bars()["chart-duration"][0]["y"]) + heights[0]
     assert bar_bottom - float(line["y1"]) == pytest.approx(heights[1] * 20 / 31, rel=0.01)
 
@@ -130,10 +130,23 @@ def test_a_checkpoint_without_batches_has_no_chart(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "ceiling"), [(0, 1), (0.7, 1), (1, 1), (1.2, 2), (31_000, 50_000), (2100, 2500)]
+    ("largest", "scale"),
+    [
+        (0, (1, 1)),
+        (40, (40, 4)),
+        (41, (60, 3)),
+        (30, (30, 3)),
+        (31_000, (40_000, 4)),
+        (4096, (6000, 3)),
+        (0.7, (0.8, 4)),
+    ],
 )
-def test_nice_ceiling(value: float, ceiling: float) -> None:
-    assert nice_ceiling(value) == ceiling
+def test_axis_scale_has_round_steps_and_reaches_the_largest_value(
+    largest: float, scale: tuple[float, int]
+) -> None:
+    top, steps = axis_scale(largest)
+    assert (top, steps) == pytest.approx(scale)
+    assert top >= largest
 
 
 def test_a_series_of_the_wrong_length_is_refused() -> None:

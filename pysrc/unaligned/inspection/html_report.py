@@ -38,7 +38,7 @@ tr.no td{color:#a33}.scroll{overflow-x:auto}
 svg.chart{display:block;max-width:1100px;border:1px solid #eee}
 svg .grid{stroke:#eee}svg .axis-line{stroke:#999}svg .axis{font-size:11px;fill:#555}
 svg .threshold{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4}
-svg .threshold-label{font-size:12px;fill:#d62728}
+svg .threshold-label{font-size:12px;fill:#d62728;paint-order:stroke;stroke:#fff;stroke-width:4px}
 rect.aligned,.swatch.aligned{fill:#4c78a8;background:#4c78a8}
 rect.unaligned,.swatch.unaligned{fill:#f58518;background:#f58518}
 rect.delay,.swatch.delay{fill:#72b7b2;background:#72b7b2}

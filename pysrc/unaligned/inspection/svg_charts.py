@@ -16,7 +16,7 @@ from dataclasses import dataclass
 WIDTH = 1100
 HEIGHT = 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 70, 20, 16, 40
-_GRID_LINES = 4
+_GRID_LINES = 4  # about this many grid steps
 _MAX_LABELS = 30
 
 
@@ -31,15 +31,16 @@ class Series:
     bar_classes: Sequence[str] | None = None
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 times a power of ten that is >= ``value`` (1 for 0)."""
-    if value <= 0:
-        return 1.0
-    power = 10.0 ** math.floor(math.log10(value))
-    for step in (1.0, 2.0, 2.5, 5.0):
-        if step * power >= value:
-            return step * power
-    return 10.0 * power
+def axis_scale(largest: float) -> tuple[float, int]:
+    """The y axis for values up to ``largest``: its top and the number of grid steps. A step
+    is 1, 2 or 5 times a power of ten, about a quarter of ``largest`` (labels stay round)."""
+    if largest <= 0:
+        return 1.0, 1
+    rough = largest / _GRID_LINES
+    power = 10.0 ** math.floor(math.log10(rough))
+    step = next(m * power for m in (1.0, 2.0, 5.0, 10.0) if m * power >= rough)
+    steps = max(1, math.ceil(largest / step - 1e-9))
+    return step * steps, steps
 
 
 def _number(value: float) -> str:
@@ -60,7 +61,7 @@ def bar_chart(
         if len(s.values) != len(categories):
             raise ValueError(f"series {s.name!r} has {len(s.values)} values for {len(categories)}")
     known = [v for s in series for v in s.values if v is not None]
-    top = nice_ceiling(max([*known, threshold or 0.0, 0.0]))
+    top, steps = axis_scale(max([*known, threshold or 0.0, 0.0]))
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
 
     def y(value: float) -> float:
@@ -70,8 +71,8 @@ def bar_chart(
         f'<svg id="{html.escape(chart_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img">'
     ]
-    for i in range(_GRID_LINES + 1):
-        value = top * i / _GRID_LINES
+    for i in range(steps + 1):
+        value = top * i / steps
         gy = y(value)
         parts.append(
             f'<line class="grid" x1="{_LEFT}" y1="{gy:.1f}" x2="{WIDTH - _RIGHT}" y2="{gy:.1f}"/>'
