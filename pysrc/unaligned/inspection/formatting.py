@@ -33,10 +33,10 @@ def timestamp(ms: int | None) -> str:
 
 
 def duration(ms: int | None) -> str:
-    """``850 ms``, ``12.3 s``."""
+    """``850 ms``, ``1.2 s``."""
     if ms is None:
         return UNKNOWN
-    return f"{ms} ms" if abs(ms) < 10_000 else f"{ms / 1000:.1f} s"
+    return f"{ms} ms" if abs(ms) < 1000 else f"{ms / 1000:.1f} s"
 
 
 def size(n: int | None) -> str:
