@@ -55,6 +55,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop.add_argument("checkpoint", help="the query's checkpointLocation (path or URI)")
     stop.add_argument("--drain", action="store_true", help="finish all input up to now first")
     stop.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default: 600)")
+    inspect = sub.add_parser(
+        "inspect",
+        help="show a checkpoint: barriers, in-doubt batches, sources, pending state, finishing",
+        description='Show what a format("unaligned") query\'s checkpoint says: its barriers '
+        "(mode, duration, rows written/spilled/replayed, channel state, committed by the sink "
+        "and by Spark), in-doubt sink batches, the sources' positions and ends, channel state "
+        "pending per task, whether the query finished, and a stop request. Reads only.",
+    )
+    _checkpoint_arguments(inspect)
+    inspect.add_argument(
+        "--json", action="store_true", help="print one JSON document (keys documented in README)"
+    )
+    report = sub.add_parser(
+        "report",
+        help="write a self-contained HTML page: barrier timeline charts and the inspect summary",
+    )
+    _checkpoint_arguments(report)
+    report.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    report.add_argument(
+        "--timeout",
+        default="30s",
+        help="the sink's alignedCheckpointTimeout, drawn on the duration chart (not stored in "
+        "the checkpoint; default: 30s)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -71,7 +95,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "stop":
         return _stop(args.checkpoint, args.drain, args.timeout)
+    if args.command in ("inspect", "report"):
+        return _inspect(args)
     parser.error(f"unknown command {args.command}")
+
+
+def _checkpoint_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("checkpoint", help="the query's checkpointLocation (path or URI)")
+    command.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        help="also list the sink's open transactions on this Kafka cluster (the sink's Kafka "
+        "options are not stored in the checkpoint)",
+    )
+    command.add_argument(
+        "--transactional-id-prefix",
+        help="the sink's transactionalIdPrefix, if the query set one (default: the prefix of "
+        "the ids in its commit records, else unaligned-<query id>)",
+    )
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    """``unaligned inspect`` and ``unaligned report``: 0, 2 for a path that is not a checkpoint
+    of a ``format("unaligned")`` query (or a bad ``--timeout``), 1 for an unreadable checkpoint
+    or an unreachable ``--bootstrap-servers``."""
+    from unaligned._parsing import parse_duration_ms
+    from unaligned.errors import NotACheckpointError, OptionError, UnalignedError
+    from unaligned.inspection import build_view, render_text
+
+    name = f"unaligned {args.command}"
+    try:
+        timeout_ms = parse_duration_ms("--timeout", args.timeout) if args.command == "report" else 0
+    except OptionError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    # kafka-python logs every failed connection; an unreachable cluster is reported once below
+    kafka_logger = logging.getLogger("kafka")
+    kafka_level = kafka_logger.level
+    kafka_logger.setLevel(logging.CRITICAL)
+    try:
+        view = build_view(
+            args.checkpoint,
+            bootstrap_servers=args.bootstrap_servers,
+            transactional_id_prefix=args.transactional_id_prefix,
+        )
+    except NotACheckpointError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    except UnalignedError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        kafka_logger.setLevel(kafka_level)
+    if args.command == "inspect":
+        if args.json:
+            import json
+
+            sys.stdout.write(json.dumps(view.to_dict(), indent=2, sort_keys=True) + "\n")
+        else:
+            sys.stdout.write(render_text(view))
+        return 0
+    from unaligned.inspection.html_report import render_html
+
+    args.output.write_text(render_html(view, timeout_ms), encoding="utf-8")
+    print(f"wrote {args.output} ({len(view.barriers)} barriers)")
+    return 0
 
 
 def _stop(checkpoint: str, drain: bool, timeout_s: float) -> int:

@@ -1,0 +1,78 @@
+"""``unaligned inspect --json`` on the checkpoint of a real query: a short bounded query through
+the Kafka sink, then the document's barriers are the query's batches, all committed on both
+sides, the source ended, the query finished, and the broker has no open transaction left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import kafka_stream, produce_skewed
+from unaligned import cli
+from unaligned.testing import EmbeddedKafka
+
+
+def test_inspect_shows_the_batches_of_a_finished_query(
+    spark: Any,
+    kafka: EmbeddedKafka,
+    new_topic: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    topic, output = new_topic(partitions=2), new_topic(partitions=2)
+    produce_skewed(kafka, topic, [150, 90], value_bytes=50)
+    checkpoint = str(tmp_path / "checkpoint")
+    prefix = f"insp-{tmp_path.name}"
+    query = (
+        kafka_stream(spark, kafka, topic, endingOffsets="latest", maxOffsetsPerTrigger="100")
+        .select("key", "value", "partition")
+        .writeStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("topic", output)
+        .option("checkpointLocation", checkpoint)
+        .option("transactionalIdPrefix", prefix)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(180)
+    finally:
+        if query.isActive:
+            query.stop()
+    rows_by_batch = {p["batchId"]: p["numInputRows"] for p in query.recentProgress}
+    assert len(rows_by_batch) >= 3 and sum(rows_by_batch.values()) == 240
+
+    capsys.readouterr()
+    code = cli.main(
+        ["inspect", checkpoint, "--json", "--bootstrap-servers", kafka.bootstrap_servers]
+    )
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+
+    barriers = doc["barriers"]
+    assert [b["batchId"] for b in barriers] == sorted(rows_by_batch)
+    for barrier in barriers:
+        assert (barrier["sink"], barrier["spark"], barrier["committed"]) == (
+            "done",
+            "committed",
+            True,
+        )
+        assert barrier["rowsWritten"] == rows_by_batch[barrier["batchId"]]
+        assert barrier["mode"] == "aligned" and barrier["rowsSpilled"] == 0
+        assert barrier["startMs"] is not None and barrier["durationMs"] >= 0
+    assert doc["inDoubt"] == [] and doc["pendingChannelState"]["tasks"] == []
+
+    (source,) = doc["sources"]
+    assert source["endOfData"] is True
+    assert source["ending"] == {topic: {"0": 150, "1": 90}}
+    assert source["finished"] == {topic: [0, 1]}
+    assert doc["finished"]["finalBatchId"] == max(rows_by_batch)
+    assert doc["finished"]["hasFinished"] is True
+    assert doc["stopRequest"] is None
+
+    transactions = doc["openTransactions"]
+    assert (transactions["prefix"], transactions["prefixFrom"]) == (prefix, "commit record")
+    assert transactions["transactions"] == []

@@ -1,0 +1,313 @@
+"""What ``unaligned inspect`` shows of a checkpoint: frozen dataclasses, and their JSON.
+
+:func:`unaligned.inspection.checkpoint_view.build_view` collects the facts; :mod:`.text` and
+:mod:`.html_report` render them. :meth:`CheckpointView.to_dict` is the document ``unaligned
+inspect --json`` prints. Its keys are stable (a new key may be added, none is renamed or
+removed); times are epoch milliseconds, sizes bytes, ``null`` means "not known":
+
+``checkpoint``, ``queryId``
+    the path as given, and the query id from ``<checkpoint>/metadata``.
+``barriers``
+    one object per batch (= barrier) that Spark's offset log, the sink's commit log or the
+    barrier metrics still hold, by ``batchId``: ``startMs`` (``batchTimestampMs``),
+    ``durationMs``, ``startDelayMs``, ``mode`` (``aligned``/``unaligned``), ``tasks``,
+    ``tasksCut``, ``rowsWritten``, ``rowsSpilled``, ``rowsReplayed``, ``rowsCarried``,
+    ``channelStateFiles``, ``channelStateBytes``, ``inlinedBytes`` (from the metrics; ``null``
+    for a batch without metrics), ``sink`` (:data:`SinkStatus`), ``spark`` (:data:`SparkStatus`)
+    and ``committed`` (both sides committed it).
+``inDoubt``
+    sink batches decided (commit record) but not done: ``batchId``, ``participant``,
+    ``decidedAtMs``, ``preparedItems``, ``transactionalIds``. A restart rolls them forward.
+``openTransactions``
+    ``null`` without ``--bootstrap-servers``; else ``prefix``, ``prefixFrom`` (``option``,
+    ``commit record`` or ``default``) and ``transactions``: ``transactionalId``, ``state``,
+    ``producerId``, ``producerEpoch``, ``startMs``, ``timeoutMs``, ``namedByBatch`` (the in-doubt
+    batch whose record names it; ``null``: no record does, the sink's clean-up fences it).
+``sources``
+    per ``format("unaligned")`` source of the last offset-log entry: ``sourceId``, ``batchId``,
+    ``barrierToken``, ``positions`` / ``ending`` (``{topic: {partition: offset}}``; ``ending``
+    ``null`` for unbounded input), ``finished`` (``{topic: [partitions]}``), ``endOfData``,
+    ``drained``.
+``pendingChannelState``
+    ``batchId`` of the newest commit record, and ``tasks``: per sink task ``taskIndex``,
+    ``rows`` (still to replay), ``files``, ``inline``, ``bytes``, ``barriers`` (which wrote it).
+``finished``
+    ``finalBatchId``, ``finishedAtMs``, ``hasFinished`` (the final batch is also the last one
+    Spark planned and committed); ``null`` without ``unaligned/finished.json``.
+``stopRequest``
+    ``drain``, ``requestedAtMs``, ``honouredBy``, ``honouredAtMs``, ``completedBatchId``;
+    ``null`` without ``unaligned/stop.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SinkStatus = Literal["done", "in-doubt", "undecided", "pruned"]
+"""The sink's side of a batch: ``done`` (done marker), ``in-doubt`` (commit record, no done
+marker: a restart rolls it forward), ``undecided`` (no record: the batch runs again) or
+``pruned`` (no record and older than the oldest kept done marker: only done batches are
+pruned)."""
+
+SparkStatus = Literal["committed", "planned", "pruned"]
+"""Spark's side: ``committed`` (``<checkpoint>/commits/<N>``), ``planned`` (only in the offset
+log) or ``pruned`` (older than everything Spark's logs keep)."""
+
+Positions = Mapping[str, Mapping[int, int]]
+"""Offsets per topic, then per partition."""
+
+
+@dataclass(frozen=True)
+class BarrierView:
+    """One barrier (micro-batch): its metrics, if any, and whether each side committed it."""
+
+    batch_id: int
+    sink: SinkStatus
+    spark: SparkStatus
+    start_ms: int | None = None
+    duration_ms: int | None = None
+    start_delay_ms: int | None = None
+    mode: Literal["aligned", "unaligned"] | None = None
+    tasks: int | None = None
+    tasks_cut: int | None = None
+    rows_written: int | None = None
+    rows_spilled: int | None = None
+    rows_replayed: int | None = None
+    rows_carried: int | None = None
+    channel_state_files: int | None = None
+    channel_state_bytes: int | None = None
+    inlined_bytes: int | None = None
+
+    @property
+    def committed(self) -> bool:
+        """Both the sink (done marker, or pruned after it) and Spark committed the batch."""
+        return self.sink in ("done", "pruned") and self.spark in ("committed", "pruned")
+
+    @property
+    def has_metrics(self) -> bool:
+        return self.duration_ms is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batchId": self.batch_id,
+            "startMs": self.start_ms,
+            "durationMs": self.duration_ms,
+            "startDelayMs": self.start_delay_ms,
+            "mode": self.mode,
+            "tasks": self.tasks,
+            "tasksCut": self.tasks_cut,
+            "rowsWritten": self.rows_written,
+            "rowsSpilled": self.rows_spilled,
+            "rowsReplayed": self.rows_replayed,
+            "rowsCarried": self.rows_carried,
+            "channelStateFiles": self.channel_state_files,
+            "channelStateBytes": self.channel_state_bytes,
+            "inlinedBytes": self.inlined_bytes,
+            "sink": self.sink,
+            "spark": self.spark,
+            "committed": self.committed,
+        }
+
+
+@dataclass(frozen=True)
+class InDoubtBatch:
+    """A sink batch decided but not done: what its commit record says will be committed."""
+
+    batch_id: int
+    participant: str
+    decided_at_ms: int
+    prepared_items: int
+    transactional_ids: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batchId": self.batch_id,
+            "participant": self.participant,
+            "decidedAtMs": self.decided_at_ms,
+            "preparedItems": self.prepared_items,
+            "transactionalIds": list(self.transactional_ids),
+        }
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction the broker has open under the query's transactional-id prefix."""
+
+    transactional_id: str
+    state: str | None
+    producer_id: int | None
+    producer_epoch: int | None
+    start_ms: int | None
+    timeout_ms: int | None
+    named_by_batch: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "transactionalId": self.transactional_id,
+            "state": self.state,
+            "producerId": self.producer_id,
+            "producerEpoch": self.producer_epoch,
+            "startMs": self.start_ms,
+            "timeoutMs": self.timeout_ms,
+            "namedByBatch": self.named_by_batch,
+        }
+
+
+@dataclass(frozen=True)
+class OpenTransactions:
+    """The broker's answer for one prefix; ``prefix_from`` says where the prefix came from."""
+
+    prefix: str
+    prefix_from: Literal["option", "commit record", "default"]
+    transactions: tuple[OpenTransaction, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prefix": self.prefix,
+            "prefixFrom": self.prefix_from,
+            "transactions": [t.to_dict() for t in self.transactions],
+        }
+
+
+def positions_dict(positions: Positions) -> dict[str, dict[str, int]]:
+    """``{topic: {"partition": offset}}`` with sorted topics and partitions (JSON keys)."""
+    return {
+        topic: {str(p): positions[topic][p] for p in sorted(positions[topic])}
+        for topic in sorted(positions)
+    }
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """A ``format("unaligned")`` source's offset in the last offset-log entry."""
+
+    source_id: str
+    batch_id: int
+    barrier_token: str | None
+    positions: Positions
+    ending: Positions | None
+    finished: Mapping[str, tuple[int, ...]]
+    end_of_data: bool
+    drained: bool
+
+    @property
+    def bounded(self) -> bool:
+        return self.ending is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sourceId": self.source_id,
+            "batchId": self.batch_id,
+            "barrierToken": self.barrier_token,
+            "positions": positions_dict(self.positions),
+            "ending": None if self.ending is None else positions_dict(self.ending),
+            "finished": {t: list(self.finished[t]) for t in sorted(self.finished)},
+            "endOfData": self.end_of_data,
+            "drained": self.drained,
+        }
+
+
+@dataclass(frozen=True)
+class PendingTaskState:
+    """Channel state one sink task inherits: the next barrier's task replays it first."""
+
+    task_index: int
+    rows: int
+    files: int
+    inline: int
+    bytes: int
+    barriers: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "taskIndex": self.task_index,
+            "rows": self.rows,
+            "files": self.files,
+            "inline": self.inline,
+            "bytes": self.bytes,
+            "barriers": list(self.barriers),
+        }
+
+
+@dataclass(frozen=True)
+class PendingChannelState:
+    """Channel state pending after the newest commit record (``batch_id``)."""
+
+    batch_id: int
+    tasks: tuple[PendingTaskState, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tasks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batchId": self.batch_id, "tasks": [t.to_dict() for t in self.tasks]}
+
+
+@dataclass(frozen=True)
+class FinishedView:
+    """``unaligned/finished.json``: the final checkpoint committed with nothing pending."""
+
+    final_batch_id: int
+    finished_at_ms: int | None
+    has_finished: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "finalBatchId": self.final_batch_id,
+            "finishedAtMs": self.finished_at_ms,
+            "hasFinished": self.has_finished,
+        }
+
+
+@dataclass(frozen=True)
+class StopView:
+    """``unaligned/stop.json``: a stop request, and how far it got."""
+
+    drain: bool
+    requested_at_ms: int
+    honoured_by: str | None
+    honoured_at_ms: int | None
+    completed_batch_id: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "drain": self.drain,
+            "requestedAtMs": self.requested_at_ms,
+            "honouredBy": self.honoured_by,
+            "honouredAtMs": self.honoured_at_ms,
+            "completedBatchId": self.completed_batch_id,
+        }
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    """Everything ``unaligned inspect`` shows of one checkpoint (see the module docstring)."""
+
+    checkpoint: str
+    query_id: str
+    barriers: tuple[BarrierView, ...]
+    in_doubt: tuple[InDoubtBatch, ...]
+    open_transactions: OpenTransactions | None
+    sources: tuple[SourceView, ...]
+    pending: PendingChannelState | None
+    finished: FinishedView | None
+    stop_request: StopView | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return {
+            "checkpoint": self.checkpoint,
+            "queryId": self.query_id,
+            "barriers": [b.to_dict() for b in self.barriers],
+            "inDoubt": [b.to_dict() for b in self.in_doubt],
+            "openTransactions": (
+                None if self.open_transactions is None else self.open_transactions.to_dict()
+            ),
+            "sources": [s.to_dict() for s in self.sources],
+            "pendingChannelState": None if self.pending is None else self.pending.to_dict(),
+            "finished": None if self.finished is None else self.finished.to_dict(),
+            "stopRequest": None if self.stop_request is None else self.stop_request.to_dict(),
+        }
