@@ -181,6 +181,19 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
     return _summary(expected, dict(got), watcher, len(open_ids), checkpoint, workdir, started)
 
 
+def _report(checkpoint: str, workdir: Path) -> Path:
+    """Write the checkpoint's HTML report (``unaligned report``) next to it."""
+    from unaligned._parsing import parse_duration_ms
+    from unaligned.demo.query_run import ALIGNED_CHECKPOINT_TIMEOUT
+    from unaligned.inspection import build_view
+    from unaligned.inspection.html_report import render_html
+
+    timeout_ms = parse_duration_ms("alignedCheckpointTimeout", ALIGNED_CHECKPOINT_TIMEOUT)
+    path = workdir / "report.html"
+    path.write_text(render_html(build_view(checkpoint), timeout_ms), encoding="utf-8")
+    return path
+
+
 def _summary(
     expected: dict[int, list[bytes]],
     got: dict[int, list[bytes]],
@@ -209,6 +222,7 @@ def _summary(
     print(f"per-partition order kept {'yes' if in_order else 'NO'}")
     print(f"open transactions        {open_transactions}")
     print(f"checkpoint               {checkpoint}")
+    print(f"HTML report              {_report(checkpoint, workdir)}")
     print(f"took                     {time.monotonic() - started:.0f} s")
     ok = duplicates == 0 and missing == 0 and in_order and open_transactions == 0
     print("\nexactly once: " + ("yes" if ok else "NO"))
