@@ -21,8 +21,9 @@ What holds exactly as on the per-record path:
 - :meth:`TransactionalWriter.unacknowledged_bytes` counts the same payload bytes (keys, values,
   header keys and values), so the barrier's between-chunk bound is unchanged.
 
-Record timestamps are the time the chunk is encoded (one per chunk; the per-record path takes
-the time of each ``send``).
+Differences: record timestamps are the time the chunk is encoded (one per chunk; the
+per-record path takes the time of each ``send``), and a row with neither key nor value is
+written as Spark's Java sink writes it (kafka-python's ``send`` refuses it).
 """
 
 from __future__ import annotations
