@@ -240,12 +240,16 @@ def append_batch(
     data: bytes,
     record_count: int,
     on_done: BatchDone,
+    *,
+    wake_sender: bool = True,
 ) -> None:
     """Queue one encoded v2 record batch of ``record_count`` records for ``tp`` in ``producer``'s
     current transaction (see the module docstring for the guarantees).
 
     Raises ``kafka.errors.KafkaError`` when the transaction cannot take records (an earlier
     failure, no transaction open) and ``IllegalStateError`` when the producer is closed.
+    ``wake_sender=False`` leaves waking the I/O thread to the caller (:func:`wake`, once after
+    many batches: each wake-up is a system call).
     """
     manager = producer._transaction_manager
     manager.maybe_add_partition_to_transaction(tp)
@@ -264,4 +268,10 @@ def append_batch(
             accumulator._incomplete.add(batch)
     finally:
         accumulator._appends_in_progress.decrement()
+    if wake_sender:
+        wake(producer)
+
+
+def wake(producer: KafkaProducer) -> None:
+    """Wake ``producer``'s I/O thread so that it sends the batches queued so far."""
     producer._sender.wakeup()

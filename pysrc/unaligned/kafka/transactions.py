@@ -8,11 +8,9 @@ transaction is resumed without ``init_transactions`` and the stale-EndTxn hazard
 :meth:`prepare` checks every record was acknowledged, so the coordinator knows every partition
 the transaction wrote.
 
-Records go in one at a time (:meth:`TransactionalWriter.send`, kafka-python's ``send``) or as
-whole v2 record batches encoded ahead of time (:meth:`TransactionalWriter.send_batch`, the fast
-path of :mod:`unaligned.kafka.batch_sender`, available when
-:attr:`TransactionalWriter.fast_path_unavailable` is ``None``). Both go through the same
-producer, transaction and acknowledgement accounting, and may be mixed.
+Records go in one by one (``send``) or as v2 record batches encoded ahead of time
+(``send_batch``: :mod:`unaligned.kafka.batch_sender`); both share producer, transaction and
+acknowledgement accounting, and may be mixed.
 
 The writer reads the producer's private ``_transaction_manager.producer_id_and_epoch``; it is
 pinned by ``tests/kafka/test_transactions.py``.
@@ -37,7 +35,7 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionWriteError,
 )
-from unaligned.kafka.batch_sender import append_batch, fast_path_unavailable
+from unaligned.kafka.batch_sender import append_batch, fast_path_unavailable, wake
 
 PRODUCER_CLOSE_TIMEOUT_S = 10.0
 
@@ -147,8 +145,7 @@ class TransactionalWriter:
         return self._fast_path_unavailable
 
     def batch_settings(self) -> tuple[str, int, int]:
-        """``(compression.type, batch.size, max.request.size)`` of the producer, for encoding
-        the batches given to :meth:`send_batch`."""
+        """The producer's ``(compression.type, batch.size, max.request.size)``, to encode by."""
         self._require((_WriterState.OPEN,), "encode for")
         assert self._producer is not None
         config = self._producer.config
@@ -171,9 +168,7 @@ class TransactionalWriter:
                 f"could not find the partitions of topic {topic!r} for transaction "
                 f"{self._transactional_id!r}: {exc!r}"
             ) from exc
-        if not partitions:
-            raise TransactionWriteError(f"topic {topic!r} has no partitions")
-        return len(partitions)
+        return len(partitions or ())
 
     def _current_producer_id_and_epoch(self) -> tuple[int, int]:
         assert self._producer is not None
@@ -221,25 +216,25 @@ class TransactionalWriter:
         future.add_errback(done)
 
     def send_batch(
-        self, topic: str, partition: int, data: bytes, record_count: int, payload_bytes: int
+        self,
+        topic: str,
+        partition: int,
+        data: bytes,
+        record_count: int,
+        payload_bytes: int,
+        *,
+        wake_sender: bool = True,
     ) -> None:
-        """Queue one encoded v2 record batch of ``record_count`` records for ``partition`` of
-        ``topic``; returns before the broker acknowledges it.
+        """Queue one encoded v2 batch of ``record_count`` records (only when
+        :attr:`fast_path_unavailable` is ``None``); returns before the broker acknowledges it.
 
-        ``payload_bytes``: the records' key, value and header bytes (what
-        :meth:`unacknowledged_bytes` counts). Producer id, epoch, sequence and transactional bit
-        are set when the producer sends it, so ``data`` may carry any. Per partition, records
-        are written in the order of the calls (and of :meth:`send` calls). Requires
-        :attr:`fast_path_unavailable` to be ``None``. A batch the transaction refuses raises
-        :class:`TransactionWriteError` and poisons the writer.
-        """
+        ``payload_bytes``: key, value and header bytes (as :meth:`unacknowledged_bytes` counts).
+        Producer id, epoch, sequence and transactional bit are set when the batch is sent. Per
+        partition, records are written in call order (:meth:`send` calls included);
+        ``wake_sender=False`` leaves it to :meth:`wake_sender` (or a flush). A refused batch
+        raises :class:`TransactionWriteError` and poisons the writer."""
         self._require((_WriterState.OPEN,), "send")
         assert self._producer is not None
-        if self._fast_path_unavailable is not None:
-            raise TransactionWriteError(
-                f"transaction {self._transactional_id!r} cannot take encoded batches: "
-                f"{self._fast_path_unavailable}"
-            )
         with self._lock:
             self._unacknowledged_bytes += payload_bytes
             self._sent += record_count
@@ -250,6 +245,7 @@ class TransactionalWriter:
                 data,
                 record_count,
                 functools.partial(self._on_batch_done, payload_bytes, record_count),
+                wake_sender=wake_sender,
             )
         except Exception as exc:
             self._on_batch_done(payload_bytes, record_count, 0, exc)
@@ -258,9 +254,13 @@ class TransactionalWriter:
                 f"{topic!r} in transaction {self._transactional_id!r}: {exc!r}"
             ) from exc
 
+    def wake_sender(self) -> None:
+        """Let the producer's I/O thread send what :meth:`send_batch` queued unwoken."""
+        wake(self._producer) if self._producer is not None else None
+
     def _on_record_done(self, size: int, result: object) -> None:
-        failure = result if isinstance(result, BaseException) else None
-        self._on_batch_done(size, 1, 0 if failure is not None else 1, failure)
+        failed = isinstance(result, BaseException)
+        self._on_batch_done(size, 1, int(not failed), result if failed else None)  # type: ignore[arg-type]
 
     def _on_batch_done(
         self, size: int, records: int, acknowledged: int, failure: BaseException | None

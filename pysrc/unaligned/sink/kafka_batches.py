@@ -134,36 +134,44 @@ class BatchChunkWriter:
             ) from exc
         sizes = payload_sizes(keys, values, headers, rows)
         compression, batch_size, max_request_size = self._writer.batch_settings()
-        now_ms = int(time.time() * 1000)
-        whole = len(groups) == 1
-        for group in groups:
-            take = None if whole else pa.array(group.rows)
-            try:
-                batches = encode_record_batches(
-                    _rows_of(keys, take),
-                    _rows_of(values, take),
-                    headers=_rows_of(headers, take),
-                    compression=compression,
-                    batch_size=batch_size,
-                    max_request_size=max_request_size,
-                    now_ms=now_ms,
-                )
-            except Exception as exc:  # MessageSizeTooLargeError, a codec failing...
-                raise TransactionWriteError(
-                    f"could not encode records for partition {group.partition} of topic "
-                    f"{group.topic!r} in transaction {self._writer.transactional_id!r}: {exc!r}"
-                ) from exc
-            group_sizes = sizes if whole else sizes[group.rows]
-            bounds = np.zeros(len(group_sizes) + 1, np.int64)
-            np.cumsum(group_sizes, out=bounds[1:])
-            for batch in batches:
+        # One encoding pass for the whole chunk: rows reordered group by group (row order kept
+        # within each), batches never spanning two groups.
+        counts = np.array([group.count for group in groups], np.int64)
+        firsts = np.zeros(len(groups), np.int64)
+        np.cumsum(counts[:-1], out=firsts[1:])
+        take = None if len(groups) == 1 else pa.array(np.concatenate([g.rows for g in groups]))
+        try:
+            batches = encode_record_batches(
+                _rows_of(keys, take),
+                _rows_of(values, take),
+                headers=_rows_of(headers, take),
+                compression=compression,
+                batch_size=batch_size,
+                max_request_size=max_request_size,
+                now_ms=int(time.time() * 1000),
+                group_starts=firsts,
+            )
+        except Exception as exc:  # MessageSizeTooLargeError, a codec failing...
+            raise TransactionWriteError(
+                f"could not encode {rows} record(s) in transaction "
+                f"{self._writer.transactional_id!r}: {exc!r}"
+            ) from exc
+        ordered_sizes = sizes if take is None else sizes[take.to_numpy()]
+        bounds = np.zeros(rows + 1, np.int64)
+        np.cumsum(ordered_sizes, out=bounds[1:])
+        group_of = np.searchsorted(firsts, [b.start for b in batches], "right") - 1
+        try:
+            for batch, g in zip(batches, group_of.tolist(), strict=True):
                 self._writer.send_batch(
-                    group.topic,
-                    group.partition,
+                    groups[g].topic,
+                    groups[g].partition,
                     batch.data,
                     batch.record_count,
                     int(bounds[batch.stop] - bounds[batch.start]),
+                    wake_sender=False,
                 )
+        finally:
+            self._writer.wake_sender()
 
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, looked up once per chunk."""
