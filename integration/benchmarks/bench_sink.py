@@ -21,7 +21,7 @@ transaction / renaming every file, manifest), read from the done markers under t
 Each query runs once: the figures are for one machine at one time, not a regression gate.
 
 ``python_cpu_s`` is the CPU time (user + system) the query cost in Spark's Python worker
-processes (every live process whose command line names ``pyspark``, plus the processes they
+processes (every live descendant whose command line names ``pyspark``, plus the processes they
 reaped), read from ``/proc`` before and after the query; ``python_cpu_us_per_record`` divides it
 by the records. The sink's own share is estimated as ``kafka`` minus the final (warm) ``noop``
 query (``sink_python_cpu_s_per_million``): the source and Spark's Python overhead cancel out.
@@ -57,19 +57,27 @@ def _produce_input(kafka: Any, topic: str) -> float:
 
 
 def _python_worker_cpu_s() -> float:
-    """CPU seconds of every live pyspark process of this machine and of the children they reaped
-    (Linux ``/proc``; 0 elsewhere)."""
+    """CPU seconds of every live pyspark process descended from this one and of the children
+    they reaped (Linux ``/proc``; 0 elsewhere)."""
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total = 0
+    found: dict[int, tuple[int, bool, int]] = {}  # pid -> (parent, pyspark, ticks)
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if b"pyspark" not in (entry / "cmdline").read_bytes():
-                continue
+            pyspark = b"pyspark" in (entry / "cmdline").read_bytes()
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # exited meanwhile
-        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    return total / ticks
+        # ppid, and utime + stime + cutime + cstime
+        found[int(entry.name)] = (int(fields[1]), pyspark, sum(int(f) for f in fields[11:15]))
+
+    def ours(pid: int) -> bool:  # a descendant of this process (not another test's Spark)
+        while pid > 1 and pid in found:
+            pid = found[pid][0]
+            if pid == os.getpid():
+                return True
+        return False
+
+    return sum(t for pid, (_, py, t) in found.items() if py and ours(pid)) / ticks
 
 
 def _run(spark: Any, kafka: Any, topic: str, target: str, work: Path) -> dict[str, Any]:
