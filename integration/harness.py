@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -87,3 +88,36 @@ def assert_no_stray_files(output: Path) -> None:
         listed.update(f["path"] for f in json.loads(entry.read_text())["files"])
     data_files = {f.name for f in output.glob("*.parquet")}
     assert data_files == listed, f"data files not in the manifest: {sorted(data_files - listed)}"
+
+
+def kcat_read_committed(bootstrap_servers: str, topic: str) -> list[dict[str, Any]]:
+    """Every committed record of ``topic`` as read by ``kcat`` (librdkafka: a reader
+    independent of kafka-python) with ``isolation.level=read_committed``, up to the end.
+
+    Each record: ``partition``, ``offset``, ``key`` and ``value`` (``str`` or ``None``), and
+    ``headers`` as a list of ``(key, value)`` string pairs in record order.
+    """
+    out = subprocess.run(
+        ["kcat", "-C", "-b", bootstrap_servers, "-t", topic, "-e", "-q", "-J"]
+        + ["-X", "isolation.level=read_committed"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    records = []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        raw = json.loads(line)
+        flat = raw.get("headers") or []
+        records.append(
+            {
+                "partition": raw["partition"],
+                "offset": raw["offset"],
+                "key": raw.get("key"),
+                "value": raw.get("payload"),
+                "headers": list(zip(flat[::2], flat[1::2], strict=True)),
+            }
+        )
+    return records

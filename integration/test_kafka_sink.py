@@ -16,7 +16,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from harness import kafka_stream, wait_until
+from harness import kafka_stream, kcat_read_committed, wait_until
 from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
@@ -72,6 +72,15 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
         expected_headers = [("h", f"{i}".encode())] if i % 3 else []
         assert list(record.headers) == expected_headers
     assert {r.partition for r in got} == {0, 1, 2}
+    # An independent reader (kcat: librdkafka, read_committed) sees every record exactly once,
+    # with its key, value, headers and the partition its row asked for (source offset % 3).
+    seen = kcat_read_committed(kafka.bootstrap_servers, output)
+    assert sorted(r["value"] for r in seen) == sorted(f"out-value-{i}" for i in range(300))
+    for r in seen:
+        i = int(r["value"].rsplit("-", 1)[1])
+        assert r["key"] == f"k{i}"
+        assert r["headers"] == ([("h", str(i))] if i % 3 else [])
+        assert r["partition"] == (i // 2) % 3
 
     # Transactional ids carry the query id (from the checkpoint's metadata on the driver, the
     # same id the tasks see as the sql.streaming.queryId local property).

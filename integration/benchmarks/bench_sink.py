@@ -19,6 +19,12 @@ figures; query start-up excluded). ``commit_ms`` is the time the sink's driver-s
 ``commit()`` spent per batch until the batch was done (decision record, committing every
 transaction / renaming every file, manifest), read from the done markers under the checkpoint.
 Each query runs once: the figures are for one machine at one time, not a regression gate.
+
+``python_cpu_s`` is the CPU time (user + system) the query cost in Spark's Python worker
+processes (every live descendant whose command line names ``pyspark``, plus the processes they
+reaped), read from ``/proc`` before and after the query; ``python_cpu_us_per_record`` divides it
+by the records. The sink's own share is estimated as ``kafka`` minus the final (warm) ``noop``
+query (``sink_python_cpu_s_per_million``): the source and Spark's Python overhead cancel out.
 """
 
 from __future__ import annotations
@@ -50,6 +56,30 @@ def _produce_input(kafka: Any, topic: str) -> float:
     return time.monotonic() - started
 
 
+def _python_worker_cpu_s() -> float:
+    """CPU seconds of every live pyspark process descended from this one and of the children
+    they reaped (Linux ``/proc``; 0 elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    found: dict[int, tuple[int, bool, int]] = {}  # pid -> (parent, pyspark, ticks)
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            pyspark = b"pyspark" in (entry / "cmdline").read_bytes()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        # ppid, and utime + stime + cutime + cstime
+        found[int(entry.name)] = (int(fields[1]), pyspark, sum(int(f) for f in fields[11:15]))
+
+    def ours(pid: int) -> bool:  # a descendant of this process (not another test's Spark)
+        while pid > 1 and pid in found:
+            pid = found[pid][0]
+            if pid == os.getpid():
+                return True
+        return False
+
+    return sum(t for pid, (_, py, t) in found.items() if py and ours(pid)) / ticks
+
+
 def _run(spark: Any, kafka: Any, topic: str, target: str, work: Path) -> dict[str, Any]:
     from unaligned.sink.commit_log import CommitLog
 
@@ -79,10 +109,12 @@ def _run(spark: Any, kafka: Any, topic: str, target: str, work: Path) -> dict[st
     else:
         output = str(work / "files")
         writer = writer.format("unaligned").option("path", output)
+    cpu_before = _python_worker_cpu_s()
     started = time.monotonic()
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
     wall_s = time.monotonic() - started
+    python_cpu_s = _python_worker_cpu_s() - cpu_before
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     rows = sum(p["numInputRows"] for p in progress)
     trigger_ms = [p["durationMs"]["triggerExecution"] for p in progress]
@@ -94,6 +126,8 @@ def _run(spark: Any, kafka: Any, topic: str, target: str, work: Path) -> dict[st
         "wall_s": round(wall_s, 2),
         "records_per_s": round(rows / (sum(trigger_ms) / 1000)),
         "records_per_s_wall": round(rows / wall_s),
+        "python_cpu_s": round(python_cpu_s, 2),
+        "python_cpu_us_per_record": round(python_cpu_s / max(rows, 1) * 1e6, 2),
     }
     if kind != "noop":
         log = CommitLog.under_checkpoint(str(checkpoint))
@@ -139,7 +173,8 @@ def main() -> dict[str, Any]:
                 results.append(result)
                 print(
                     f"{target:>6}: {result['records_per_s']:>9,} records/s "
-                    f"({result['batches']} batches, wall {result['wall_s']} s"
+                    f"({result['batches']} batches, wall {result['wall_s']} s, Python CPU "
+                    f"{result['python_cpu_s']} s"
                     + (
                         f", commit() median {result['commit_ms_median']} ms"
                         if "commit_ms" in result
@@ -150,8 +185,12 @@ def main() -> dict[str, Any]:
                 )
         finally:
             spark.stop()
+    cpu = {r["target"]: r["python_cpu_s"] for r in results}
+    sink_cpu_per_million = (cpu["kafka"] - cpu["noop"]) * 1_000_000 / RECORDS
+    print(f"sink's own Python CPU (kafka - noop): {sink_cpu_per_million:.1f} s per million records")
     summary = {
         "benchmark": "sink",
+        "sink_python_cpu_s_per_million": round(sink_cpu_per_million, 2),
         "records": RECORDS,
         "partitions": PARTITIONS,
         "value_bytes": VALUE_BYTES,

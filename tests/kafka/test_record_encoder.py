@@ -273,3 +273,11 @@ def test_bad_inputs() -> None:
         )
     with pytest.raises(ValueError, match="rows"):
         encode_record_batches(pa.array([b"a", b"b"]), pa.array([b"a"]))
+
+
+def test_group_starts_keep_batches_within_their_group() -> None:
+    values = pa.array([b"v%d" % i for i in range(10)], pa.binary())
+    batches = encode_record_batches(None, values, group_starts=[0, 3, 3, 7], now_ms=1)
+    assert [(b.start, b.stop) for b in batches] == [(0, 3), (3, 7), (7, 10)]
+    with pytest.raises(ValueError, match="start at row 0"):
+        encode_record_batches(None, values, group_starts=[2])

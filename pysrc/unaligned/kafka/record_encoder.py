@@ -203,6 +203,7 @@ def encode_record_batches(
     max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
     producer: ProducerState | None = None,
     now_ms: int | None = None,
+    group_starts: Any = None,
 ) -> list[EncodedBatch]:
     """Encode the rows of Arrow columns as v2 record batches (the layout in
     :mod:`unaligned.kafka.record_batch_layout`).
@@ -212,7 +213,9 @@ def encode_record_batches(
     timestamp column, or a numpy array; nulls and ``None`` take ``now_ms``, default the clock).
     ``compression``: ``compression.type`` or its codec id. ``producer``: producer id, epoch,
     first sequence and transactional bit (batch k's base sequence is the first sequence plus
-    the rows before it). Returns the batches in row order with the rows each one holds.
+    the rows before it). ``group_starts``: increasing first rows of groups (e.g. one per
+    partition) that no batch may span; the first must be 0. Returns the batches in row order
+    with the rows each one holds.
     """
     codec = usable_codec_id(compression)
     if values is None and keys is None:
@@ -246,7 +249,20 @@ def encode_record_batches(
             f"row {row} encodes to a {int(single[row])}-byte record batch, larger than "
             f"max.request.size {max_request_size}"
         )
-    starts = _split(fixed, ts, varying, min(batch_size, max_request_size))
+    bound = min(batch_size, max_request_size)
+    if group_starts is None:
+        starts = _split(fixed, ts, varying, bound)
+    else:
+        edges = [int(g) for g in group_starts] + [rows]
+        if edges[0] != 0:
+            raise ValueError(f"group_starts must start at row 0, not {edges[0]}")
+        starts = np.concatenate(
+            [
+                lo + _split(fixed[lo:hi], ts[lo:hi], varying, bound)
+                for lo, hi in zip(edges, edges[1:], strict=False)
+                if hi > lo
+            ]
+        )
     # Encode groups of whole batches of about _GROUP_ROWS rows: the scatters into the output
     # then stay in the CPU cache (one pass over a million rows is several times slower).
     at = np.searchsorted(starts, np.arange(_GROUP_ROWS, rows, _GROUP_ROWS))

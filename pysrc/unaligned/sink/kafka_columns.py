@@ -14,13 +14,16 @@ ignored):
 
 :func:`kafka_columns` finds and type-checks them when the stream writer is built
 (:func:`unaligned.sink.stream_writer_factory.build_stream_writer`), before any data moves;
-nullability is ignored. :func:`bytes_list` and :func:`headers_list` turn a chunk's columns into
-the values the task's producer sends (:class:`unaligned.sink.kafka_participant.KafkaTaskWriter`,
-step 1 of the protocol).
+nullability is ignored. :func:`send_records` sends a chunk's rows one record at a time, with
+:func:`bytes_list` and :func:`headers_list` turning its columns into the values the task's
+producer sends: the per-record path of
+:class:`unaligned.sink.kafka_participant.KafkaTaskWriter` (step 1 of the protocol; the fast path
+is :mod:`unaligned.sink.kafka_batches`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -143,3 +146,32 @@ def headers_list(column: pa.Array) -> list[list[tuple[str, bytes]] | None]:
             headers.append((key, value))
         result.append(headers)
     return result
+
+
+SendRecord = Callable[..., None]
+"""``send(topic, value, key=..., headers=..., partition=...)``, as
+:meth:`unaligned.kafka.transactions.TransactionalWriter.send`."""
+
+
+def send_records(
+    chunk: pa.RecordBatch, cols: KafkaColumns, fixed_topic: str | None, send: SendRecord
+) -> None:
+    """Send every row of ``chunk`` as one record, in row order (option ``topic`` wins)."""
+    values = bytes_list(chunk.column(cols.value))
+    keys = bytes_list(chunk.column(cols.key)) if cols.key is not None else None
+    topics = chunk.column(cols.topic).to_pylist() if cols.topic is not None else None
+    partitions = chunk.column(cols.partition).to_pylist() if cols.partition is not None else None
+    headers = headers_list(chunk.column(cols.headers)) if cols.headers is not None else None
+    for i in range(len(values)):
+        topic = fixed_topic if topics is None else topics[i]
+        if topic is None:
+            raise SchemaMismatchError(
+                "Kafka sink input column 'topic' is null in a row and option 'topic' is not set"
+            )
+        send(
+            topic,
+            values[i],
+            key=None if keys is None else keys[i],
+            headers=None if headers is None else headers[i],
+            partition=None if partitions is None else partitions[i],
+        )

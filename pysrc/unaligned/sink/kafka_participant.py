@@ -35,7 +35,6 @@ import pyarrow as pa
 from kafka.errors import KafkaError
 
 from unaligned.errors import (
-    SchemaMismatchError,
     SinkConfigurationError,
     TopicNotFoundError,
     TransactionAbortError,
@@ -46,7 +45,8 @@ from unaligned.errors import (
 from unaligned.kafka import transaction_coordinator, transaction_states
 from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.kafka_columns import KafkaColumns, bytes_list, headers_list
+from unaligned.sink.kafka_batches import BatchChunkWriter
+from unaligned.sink.kafka_columns import KafkaColumns, send_records
 from unaligned.sink.options import KafkaTarget
 
 logger = logging.getLogger(__name__)
@@ -55,12 +55,22 @@ PARTICIPANT = "kafka"
 #: Time kept in hand to commit a prepared transaction before the broker would abort it.
 COMMIT_MARGIN_MIN_MS = 5_000
 
+_FALLBACKS_LOGGED: set[str] = set()
+"""Reasons for the per-record path already logged by this process (each is logged once)."""
+
 
 # --- task side ----------------------------------------------------------------------------------
 
 
 class KafkaTaskWriter:
-    """Writes one task attempt's rows into one transaction (Step 1 of the protocol)."""
+    """Writes one task attempt's rows into one transaction (Step 1 of the protocol).
+
+    Chunks go through the fast path (:class:`unaligned.sink.kafka_batches.BatchChunkWriter`:
+    whole record batches encoded column-wise) unless the task's producer cannot take them
+    (:attr:`unaligned.kafka.transactions.TransactionalWriter.fast_path_unavailable`, e.g.
+    another kafka-python version); then every record is sent by kafka-python's ``send``, and
+    the reason is logged once per process. Both paths write the same records.
+    """
 
     def __init__(
         self,
@@ -74,35 +84,29 @@ class KafkaTaskWriter:
         self._columns = columns
         self._writer = TransactionalWriter(client_kwargs, transactional_id)
         self._partition_id = partition_id
+        self._batches: BatchChunkWriter | None = None
+
+    @property
+    def uses_fast_path(self) -> bool:
+        """Whether chunks are written as encoded batches (known after :meth:`begin`)."""
+        return self._batches is not None
 
     def begin(self) -> None:
         self._writer.begin()
+        reason = self._writer.fast_path_unavailable
+        if reason is None:
+            self._batches = BatchChunkWriter(self._target, self._columns, self._writer)
+        elif reason not in _FALLBACKS_LOGGED:
+            _FALLBACKS_LOGGED.add(reason)
+            logger.warning(
+                "Kafka sink writes record by record (the slower path) in this process: %s", reason
+            )
 
     def write_chunk(self, chunk: pa.RecordBatch) -> None:
-        cols = self._columns
-        values = bytes_list(chunk.column(cols.value))
-        rows = len(values)
-        keys = bytes_list(chunk.column(cols.key)) if cols.key is not None else None
-        topics = chunk.column(cols.topic).to_pylist() if cols.topic is not None else None
-        partitions = (
-            chunk.column(cols.partition).to_pylist() if cols.partition is not None else None
-        )
-        headers = headers_list(chunk.column(cols.headers)) if cols.headers is not None else None
-        send = self._writer.send
-        fixed_topic = self._target.topic
-        for i in range(rows):
-            topic = fixed_topic if topics is None else topics[i]
-            if topic is None:
-                raise SchemaMismatchError(
-                    "Kafka sink input column 'topic' is null in a row and option 'topic' is not set"
-                )
-            send(
-                topic,
-                values[i],
-                key=None if keys is None else keys[i],
-                headers=None if headers is None else headers[i],
-                partition=None if partitions is None else partitions[i],
-            )
+        if self._batches is not None:
+            self._batches.write_chunk(chunk)
+        else:
+            send_records(chunk, self._columns, self._target.topic, self._writer.send)
 
     def between_chunks(self) -> None:
         """Keep at most ``maxUnacknowledgedBytes`` sent but unacknowledged between chunks."""

@@ -1,0 +1,197 @@
+"""The Kafka sink's task writer on the real broker: the fast path (encoded batches) and the
+per-record fallback, read back by kcat (librdkafka) with ``isolation.level=read_committed``.
+
+The Spark end-to-end tests (test_kafka_sink.py, test_sink_crash_matrix.py) run over the fast
+path too, since it is the default; here each chunk's rows are checked record by record: every
+record exactly once, with its key, value, headers and partition, in input order per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from harness import kcat_read_committed, wait_until
+from unaligned.kafka import batch_sender
+from unaligned.kafka import transaction_coordinator as tc
+from unaligned.kafka.partitioner import murmur2
+from unaligned.sink import kafka_participant
+from unaligned.sink.kafka_columns import kafka_columns
+from unaligned.sink.kafka_participant import KafkaTaskWriter, prepared_from_json
+from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.testing import EmbeddedKafka
+
+TopicFactory = Callable[..., str]
+
+_HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", StringType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("headers", ArrayType(_HEADER)),
+    ]
+)
+_ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def _target(kafka: EmbeddedKafka, **options: str) -> KafkaTarget:
+    target = SinkOptions.parse(
+        {
+            "checkpointlocation": "/unused",
+            "kafka.bootstrap.servers": kafka.bootstrap_servers,
+            **options,
+        }
+    ).target
+    assert isinstance(target, KafkaTarget)
+    return target
+
+
+def _chunk(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    keys, values, topics, partitions, headers = zip(*rows, strict=True)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.string()),
+            pa.array(topics, pa.string()),
+            pa.array(partitions, pa.int32()),
+            pa.array(headers, _ARROW_HEADERS),
+        ],
+        names=["key", "value", "topic", "partition", "headers"],
+    )
+
+
+def _write(
+    kafka: EmbeddedKafka, chunks: list[pa.RecordBatch], **options: str
+) -> tuple[KafkaTaskWriter, int]:
+    """Write ``chunks`` in one task transaction, prepare it and commit it from its handle."""
+    target = _target(kafka, **options)
+    writer = KafkaTaskWriter(
+        target,
+        kafka_columns(_SCHEMA, target),
+        target.client_kwargs(),
+        f"it-fast-{uuid.uuid4().hex[:8]}",
+        0,
+    )
+    try:
+        writer.begin()
+        for chunk in chunks:
+            writer.write_chunk(chunk)
+            writer.between_chunks()
+        item = writer.prepare()
+    finally:
+        writer.close()
+    tc.commit_prepared(target.client_kwargs(), prepared_from_json(item))
+    return writer, int(item["recordCount"])
+
+
+def _committed(kafka: EmbeddedKafka, topic: str) -> list[dict[str, Any]]:
+    wait_until(lambda: kafka.last_stable_offsets(topic) == kafka.end_offsets(topic), f"{topic} LSO")
+    return kcat_read_committed(kafka.bootstrap_servers, topic)
+
+
+def _rows(topics: list[str], count: int, partitions: int) -> Iterator[tuple[Any, ...]]:
+    for i in range(count):
+        key = None if i % 7 == 0 else f"k{i % 50}".encode()
+        partition = i % partitions if i % 5 == 0 else None
+        headers = [("h", f"{i}".encode()), ("h", b"again")] if i % 3 else None
+        yield key, f"v{i}", topics[i % len(topics)], partition, headers
+
+
+def _check(
+    kafka: EmbeddedKafka, topics: list[str], rows: list[tuple[Any, ...]], partitions: int
+) -> None:
+    got = {topic: _committed(kafka, topic) for topic in topics}
+    for topic in topics:
+        expected = [r for r in rows if r[2] == topic]
+        records = got[topic]
+        assert sorted(r["value"] for r in records) == sorted(r[1] for r in expected)  # once each
+        by_value = {r["value"]: r for r in records}
+        per_partition: dict[int, list[str]] = defaultdict(list)
+        for key, value, _, partition, headers in expected:
+            record = by_value[value]
+            assert record["key"] == (None if key is None else key.decode())
+            assert record["headers"] == [(k, v.decode()) for k, v in headers or []]
+            if partition is not None:
+                assert record["partition"] == partition
+            elif key is not None:
+                assert record["partition"] == (murmur2(key) & 0x7FFFFFFF) % partitions
+            per_partition[record["partition"]].append(value)
+        for partition, values in per_partition.items():
+            in_log = [r["value"] for r in sorted(records, key=lambda r: r["offset"])]
+            assert [v for v in in_log if by_value[v]["partition"] == partition] == values
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_fast_path_writes_every_record_once_with_key_value_headers_and_partition(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, compression: str
+) -> None:
+    topics = [new_topic(partitions=3), new_topic(partitions=3)]
+    rows = list(_rows(topics, 3000, 3))
+    chunks = [_chunk(rows[i : i + 700]) for i in range(0, len(rows), 700)]
+    writer, count = _write(
+        kafka,
+        chunks,
+        **{"kafka.compression.type": compression, "kafka.batch.size": "4096"},
+    )
+    assert writer.uses_fast_path
+    assert count == len(rows)
+    _check(kafka, topics, rows, 3)
+
+
+def test_unacknowledged_bytes_count_the_payload_of_encoded_batches(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    topic = new_topic(partitions=2)
+    rows = [(b"key", "x" * 100, topic, i % 2, [("hd", b"12345")]) for i in range(10)]
+    target = _target(kafka, **{"kafka.linger.ms": "60000"})
+    writer = KafkaTaskWriter(
+        target, kafka_columns(_SCHEMA, target), target.client_kwargs(), f"it-{uuid.uuid4()}", 0
+    )
+    try:
+        writer.begin()
+        assert writer.uses_fast_path
+        writer.write_chunk(_chunk(rows))
+        # Each record: 3 key + 100 value + 2 header key + 5 header value bytes; 0 once acked.
+        assert 0 <= writer._writer.unacknowledged_bytes() <= 10 * (3 + 100 + 2 + 5)
+        writer._writer.flush(timeout_s=60)
+        assert writer._writer.unacknowledged_bytes() == 0
+        writer.abort()
+    finally:
+        writer.close()
+
+
+def test_per_record_fallback_is_used_and_logged_once_when_the_fast_path_does_not_fit(
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Another kafka-python version than the pinned one: the sink sends record by record."""
+    monkeypatch.setattr(batch_sender, "PINNED_KAFKA_PYTHON", "0.0.0-not-this-one")
+    monkeypatch.setattr(kafka_participant, "_FALLBACKS_LOGGED", set())
+    topics = [new_topic(partitions=3)]
+    rows = list(_rows(topics, 400, 3))
+    caplog.set_level(logging.WARNING, logger=kafka_participant.__name__)
+    writers = [_write(kafka, [_chunk(rows[:200])]), _write(kafka, [_chunk(rows[200:])])]
+    assert not any(writer.uses_fast_path for writer, _ in writers)
+    assert sum(count for _, count in writers) == len(rows)
+    fallback_logs = [r for r in caplog.records if "record by record" in r.getMessage()]
+    assert len(fallback_logs) == 1  # once per process, not per task
+    assert "0.0.0-not-this-one" in fallback_logs[0].getMessage()
+    _check(kafka, topics, rows, 3)
