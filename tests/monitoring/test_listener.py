@@ -10,16 +10,19 @@ from typing import Any
 import pytest
 
 from unaligned.barriers.idle import HINT_DIR_ENV
-from unaligned.barriers.metrics import BarrierMetrics, latest_published, publish_latest
+from unaligned.barriers.metrics import BarrierMetrics, read_barrier, write_metrics
+from unaligned.finishing.stop_request import link, query_key
 from unaligned.monitoring.listener import QueryFigures, UnalignedListener, figures_of
 
 QUERY = "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab"
 
 
 @pytest.fixture(autouse=True)
-def hint_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A checkpoint the sink linked to the query on this host."""
     monkeypatch.setenv(HINT_DIR_ENV, str(tmp_path / "hints"))
-    return tmp_path / "hints"
+    link(query_key(QUERY), str(tmp_path / "ck"))
+    return str(tmp_path / "ck")
 
 
 def barrier(batch_id: int) -> BarrierMetrics:
@@ -53,9 +56,10 @@ def progress(batch_id: int, with_source: bool = True) -> dict[str, Any]:
     return {"id": QUERY, "batchId": batch_id, "sources": sources}
 
 
-def test_the_published_barrier_of_the_same_batch_joins_the_lag() -> None:
-    publish_latest(QUERY, barrier(7))
-    assert latest_published(QUERY) == barrier(7)
+def test_the_stored_barrier_of_the_same_batch_joins_the_lag(checkpoint: str) -> None:
+    write_metrics(checkpoint, barrier(7))
+    write_metrics(checkpoint, barrier(9))  # a later barrier: the report of 7 still gets 7
+    assert read_barrier(checkpoint, 7) == barrier(7)
     figures = figures_of(progress(7))
     assert figures is not None and figures.barrier == barrier(7)
     assert figures.offsets_behind is not None and figures.offsets_behind.max == 15
@@ -65,9 +69,9 @@ def test_the_published_barrier_of_the_same_batch_joins_the_lag() -> None:
     assert stale is not None and stale.barrier is None
 
 
-def test_a_query_without_our_source_or_sink_has_no_figures() -> None:
+def test_a_query_without_our_source_or_sink_has_no_figures(checkpoint: str) -> None:
     assert figures_of(progress(3, with_source=False)) is None
-    publish_latest(QUERY, barrier(3))  # our sink behind another source
+    write_metrics(checkpoint, barrier(3))  # our sink behind another source
     only_sink = figures_of(progress(3, with_source=False))
     assert only_sink is not None and only_sink.offsets_behind is None
 

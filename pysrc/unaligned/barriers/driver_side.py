@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from unaligned._fs import resolve_location
 from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.barrier import wall_clock_ms
-from unaligned.barriers.metrics import TaskBarrierStats, aggregate, publish_latest, write_metrics
+from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
 from unaligned.barriers.offset_log import read_offset_log, read_query_id
 from unaligned.channel_state.files import (
     delete_barrier_state,
@@ -29,7 +29,7 @@ from unaligned.channel_state.files import (
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.errors import BarrierError
 from unaligned.finishing.final_checkpoint import clear_stale_marker, end_of_data, mark_finished
-from unaligned.finishing.stop_request import link, mark_completed
+from unaligned.finishing.stop_request import link, mark_completed, query_key
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions, default_channel_state_path
 
@@ -163,7 +163,7 @@ def after_barrier(
     if stats:
         metrics = aggregate(record.batch_id, entry.batch_timestamp_ms, int(wall_clock_ms()), stats)
         write_metrics(options.checkpoint_location, metrics)
-        publish_latest(read_query_id(options.checkpoint_location), metrics)
+        link(query_key(read_query_id(options.checkpoint_location)), options.checkpoint_location)
     pending_rows = sum(ref.remaining_rows for refs in record.channel_state.values() for ref in refs)
     hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
     for token in idle_barriers.tokens_in(source.offset for source in entry.sources):

@@ -22,18 +22,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
 from unaligned._fs import Location, read_text, resolve_location
-from unaligned.barriers.idle import hint_dir
 from unaligned.errors import CommitLogError
 
 logger = logging.getLogger(__name__)
@@ -231,28 +228,10 @@ def purge_metrics(
     return removed
 
 
-# --- the latest barrier of a query, for the driver-side listener ----------------------------
-
-
-def _published_path(query_id: str) -> Path:
-    if not query_id.replace("-", "").isalnum():
-        raise ValueError(f"query id {query_id!r} must be alphanumeric with dashes")
-    return hint_dir() / f"{query_id}.barrier.json"
-
-
-def publish_latest(query_id: str, metrics: BarrierMetrics) -> None:
-    """Publish the query's latest barrier figures in the driver-local hint directory (atomic);
-    :class:`unaligned.monitoring.UnalignedListener` reads them there."""
-    path = _published_path(query_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
-    temp.write_text(metrics.to_json())
-    os.replace(temp, path)
-
-
-def latest_published(query_id: str) -> BarrierMetrics | None:
-    """The figures :func:`publish_latest` last published for ``query_id`` on this host."""
+def read_barrier(checkpoint_location: str, batch_id: int) -> BarrierMetrics | None:
+    """The stored record of barrier ``batch_id``, or ``None`` (none, pruned, or unreadable)."""
+    location = _metrics_dir(checkpoint_location, None).child(f"{batch_id}.json")
     try:
-        return BarrierMetrics.from_dict(json.loads(_published_path(query_id).read_text()))
+        return BarrierMetrics.from_dict(json.loads(read_text(location)))
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -127,7 +127,12 @@ def withdraw(checkpoint_location: str, request: StopRequest) -> None:
         location.filesystem.delete_file(location.path)
 
 
-# --- the driver-local link from a barrier token to its checkpoint ----------------------------
+# --- the driver-local link from a barrier token (or query id) to its checkpoint ----------------
+
+
+def query_key(query_id: str) -> str:
+    """The link key of a query id (its hex digits: a UUID without dashes)."""
+    return query_id.replace("-", "")
 
 
 def _link_path(token: str) -> Path:
@@ -137,7 +142,8 @@ def _link_path(token: str) -> Path:
 
 
 def link(token: str, checkpoint_location: str) -> None:
-    """Tell the source of ``token`` on this host where its query's checkpoint is."""
+    """Tell the source of ``token`` on this host where its query's checkpoint is (also keyed by
+    :func:`query_key` for the listener of :mod:`unaligned.monitoring`)."""
     path = _link_path(token)
     try:
         if path.read_text() == checkpoint_location:

@@ -9,10 +9,11 @@ written, spilled, replayed, channel-state bytes), logs them in one INFO line of
 hands them to ``on_progress`` if given.
 
 Where the barrier figures come from: the sink's commit runner writes each barrier's metrics
-under the checkpoint (:mod:`unaligned.barriers.metrics`) and publishes the latest ones in the
-driver-local hint directory, keyed by query id (:func:`~unaligned.barriers.metrics.publish_latest`);
-the listener, on the same driver, reads them by the progress report's query id. A listener runs
-in the driver's Python process; it never blocks the query (a failure is logged and skipped).
+under the checkpoint (:mod:`unaligned.barriers.metrics`) and links the query id to the
+checkpoint in the driver-local hint directory (:func:`unaligned.finishing.stop_request.link`);
+the listener, on the same driver, follows the link of the progress report's query id and reads
+the record of the report's batch (events arrive late under load: the batch, not the latest
+barrier). A listener runs in the driver's Python process; a failure is logged and skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from unaligned.barriers.metrics import BarrierMetrics, latest_published
+from unaligned.barriers.metrics import BarrierMetrics, read_barrier
+from unaligned.finishing.stop_request import linked_checkpoint, query_key
 from unaligned.monitoring.lag import OffsetsBehind, offsets_behind
 
 logger = logging.getLogger(__name__)
@@ -71,8 +73,8 @@ def figures_of(progress: Mapping[str, Any]) -> QueryFigures | None:
     query_id = str(progress.get("id"))
     batch_id = int(progress.get("batchId", -1))
     lag = offsets_behind(progress.get("sources") or [])
-    published = latest_published(query_id)
-    barrier = published if published is not None and published.batch_id == batch_id else None
+    checkpoint = linked_checkpoint(query_key(query_id))
+    barrier = None if checkpoint is None else read_barrier(checkpoint, batch_id)
     if lag is None and barrier is None:
         return None
     return QueryFigures(query_id, batch_id, lag, barrier)
