@@ -40,6 +40,8 @@ from unaligned.testing import EmbeddedKafka
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PARTITIONS = 3
+# set by SparkSession.builder.remote(...) and left set by stop(): see the module docstring
+MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"
 
 
 def _free_port() -> int:
@@ -124,14 +126,19 @@ def connect(connect_server: str) -> Iterator[Any]:
     """A Spark Connect client session; ``SPARK_CONNECT_MODE_ENABLED`` restored afterwards."""
     from pyspark.sql import SparkSession
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)  # restored at the end
-        session = SparkSession.builder.remote(connect_server).getOrCreate()
+    before = os.environ.get(MODE_VARIABLE)
+    # create(), not getOrCreate(): the latter refuses (SESSION_ALREADY_EXIST) while the classic
+    # `spark` fixture's SparkContext of earlier tests runs in this process
+    session = SparkSession.builder.remote(connect_server).create()
+    try:
         assert type(session).__module__ == "pyspark.sql.connect.session"
-        try:
-            yield session
-        finally:
-            session.stop()
+        yield session
+    finally:
+        session.stop()
+        if before is None:
+            os.environ.pop(MODE_VARIABLE, None)
+        else:
+            os.environ[MODE_VARIABLE] = before
 
 
 def _written(kafka: EmbeddedKafka, topic: str) -> dict[int, list[bytes]]:
