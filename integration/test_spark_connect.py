@@ -10,10 +10,12 @@ no jar and no ``spark.dataSource.register`` call. Everything the test does with 
 through the Connect client (``SparkSession.builder.remote``); the broker is the session's
 ``kafka`` fixture, and producing input and reading the output back are test setup and checks.
 
-One pitfall of an in-process client: ``SparkSession.builder.remote(...).getOrCreate()`` sets
-``SPARK_CONNECT_MODE_ENABLED=1`` in ``os.environ`` and a remote ``stop()`` leaves it there, so
-``pyspark.sql.functions`` and friends would dispatch to Connect in every later test of this
-process (they use the classic ``spark`` fixture). The ``connect`` fixture restores it.
+Two pitfalls of a Connect client in the same process as the classic ``spark`` fixture:
+``SparkSession.builder.remote(url).getOrCreate()`` refuses with ``SESSION_ALREADY_EXIST`` while
+a classic SparkContext runs (``create()`` does not check); and building a remote session sets
+``SPARK_CONNECT_MODE_ENABLED=1`` in ``os.environ``, which a remote ``stop()`` leaves set, so
+``pyspark.sql.functions`` and the classic builder would switch to Connect in every later test
+of this process. The ``connect`` fixture uses ``create()`` and restores the variable.
 """
 
 from __future__ import annotations
@@ -127,8 +129,7 @@ def connect(connect_server: str) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     before = os.environ.get(MODE_VARIABLE)
-    # create(), not getOrCreate(): the latter refuses (SESSION_ALREADY_EXIST) while the classic
-    # `spark` fixture's SparkContext of earlier tests runs in this process
+    # create(), not getOrCreate(): see the module docstring
     session = SparkSession.builder.remote(connect_server).create()
     try:
         assert type(session).__module__ == "pyspark.sql.connect.session"
