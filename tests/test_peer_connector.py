@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from benchmarks import peer_connector as pc
 
 CONNECTOR = [
