@@ -1,4 +1,5 @@
-"""``python -m benchmarks [name ...]``: run every ``bench_*.py`` module, or the named ones."""
+"""``python -m benchmarks [name ...]``: run every ``bench_*.py`` module, or the named ones
+(``kafka-sink`` and ``kafka_sink`` both name ``bench_kafka_sink.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ def available() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    names = [n[len("bench_") :] if n.startswith("bench_") else n for n in argv] or available()
+    # "kafka-sink" names bench_kafka_sink.py
+    names = [n.removeprefix("bench_").replace("-", "_") for n in argv] or available()
     unknown = [n for n in names if n not in available()]
     if unknown:
         print(

@@ -1,0 +1,136 @@
+"""CPU time of a local Spark session's processes, read from ``/proc`` (Linux only; no psutil).
+
+:func:`sample` adds up, at one moment:
+
+- ``python_workers_s``: user + system time of every Python process below the Spark JVM (the
+  ``pyspark.daemon`` and the workers it forks, and the Python processes the JVM starts for a
+  Python data source's driver side: planning, offsets, commits), each with the time of its own
+  children that have exited and been reaped (``cutime``/``cstime``), plus the JVM's own reaped
+  children (Python processes that ended between two samples);
+- ``jvm_s``: the Spark JVM's own user + system time (all its threads);
+- ``broker_s``: the embedded broker's JVM;
+- ``driver_s``: this (the driver's) Python process;
+- ``machine_busy_s``: every core's non-idle time (``/proc/stat``), whoever spent it: less the
+  four above, what other processes on the machine took meanwhile (noise).
+
+The difference of two samples is what each spent between them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    ppid: int
+    comm: str
+    own_s: float  # utime + stime
+    reaped_children_s: float  # cutime + cstime
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    python_workers_s: float
+    python_processes: int
+    jvm_s: float
+    broker_s: float
+    driver_s: float
+    machine_busy_s: float
+
+    def ours_s(self) -> float:
+        """The Spark session's, the broker's and this process's CPU time."""
+        return self.python_workers_s + self.jvm_s + self.broker_s + self.driver_s
+
+    def minus(self, before: CpuSample) -> CpuSample:
+        return CpuSample(
+            python_workers_s=self.python_workers_s - before.python_workers_s,
+            python_processes=self.python_processes,
+            jvm_s=self.jvm_s - before.jvm_s,
+            broker_s=self.broker_s - before.broker_s,
+            driver_s=self.driver_s - before.driver_s,
+            machine_busy_s=self.machine_busy_s - before.machine_busy_s,
+        )
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """``/proc/<pid>/stat``, or None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+    head, _, tail = text.rpartition(")")
+    fields = tail.split()
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return ProcStat(
+        pid=pid,
+        ppid=int(fields[1]),
+        comm=head.partition("(")[2],
+        own_s=(utime + stime) / CLOCK_TICKS,
+        reaped_children_s=(cutime + cstime) / CLOCK_TICKS,
+    )
+
+
+def all_stats() -> dict[int, ProcStat]:
+    stats: dict[int, ProcStat] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (stat := read_stat(int(name))) is not None:
+            stats[stat.pid] = stat
+    return stats
+
+
+def descendants(stats: dict[int, ProcStat], root: int) -> list[ProcStat]:
+    children: dict[int, list[ProcStat]] = {}
+    for stat in stats.values():
+        children.setdefault(stat.ppid, []).append(stat)
+    found: list[ProcStat] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+def is_python(stat: ProcStat) -> bool:
+    if stat.comm.startswith("python"):
+        return True
+    try:
+        with open(f"/proc/{stat.pid}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0", 1)[0]
+    except OSError:
+        return False
+    return os.path.basename(argv0).startswith(b"python")
+
+
+def machine_busy_s() -> float:
+    """Non-idle CPU time of all cores since boot: user, nice, system, irq, softirq, steal."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
+def sample(jvm_pid: int, broker_pid: int | None) -> CpuSample:
+    stats = all_stats()
+    jvm = stats.get(jvm_pid)
+    if jvm is None:
+        raise RuntimeError(f"no Spark JVM with pid {jvm_pid}")
+    workers = [s for s in descendants(stats, jvm_pid) if is_python(s)]
+    broker = stats.get(broker_pid) if broker_pid is not None else None
+    times = os.times()
+    return CpuSample(
+        python_workers_s=sum(s.own_s + s.reaped_children_s for s in workers)
+        + jvm.reaped_children_s,
+        python_processes=len(workers),
+        jvm_s=jvm.own_s,
+        broker_s=broker.own_s if broker is not None else 0.0,
+        driver_s=times.user + times.system,
+        machine_busy_s=machine_busy_s(),
+    )
