@@ -526,7 +526,7 @@ def test_executor_killed_while_channel_state_is_pending(
 FETCH_COUNTS = {0: 300, 1: 300, 2: 300, 3: 300}
 
 
-@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
+@pytest.mark.parametrize("mode", ["unaligned"])  # aligned: the same attempt rules, less state
 def test_fetch_failure_stage_retry_kafka_sink(
     mode: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
