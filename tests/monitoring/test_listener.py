@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from checkpoint_files import metrics
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.barriers.metrics import BarrierMetrics, read_barrier, write_metrics
 from unaligned.finishing.stop_request import link, query_key
@@ -26,21 +27,17 @@ def checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def barrier(batch_id: int) -> BarrierMetrics:
-    return BarrierMetrics(
-        batch_id=batch_id,
-        start_delay_ms=20,
+    return metrics(
+        batch_id,
         duration_ms=1500,
         mode="unaligned",
-        tasks=2,
         tasks_cut=1,
         rows_written=900,
         rows_replayed=40,
-        rows_carried=0,
         rows_spilled=100,
         bytes_spilled=12_000,
         channel_state_files=1,
         channel_state_bytes=12_000,
-        inlined_bytes=0,
     )
 
 
