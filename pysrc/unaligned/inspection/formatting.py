@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from unaligned.inspection.model import (
     BarrierView,
     CheckpointView,
+    InDoubtBatch,
     OpenTransactions,
+    PendingTaskState,
     Positions,
     SourceView,
 )
@@ -110,6 +112,35 @@ def barrier_row(b: BarrierView) -> tuple[str, ...]:
         b.sink,
         b.spark,
         "yes" if b.committed else "no",
+    )
+
+
+IN_DOUBT_HEADERS = ("batch", "participant", "decided (UTC)", "items", "transactional ids")
+
+
+def in_doubt_row(b: InDoubtBatch) -> tuple[str, ...]:
+    """One in-doubt batch as the cells of :data:`IN_DOUBT_HEADERS`."""
+    return (
+        str(b.batch_id),
+        b.participant,
+        timestamp(b.decided_at_ms),
+        str(b.prepared_items),
+        ", ".join(b.transactional_ids) or UNKNOWN,
+    )
+
+
+PENDING_TASK_HEADERS = ("task", "rows", "files", "inline", "bytes", "from barriers")
+
+
+def pending_task_row(t: PendingTaskState) -> tuple[str, ...]:
+    """One sink task's pending channel state as the cells of :data:`PENDING_TASK_HEADERS`."""
+    return (
+        str(t.task_index),
+        count(t.rows),
+        str(t.files),
+        str(t.inline),
+        size(t.bytes),
+        ", ".join(str(b) for b in t.barriers),
     )
 
 

@@ -235,19 +235,7 @@ def render_html(view: CheckpointView, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> s
 def _rest(view: CheckpointView) -> str:
     parts = [f"<h2>In-doubt sink batches ({len(view.in_doubt)})</h2>"]
     parts.append(
-        _table(
-            ("batch", "participant", "decided (UTC)", "items", "transactional ids"),
-            [
-                (
-                    str(b.batch_id),
-                    b.participant,
-                    fmt.timestamp(b.decided_at_ms),
-                    str(b.prepared_items),
-                    ", ".join(b.transactional_ids) or fmt.UNKNOWN,
-                )
-                for b in view.in_doubt
-            ],
-        )
+        _table(fmt.IN_DOUBT_HEADERS, [fmt.in_doubt_row(b) for b in view.in_doubt])
         if view.in_doubt
         else "<p>None: every decided batch is done.</p>"
     )
@@ -283,20 +271,7 @@ def _rest(view: CheckpointView) -> str:
         )
         if pending.tasks:
             parts.append(
-                _table(
-                    ("task", "rows", "files", "inline", "bytes", "from barriers"),
-                    [
-                        (
-                            str(t.task_index),
-                            fmt.count(t.rows),
-                            str(t.files),
-                            str(t.inline),
-                            fmt.size(t.bytes),
-                            ", ".join(str(b) for b in t.barriers),
-                        )
-                        for t in pending.tasks
-                    ],
-                )
+                _table(fmt.PENDING_TASK_HEADERS, [fmt.pending_task_row(t) for t in pending.tasks])
             )
     parts.append("<h2>Query</h2>")
     parts.append(_facts(fmt.status_lines(view)))

@@ -40,21 +40,7 @@ def render_text(view: CheckpointView) -> str:
     ]
     parts.append(f"\nIn-doubt sink batches ({len(view.in_doubt)}): decided, not done")
     if view.in_doubt:
-        parts.append(
-            table(
-                ("batch", "participant", "decided (UTC)", "items", "transactional ids"),
-                [
-                    (
-                        str(b.batch_id),
-                        b.participant,
-                        fmt.timestamp(b.decided_at_ms),
-                        str(b.prepared_items),
-                        ", ".join(b.transactional_ids) or fmt.UNKNOWN,
-                    )
-                    for b in view.in_doubt
-                ],
-            )
-        )
+        parts.append(table(fmt.IN_DOUBT_HEADERS, [fmt.in_doubt_row(b) for b in view.in_doubt]))
     else:
         parts.append("  none")
     parts.append(f"\nOpen sink transactions: {fmt.transactions_title(view.open_transactions)}")
@@ -95,15 +81,5 @@ def _pending_text(view: CheckpointView) -> str:
     )
     if not pending.tasks:
         return title
-    rows = [
-        (
-            str(t.task_index),
-            fmt.count(t.rows),
-            str(t.files),
-            str(t.inline),
-            fmt.size(t.bytes),
-            ", ".join(str(b) for b in t.barriers),
-        )
-        for t in pending.tasks
-    ]
-    return title + "\n" + table(("task", "rows", "files", "inline", "bytes", "from barriers"), rows)
+    rows = [fmt.pending_task_row(t) for t in pending.tasks]
+    return title + "\n" + table(fmt.PENDING_TASK_HEADERS, rows)
