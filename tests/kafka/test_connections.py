@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaProducer
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.client_options import client_config_from_options
-from unaligned.kafka.connections import OffsetLookup, open_consumer
+from unaligned.kafka.connections import OffsetLookup, build_producer, open_consumer
 from unaligned.kafka.partitions import TopicPartitionId
 
 
@@ -126,3 +126,18 @@ def test_a_pickled_lookup_carries_no_live_client() -> None:
     lookup = _lookup_with(_FakeAdmin([]))
     copy = pickle.loads(pickle.dumps(lookup))
     assert copy._admin is None and copy._consumer is None
+
+
+def test_build_producer_gives_the_metadata_the_producers_retry_backoff() -> None:
+    # kafka-python 3.0.12 leaves its ClusterMetadata at the default 100 ms, which every sink
+    # task paid waiting for its topic's partitions right after bootstrap. With api_version
+    # given the producer does not connect, so no broker is needed here.
+    kwargs = {"bootstrap_servers": "127.0.0.1:1", "api_version": (4, 0), "retry_backoff_ms": 7}
+    plain = KafkaProducer(**kwargs)
+    built = build_producer(kwargs)
+    try:
+        assert plain._metadata.config["retry_backoff_ms"] == 100  # the upstream gap
+        assert built._metadata.config["retry_backoff_ms"] == 7
+    finally:
+        plain.close(timeout=0)
+        built.close(timeout=0)

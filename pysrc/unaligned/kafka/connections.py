@@ -1,6 +1,8 @@
 """Connections to Kafka from a validated :class:`KafkaClientConfig`, with bounded waits.
 
-:func:`open_consumer` gives a connected ``KafkaConsumer`` (no subscription); :class:`OffsetLookup`
+:func:`open_consumer` gives a connected ``KafkaConsumer`` (no subscription), :func:`build_producer`
+a ``KafkaProducer`` (from sink kwargs: :func:`unaligned.kafka.client_options.producer_kwargs`);
+:class:`OffsetLookup`
 answers the driver's broker queries (topics, earliest / latest offsets, offsets by timestamp) on
 one long-lived consumer, retrying failed calls, and confirms whether topics exist with a direct
 metadata request (:meth:`OffsetLookup.confirm_topics`). The ``kafka.*`` options behind the config
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 from unaligned.errors import KafkaUnavailableError
@@ -239,3 +241,27 @@ class OffsetLookup:
     def close(self) -> None:
         self._discard()
         self._discard_admin()
+
+
+def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
+    """A ``KafkaProducer``; bootstrap (bounded by ``bootstrap_timeout_ms``) failing raises
+    :class:`KafkaUnavailableError` naming the bootstrap servers.
+
+    kafka-python 3.0.12 builds the producer's cluster metadata without ``retry_backoff_ms``, so a
+    topic's metadata, asked for right after bootstrap, waited out the default 100 ms: this sets
+    the producer's own value there (the private ``_metadata.config``, pinned by
+    ``tests/kafka/test_connections.py``)."""
+    try:
+        producer = KafkaProducer(**kwargs)
+    except kafka_errors.KafkaTimeoutError as exc:
+        raise KafkaUnavailableError(
+            f"could not reach Kafka at {describe_servers(kwargs)}: {exc!r}"
+        ) from exc
+    producer._metadata.config["retry_backoff_ms"] = producer.config["retry_backoff_ms"]
+    return producer
+
+
+def describe_servers(client_kwargs: Mapping[str, Any]) -> str:
+    """The bootstrap servers of ``client_kwargs`` as one string, for error messages."""
+    servers = client_kwargs.get("bootstrap_servers", "localhost")
+    return ",".join(servers) if isinstance(servers, (list, tuple)) else str(servers)

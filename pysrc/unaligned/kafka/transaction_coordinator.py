@@ -55,12 +55,8 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
-from unaligned.kafka.transactions import (
-    PRODUCER_CLOSE_TIMEOUT_S,
-    PreparedTransaction,
-    build_producer,
-    describe_servers,
-)
+from unaligned.kafka.connections import build_producer, describe_servers
+from unaligned.kafka.transactions import PRODUCER_CLOSE_TIMEOUT_S, PreparedTransaction
 
 logger = logging.getLogger(__name__)
 

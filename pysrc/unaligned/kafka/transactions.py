@@ -30,12 +30,12 @@ from kafka.structs import TopicPartition
 
 from kafka import KafkaProducer
 from unaligned.errors import (
-    KafkaUnavailableError,
     OptionError,
     TransactionAbortError,
     TransactionWriteError,
 )
 from unaligned.kafka.batch_sender import append_batch, fast_path_unavailable, wake
+from unaligned.kafka.connections import build_producer, describe_servers
 
 PRODUCER_CLOSE_TIMEOUT_S = 10.0
 
@@ -369,26 +369,6 @@ class TransactionalWriter:
                 f"cannot {action} transaction {self._transactional_id!r}: the writer is "
                 f"{self._state.value}"
             )
-
-
-# --- clients ----------------------------------------------------------------------------------
-
-
-def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
-    """A ``KafkaProducer``; bootstrap (bounded by ``bootstrap_timeout_ms``) failing raises
-    :class:`KafkaUnavailableError` naming the bootstrap servers."""
-    try:
-        return KafkaProducer(**kwargs)
-    except kafka_errors.KafkaTimeoutError as exc:
-        raise KafkaUnavailableError(
-            f"could not reach Kafka at {describe_servers(kwargs)}: {exc!r}"
-        ) from exc
-
-
-def describe_servers(client_kwargs: Mapping[str, Any]) -> str:
-    """The bootstrap servers of ``client_kwargs`` as one string, for error messages."""
-    servers = client_kwargs.get("bootstrap_servers", "localhost")
-    return ",".join(servers) if isinstance(servers, (list, tuple)) else str(servers)
 
 
 def _payload_size(
