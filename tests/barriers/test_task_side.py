@@ -281,3 +281,32 @@ def test_arrow_input_schema_is_what_spark_hands_the_sink() -> None:
         ]
     )
     assert arrow_input_schema(spark_schema, timezone="Etc/UTC").equals(expected)
+
+
+def test_chunks_grow_while_the_deadline_is_far_and_the_cut_lands_within_one_chunk_rows(
+    tmp_path: Path,
+) -> None:
+    # 1 ms a row, 1,000 ms timeout, chunkRows 10, input batches of 100 rows.
+    clock = Clock(1_000_000)
+    barrier = Barrier(batch_id=1, start_ms=1_000_000, query_id="q1")
+    sizes: list[int] = []
+
+    def write_chunk(chunk: pa.RecordBatch) -> None:
+        sizes.append(chunk.num_rows)
+        clock.now += chunk.num_rows
+
+    alignment = BarrierAlignment(
+        settings(tmp_path, timeout_ms=1_000, chunk_rows=10),
+        barrier,
+        Deadline(barrier.start_ms, 1_000, clock),
+        task_index=0,
+        attempt_number=0,
+        attempt_id="a1",
+        inherited=(),
+    )
+    outcome = alignment.run(rows(0, 2_000, per_batch=100), write_chunk, clock)
+    assert sizes[:2] == [10, 90]  # chunkRows first, then the rest of the batch
+    assert max(sizes) == 100 and sizes[-1] <= 10  # whole batches, chunkRows near the end
+    written = sum(sizes)
+    assert 1_000 <= written <= 1_010  # the cut: at most one chunkRows chunk past the deadline
+    assert outcome.stats.cut and outcome.stats.rows_spilled == 2_000 - written

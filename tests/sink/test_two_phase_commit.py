@@ -360,17 +360,15 @@ def _recording_writer(
 def test_rows_are_written_in_chunks_with_a_check_between(
     tmp_path: Path, task_context: Callable[..., None]
 ) -> None:
+    # No barrier file, so no source emits idle barriers and the task cannot cut: each input
+    # batch is one chunk (unaligned.barriers.chunking), with the producer check after it.
     participant = RecordingParticipant()
     writer = _recording_writer(tmp_path, participant, chunk_rows=3)
     task_context(0, 0)
     writer.write(_batches(0, 10, per_batch=7))  # batches of 7 and 3 rows
     assert participant.calls == [
         "open:0-0-0",
-        "chunk:3",
-        "between",
-        "chunk:3",
-        "between",
-        "chunk:1",
+        "chunk:7",
         "between",
         "chunk:3",
         "between",

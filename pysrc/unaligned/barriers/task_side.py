@@ -5,7 +5,8 @@ batch start fixed on the driver). A sink task at barrier *N*:
 
 1. Replays the channel state it inherited from barrier *N-1* (the rows an earlier cut left
    pending for this task index), in order, before any new row, inside the same transaction.
-2. Writes its new input, chunk by chunk (``chunkRows``).
+2. Writes its new input, chunk by chunk (at least ``chunkRows`` rows a chunk, more while the
+   deadline is far: :mod:`unaligned.barriers.chunking`).
 3. Checks the barrier between chunks. In ``unaligned`` mode, once the deadline (batch start +
    ``alignedCheckpointTimeout``) has passed, the barrier overtakes the rows still in flight:
    the task stops writing to the external system and
@@ -55,6 +56,7 @@ import pyarrow as pa
 
 from unaligned import crash_points
 from unaligned.barriers.barrier import Barrier, Deadline
+from unaligned.barriers.chunking import ChunkSizer
 from unaligned.barriers.metrics import TaskBarrierStats
 from unaligned.channel_state.files import query_state_dir
 from unaligned.channel_state.reader import read_channel_state
@@ -111,12 +113,6 @@ def inherited_bytes(refs: Iterable[ChannelStateRef]) -> int:
         if ref.row_count:
             total += ref.byte_size * ref.remaining_rows // ref.row_count
     return total
-
-
-def chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
-    """Zero-copy slices of at most ``rows`` rows."""
-    for offset in range(0, batch.num_rows, rows):
-        yield batch.slice(offset, rows)
 
 
 class BarrierAlignment:
@@ -255,16 +251,23 @@ class BarrierAlignment:
 
         # 2. New input; 3. after a cut, drain the rest into one new channel-state file.
         state: ChannelStateWriter | None = None
+        sizer = ChunkSizer(chunk_rows, self._deadline if may_cut else None, lambda: clock() / 1000)
         try:
             for batch in input_batches:
-                for chunk in chunks(batch, chunk_rows):
+                offset = 0
+                while offset < batch.num_rows:
                     if cut:
+                        rest = batch.slice(offset)
                         if state is None:
-                            state = self._new_state_writer(chunk.schema)
-                        state.append(chunk)
-                        spilled += chunk.num_rows
-                        continue
+                            state = self._new_state_writer(rest.schema)
+                        state.append(rest)
+                        spilled += rest.num_rows
+                        break
+                    chunk = batch.slice(offset, sizer.next_rows(batch.num_rows - offset))
+                    offset += chunk.num_rows
+                    began = sizer.timer()
                     write_chunk(chunk)
+                    sizer.record(chunk.num_rows, sizer.timer() - began)
                     written += chunk.num_rows
                     if may_cut and self._deadline.expired():
                         cut = True
