@@ -226,15 +226,18 @@ class KafkaParticipant:
         return writer
 
     def _free_id(self, kwargs: Mapping[str, Any], partition_id: int, attempt_number: int) -> str:
+        """The first id from slot ``attempt_number`` on with no open transaction, asked one at a
+        time (the coordinator is asked per id anyway, and the first is free but after a
+        failure)."""
         slot = attempt_number
         while True:
-            candidates = [self.transactional_id(partition_id, s) for s in range(slot, slot + 4)]
-            states = transaction_states.describe_transactions(kwargs, candidates)
-            for tid in candidates:
-                if not transaction_states.is_open(states[tid]):
-                    return tid
-                logger.info("transactional id %r has a transaction open; trying the next", tid)
-            slot += 4
+            tid = self.transactional_id(partition_id, slot)
+            if not transaction_states.is_open(
+                transaction_states.describe_transactions(kwargs, [tid])[tid]
+            ):
+                return tid
+            logger.info("transactional id %r has a transaction open; trying the next", tid)
+            slot += 1
 
     # 2. Decide: only with transactions that can still commit.
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
