@@ -20,7 +20,8 @@ Sink options (case-insensitive, like every Spark option):
                                        (default ``unaligned-<query id>``)
 ``kafka.transaction.timeout.ms``  900000  must cover batch time plus restart time, and be
                                        <= the brokers' ``transaction.max.timeout.ms``
-``chunkRows``               1000       rows written between two checks in a task
+``chunkRows``               1000       smallest chunk a task writes between two checks
+                                       (:mod:`unaligned.barriers.chunking`)
 ``maxUnacknowledgedBytes``  1 MiB      a task flushes its producer between chunks beyond this
 ``minBatchesToRetain``      100        commit records kept after their batch finished
 ``compression``             snappy     Parquet codec of the file sink

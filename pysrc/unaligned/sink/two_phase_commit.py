@@ -46,9 +46,9 @@ Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark c
   writer it returns is pickled into the batch's tasks. Recovery (step 3) runs here; it is safe
   at every batch because the previous batch's ``commit`` has returned before the next batch is
   planned, so no transaction or staging file of this run is in flight.
-- ``pyspark.sql.worker.python_streaming_sink_runner`` runs each ``commit``/``abort`` in a new
-  process with a new writer; recovery there would abort the batch being committed, so it never
-  runs there.
+- ``pyspark.sql.worker.python_streaming_sink_runner`` runs each ``commit``/``abort`` with a new
+  writer (in a process Spark may reuse across batches); recovery there would abort the batch
+  being committed, so it never runs there.
 
 Transaction timeout and late restarts: see :func:`unaligned.sink.recovery.roll_forward`. What
 the driver does with channel state, metrics and idle-barrier hints at a barrier:
