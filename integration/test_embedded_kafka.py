@@ -10,6 +10,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,25 @@ def test_throttle_producers_slows_every_producer_down(
     assert total / throttled < 2 * rate, (throttled, unthrottled)
     assert throttled > 2 * unthrottled, (throttled, unthrottled)
     assert after_removal < throttled / 2, (after_removal, throttled)
+
+
+def test_throttle_producers_together_shares_one_rate_among_client_ids(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    # Four producers with four client ids at once: under a per-client quota each would get the
+    # whole rate; under the user quota they share it (and get one burst window together).
+    topic = new_topic(partitions=1)
+    each, rate = 400_000, 200_000
+    kafka.throttle_producers_together(rate)
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            started = time.monotonic()
+            list(pool.map(lambda _: _produce_seconds(kafka, topic, each), range(4)))
+            elapsed = time.monotonic() - started
+    finally:
+        kafka.throttle_producers_together(None)
+    assert 4 * each / elapsed < 2 * rate, elapsed  # per client it would be about 4 x rate
+    assert _produce_seconds(kafka, topic, each) < elapsed / 2  # and the quota is gone
 
 
 def test_throttle_producers_rejects_a_non_positive_rate(kafka: EmbeddedKafka) -> None:

@@ -312,12 +312,22 @@ class EmbeddedKafka:
         """Set (or with ``None`` remove) the default client quota ``producer_byte_rate``: every
         producer without a more specific quota is throttled to ``bytes_per_second``. Returns
         once the broker shows the new quota."""
+        self._quota_command("DEFAULT-CLIENT-QUOTA", bytes_per_second)
+
+    def throttle_producers_together(self, bytes_per_second: int | None) -> None:
+        """Set (or with ``None`` remove) the default *user* quota ``producer_byte_rate``: all
+        producers of one user share ``bytes_per_second`` (every client of this broker is the
+        unauthenticated user ANONYMOUS), however many client ids they have. Returns once the
+        broker shows the new quota."""
+        self._quota_command("DEFAULT-USER-QUOTA", bytes_per_second)
+
+    def _quota_command(self, command: str, bytes_per_second: int | None) -> None:
         if bytes_per_second is not None and bytes_per_second <= 0:
             raise ValueError(f"bytes_per_second must be positive or None, got {bytes_per_second}")
         if self._broker is None:
             raise EmbeddedKafkaError("EmbeddedKafka is not running (use it as a context manager)")
         value = "-" if bytes_per_second is None else str(int(bytes_per_second))
-        self._broker.command(f"DEFAULT-CLIENT-QUOTA producer_byte_rate {value}")
+        self._broker.command(f"{command} producer_byte_rate {value}")
 
     # --- offsets -------------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
  *   <li>{@code DEFAULT-CLIENT-QUOTA <key> <value>}: set {@code key} (e.g. {@code producer_byte_rate})
  *       on the default client-id entity, then wait until the broker reports it.</li>
  *   <li>{@code DEFAULT-CLIENT-QUOTA <key> -}: remove {@code key} from the default client-id entity.</li>
+ *   <li>{@code DEFAULT-USER-QUOTA <key> <value|->}: the same on the default user entity, which every
+ *       client of one user shares (all unauthenticated clients are the user ANONYMOUS).</li>
  *   <li>{@code PING}: answers {@code PONG}.</li>
  * </ul>
  */
@@ -67,19 +69,22 @@ final class ShimCommands implements AutoCloseable {
             case "PING":
                 return "PONG";
             case "DEFAULT-CLIENT-QUOTA":
+            case "DEFAULT-USER-QUOTA":
                 if (words.length != 3) {
-                    throw new IllegalArgumentException("usage: DEFAULT-CLIENT-QUOTA <key> <value|->");
+                    throw new IllegalArgumentException("usage: " + words[0] + " <key> <value|->");
                 }
                 Double value = words[2].equals("-") ? null : Double.valueOf(words[2]);
-                return setDefaultClientQuota(words[1], value);
+                String entityType = words[0].equals("DEFAULT-USER-QUOTA")
+                        ? ClientQuotaEntity.USER : ClientQuotaEntity.CLIENT_ID;
+                return setDefaultQuota(entityType, words[1], value);
             default:
                 throw new IllegalArgumentException("unknown command: " + words[0]);
         }
     }
 
-    private String setDefaultClientQuota(String key, Double value) throws Exception {
+    private String setDefaultQuota(String entityType, String key, Double value) throws Exception {
         Map<String, String> entries = new HashMap<>();
-        entries.put(ClientQuotaEntity.CLIENT_ID, null); // null name = the default entity
+        entries.put(entityType, null); // null name = the default entity
         ClientQuotaEntity entity = new ClientQuotaEntity(entries);
         ClientQuotaAlteration alteration = new ClientQuotaAlteration(
                 entity, List.of(new ClientQuotaAlteration.Op(key, value)));
@@ -87,7 +92,7 @@ final class ShimCommands implements AutoCloseable {
 
         // The alteration is applied through the metadata log: wait until the broker shows it.
         ClientQuotaFilter filter = ClientQuotaFilter.containsOnly(
-                List.of(ClientQuotaFilterComponent.ofDefaultEntity(ClientQuotaEntity.CLIENT_ID)));
+                List.of(ClientQuotaFilterComponent.ofDefaultEntity(entityType)));
         long deadline = System.currentTimeMillis() + COMMAND_TIMEOUT_MS;
         while (true) {
             Map<ClientQuotaEntity, Map<String, Double>> described =
