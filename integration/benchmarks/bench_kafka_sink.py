@@ -38,10 +38,8 @@ The machine is shared (2 cores here): the figures are one machine at one time, n
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,41 +47,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import local_spark, write_results
-from benchmarks.peer_connector import PeerConnector, ensure_connector
+from benchmarks.compare.inputs import (
+    PARTITIONS,
+    VALUE_BYTES,
+    env_ints,
+    machine_info,
+    produce,
+    uniform_counts,
+)
+from benchmarks.peer_connector import ensure_connector
 from benchmarks.proc_cpu import sample
 
 SIZES = (1_000_000, 5_000_000)
-PARTITIONS = 8
-VALUE_BYTES = 100
 MAX_OFFSETS_PER_TRIGGER = 250_000
 WARMUP_RECORDS = 80_000
 SINKS = ("peer", "ours")
-
-
-def _env_ints(name: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    raw = os.environ.get(name, "").replace("_", "")
-    return tuple(int(x) for x in raw.split(",") if x.strip()) or default
-
-
-def produce(bootstrap: str, topic: str, records: int) -> float:
-    """``records`` 100-byte values (hex text), the same count in each partition, one ``kcat -P``
-    per partition at once; returns seconds."""
-    line = os.urandom(VALUE_BYTES // 2).hex().encode()
-    payload = b"\n".join([line] * (records // PARTITIONS)) + b"\n"
-    started = time.monotonic()
-    procs = []
-    for partition in range(PARTITIONS):
-        command = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-z", "none"]
-        command += ["-X", "linger.ms=20", "-X", "batch.size=1000000"]
-        proc = subprocess.Popen(command, stdin=subprocess.PIPE)
-        assert proc.stdin is not None
-        proc.stdin.write(payload)
-        proc.stdin.close()
-        procs.append(proc)
-    for proc in procs:
-        if proc.wait() != 0:
-            raise RuntimeError(f"kcat -P exited with {proc.returncode}")
-    return time.monotonic() - started
 
 
 def run_query(
@@ -172,38 +150,6 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def machine_info(spark: Any, connector: PeerConnector) -> dict[str, Any]:
-    from importlib.metadata import version
-
-    import pyspark
-
-    from unaligned.testing import shim_build
-
-    model = ""
-    with open("/proc/cpuinfo") as f:
-        model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    with open("/proc/meminfo") as f:
-        mem_kb = int(f.readline().split()[1])
-    broker_jars = [p.name for p in shim_build.ensure_built().classpath]
-    here = Path(__file__).resolve().parent
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True
-    ).stdout.strip()
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "memory_gib": round(mem_kb / 2**20, 1),
-        "python": platform.python_version(),
-        "pyspark": pyspark.__version__,
-        "java": spark._jvm.java.lang.System.getProperty("java.version"),
-        "spark_sql_kafka": connector.spark_version,
-        "peer_kafka_clients": connector.version_of("kafka-clients"),
-        "kafka_python": version("kafka-python"),
-        "broker": next((j[:-4] for j in broker_jars if j.startswith("kafka_2.13-")), "?"),
-        "unaligned_commit": commit,
-    }
-
-
 def _print_table(sizes: list[dict[str, Any]]) -> None:
     head = f"{'records':>10} {'sink':<5} {'rec/s wall':>11} {'rec/s batches':>14}"
     print(head + f" {'py CPU s/M':>11} {'JVM CPU s/M':>12} {'broker s/M':>11}")
@@ -234,8 +180,8 @@ def main() -> dict[str, Any]:
     from unaligned.testing import EmbeddedKafka
 
     connector = ensure_connector()
-    sizes = [n - n % PARTITIONS for n in _env_ints("UNALIGNED_BENCH_RECORDS", SIZES)]
-    repeats = _env_ints("UNALIGNED_BENCH_REPEATS", (3,))[0]
+    sizes = [n - n % PARTITIONS for n in env_ints("UNALIGNED_BENCH_RECORDS", SIZES)]
+    repeats = env_ints("UNALIGNED_BENCH_REPEATS", (3,))[0]
     cores = os.cpu_count() or 2
     results: list[dict[str, Any]] = []
     with (
@@ -251,13 +197,13 @@ def main() -> dict[str, Any]:
             print(f"machine: {machine}", flush=True)
             load_at_start = os.getloadavg()
             kafka.create_topic("warmup", partitions=PARTITIONS)
-            produce(kafka.bootstrap_servers, "warmup", WARMUP_RECORDS)
+            produce(kafka.bootstrap_servers, "warmup", uniform_counts(WARMUP_RECORDS))
             for sink in SINKS:  # JIT, Python workers, producers: not counted
                 run_query(spark, kafka, jvm_pid, sink, "warmup", f"warmup-{sink}", work)
             for records in sizes:
                 topic = f"in-{records}"
                 kafka.create_topic(topic, partitions=PARTITIONS)
-                produce_s = produce(kafka.bootstrap_servers, topic, records)
+                produce_s = produce(kafka.bootstrap_servers, topic, uniform_counts(records))
                 print(f"produced {records:,} records in {produce_s:.1f} s", flush=True)
                 runs: list[dict[str, Any]] = []
                 for i in range(repeats):

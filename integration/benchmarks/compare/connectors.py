@@ -1,0 +1,87 @@
+"""The contenders: how each reads Kafka and writes Kafka, Parquet or nothing.
+
+- ``peer``: Spark's own connector (``format("kafka")``, spark-sql-kafka on ``spark.jars``) with
+  its defaults. Its sink is at-least-once.
+- ``peer-tuned``: the same, with the source settings a user who cares about speed would pick:
+  ``kafka.max.poll.records=10000`` and ``kafka.fetch.max.wait.ms=10``.
+- ``ours``: ``format("unaligned")`` for both; the Kafka sink is exactly-once (transactions), the
+  Parquet output is the sink's file mode (``path``).
+
+Every query reads from the earliest offsets with the same ``maxOffsetsPerTrigger`` and writes
+``value`` and ``partition`` (each record keeps its partition number) to Kafka, or ``value``,
+``partition`` and ``offset`` to Parquet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PEER_TUNING = {"kafka.max.poll.records": "10000", "kafka.fetch.max.wait.ms": "10"}
+
+
+@dataclass(frozen=True)
+class Connector:
+    name: str
+    format: str
+    """``kafka`` (Spark's) or ``unaligned`` (ours)."""
+    source_options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.format == "unaligned"
+
+
+PEER = Connector("peer", "kafka")
+PEER_TUNED = Connector("peer-tuned", "kafka", PEER_TUNING)
+OURS = Connector("ours", "unaligned")
+ALL = (PEER, PEER_TUNED, OURS)
+
+
+def by_name(name: str) -> Connector:
+    return next(c for c in ALL if c.name == name)
+
+
+def read_stream(
+    spark: Any, connector: Connector, bootstrap: str, topic: str, max_offsets: int, **extra: str
+) -> Any:
+    """The input stream of ``topic`` from its earliest offsets (``extra``: more options)."""
+    reader = (
+        spark.readStream.format(connector.format)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_offsets))
+    )
+    for key, value in {**connector.source_options, **extra}.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def write_stream(
+    df: Any,
+    connector: Connector,
+    output: str,
+    checkpoint: str,
+    bootstrap: str,
+    sink_options: Mapping[str, str] | None = None,
+) -> Any:
+    """A ``writeStream`` (``availableNow``) to ``output``: ``noop``, ``kafka:<topic>`` or
+    ``parquet:<path>``. ``sink_options`` go to our sink only."""
+    kind, _, target = output.partition(":")
+    if kind == "noop":
+        writer = df.writeStream.format("noop")
+    elif kind == "kafka":
+        writer = df.select("value", "partition").writeStream.format(connector.format)
+        writer = writer.option("kafka.bootstrap.servers", bootstrap).option("topic", target)
+    elif kind == "parquet":
+        file_format = "parquet" if connector.format == "kafka" else "unaligned"
+        writer = df.select("value", "partition", "offset").writeStream.format(file_format)
+        writer = writer.option("path", target)
+    else:
+        raise ValueError(f"unknown output {output!r}")
+    if connector.exactly_once and kind != "noop":
+        for key, value in (sink_options or {}).items():
+            writer = writer.option(key, value)
+    return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True)

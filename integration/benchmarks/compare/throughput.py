@@ -1,0 +1,94 @@
+"""Workload 1: throughput, ours against Spark's connector (defaults and tuned).
+
+``records`` (default 5,000,000) values of 100 bytes over 8 partitions, read from the earliest
+offsets with ``maxOffsetsPerTrigger`` 250,000 under ``availableNow``, to three outputs: no-op
+(Spark's ``noop`` sink: the source alone), Kafka (peer at-least-once, ours exactly-once), and
+Parquet files (Spark's file sink, or our sink's file mode). For each output the contenders run
+in turn (peer, peer-tuned, ours), ``repeats`` times, so noise hits all of them alike.
+
+Records/s = records / wall time from ``start()`` to the end of ``awaitTermination()``; the
+figure per contender is the best of its runs. kcat reading the whole input topic once gives
+the practical limit of a reader on this machine.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.compare import connectors
+from benchmarks.compare.inputs import PARTITIONS, kcat_read_seconds, produce, uniform_counts
+
+MAX_OFFSETS = 250_000
+OUTPUTS = ("noop", "kafka", "parquet")
+
+
+def _one_query(
+    spark: Any, kafka: Any, connector: connectors.Connector, output: str, topic: str, work: Path
+) -> dict[str, Any]:
+    tag = f"{output}-{connector.name}-{time.monotonic_ns()}"
+    target = {"noop": "noop", "kafka": f"kafka:out-{tag}", "parquet": f"parquet:{work / tag}"}
+    if output == "kafka":
+        kafka.create_topic(f"out-{tag}", partitions=PARTITIONS)
+    df = connectors.read_stream(spark, connector, kafka.bootstrap_servers, topic, MAX_OFFSETS)
+    writer = connectors.write_stream(
+        df, connector, target[output], str(work / f"checkpoint-{tag}"), kafka.bootstrap_servers
+    )
+    started = time.monotonic()
+    query = writer.start()
+    query.awaitTermination()
+    wall_s = time.monotonic() - started
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    if output == "kafka":
+        written = sum(kafka.end_offsets(f"out-{tag}").values())
+        kafka.delete_topic(f"out-{tag}")
+        if written < rows:
+            raise RuntimeError(f"{connector.name}: {written} offsets written for {rows} rows")
+    shutil.rmtree(work / tag, ignore_errors=True)
+    shutil.rmtree(work / f"checkpoint-{tag}", ignore_errors=True)
+    return {"rows": rows, "wall_s": round(wall_s, 2), "records_per_s": round(rows / wall_s)}
+
+
+def run(spark: Any, kafka: Any, work: Path, records: int, repeats: int) -> dict[str, Any]:
+    """Workload 1 (module docstring); returns its figures and prints each run."""
+    topic = f"throughput-{records}"
+    kafka.create_topic(topic, partitions=PARTITIONS)
+    produce_s = produce(kafka.bootstrap_servers, topic, uniform_counts(records))
+    kcat_s = kcat_read_seconds(kafka.bootstrap_servers, topic)
+    print(
+        f"workload 1: {records:,} records produced in {produce_s:.1f} s; kcat reads them in "
+        f"{kcat_s:.1f} s ({records / kcat_s:,.0f} records/s)",
+        flush=True,
+    )
+    outputs: dict[str, Any] = {}
+    for output in OUTPUTS:
+        runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in connectors.ALL}
+        for _ in range(repeats):
+            for connector in connectors.ALL:
+                result = _one_query(spark, kafka, connector, output, topic, work)
+                if result["rows"] != records:
+                    raise RuntimeError(f"{connector.name} read {result['rows']} of {records}")
+                runs[connector.name].append(result)
+                print(
+                    f"  {output:<8} {connector.name:<10} {result['records_per_s']:>9,} "
+                    f"records/s ({result['wall_s']} s)",
+                    flush=True,
+                )
+        best = {name: max(r["records_per_s"] for r in rs) for name, rs in runs.items()}
+        outputs[output] = {
+            "best_records_per_s": best,
+            "ours_over_peer": round(best["ours"] / best["peer"], 2),
+            "ours_over_peer_tuned": round(best["ours"] / best["peer-tuned"], 2),
+            "runs": runs,
+        }
+    kafka.delete_topic(topic)
+    return {
+        "records": records,
+        "partitions": PARTITIONS,
+        "max_offsets_per_trigger": MAX_OFFSETS,
+        "repeats": repeats,
+        "kcat_read_records_per_s": round(records / kcat_s),
+        "outputs": outputs,
+    }
