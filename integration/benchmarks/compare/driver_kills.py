@@ -24,7 +24,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 KILL_EVERY_S = 20.0
 LIMIT_S = 300.0
-MAX_OFFSETS = 100_000
+MAX_OFFSETS = 50_000
 
 
 class CommittedCounter:
@@ -137,7 +137,7 @@ def run(
     kafka.delete_topic(topic)
     return {
         "records": records,
-        "kill_every_s": KILL_EVERY_S,
+        "kill_every_s": kill_every_s,
         "quota_bytes_per_s": quota,
         "contenders": results,
     }
