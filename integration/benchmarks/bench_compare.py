@@ -26,8 +26,6 @@ The machine is shared (2 cores here): figures of one machine at one time, never 
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -110,10 +108,7 @@ def _print_table(report: dict[str, Any]) -> None:
 
 
 def main() -> dict[str, Any]:
-    if shutil.which("kcat") is None:
-        raise SystemExit("kcat is not on PATH: apt-get install kcat")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    inputs.prepare_process()
     from unaligned.testing import EmbeddedKafka
 
     connector = ensure_connector()

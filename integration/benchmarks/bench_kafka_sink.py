@@ -38,9 +38,7 @@ The machine is shared (2 cores here): the figures are one machine at one time, n
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,6 +50,7 @@ from benchmarks.compare.inputs import (
     VALUE_BYTES,
     env_ints,
     machine_info,
+    prepare_process,
     produce,
     uniform_counts,
 )
@@ -173,10 +172,7 @@ def _print_table(sizes: list[dict[str, Any]]) -> None:
 
 
 def main() -> dict[str, Any]:
-    if shutil.which("kcat") is None:
-        raise SystemExit("kcat is not on PATH: apt-get install kcat")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    prepare_process()
     from unaligned.testing import EmbeddedKafka
 
     connector = ensure_connector()

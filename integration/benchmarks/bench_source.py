@@ -29,48 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import local_spark, write_results
+from benchmarks.compare.inputs import produce, uniform_counts
 
 RECORDS = 1_000_000
 PARTITIONS = 8
 VALUE_BYTES = 100
 REPEATS = 2
-
-
-def produce(bootstrap: str, topic: str) -> float:
-    """kcat -P, one process per partition; returns seconds."""
-    line = (os.urandom(VALUE_BYTES // 2).hex()).encode()
-    per_partition = RECORDS // PARTITIONS
-    payload = b"\n".join([line] * per_partition) + b"\n"
-    started = time.monotonic()
-    procs = []
-    for partition in range(PARTITIONS):
-        proc = subprocess.Popen(
-            [
-                "kcat",
-                "-P",
-                "-b",
-                bootstrap,
-                "-t",
-                topic,
-                "-p",
-                str(partition),
-                "-z",
-                "none",
-                "-X",
-                "linger.ms=20",
-                "-X",
-                "batch.size=1000000",
-            ],
-            stdin=subprocess.PIPE,
-        )
-        assert proc.stdin is not None
-        proc.stdin.write(payload)
-        proc.stdin.close()
-        procs.append(proc)
-    for proc in procs:
-        if proc.wait() != 0:
-            raise RuntimeError(f"kcat -P exited with {proc.returncode}")
-    return time.monotonic() - started
 
 
 def kcat_read(bootstrap: str, topic: str) -> float:
@@ -154,7 +118,7 @@ def main() -> dict[str, Any]:
     ):
         topic = "bench-source"
         kafka.create_topic(topic, partitions=PARTITIONS)
-        produce_s = produce(kafka.bootstrap_servers, topic)
+        produce_s = produce(kafka.bootstrap_servers, topic, uniform_counts(RECORDS))
         end_offsets = kafka.end_offsets(topic)
         print(
             f"produced {RECORDS:,} records x {VALUE_BYTES} B over {PARTITIONS} partitions "

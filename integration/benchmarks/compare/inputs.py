@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +19,15 @@ from typing import Any
 
 VALUE_BYTES = 100
 PARTITIONS = 8
+
+
+def prepare_process() -> None:
+    """What every Spark benchmark needs first: kcat on PATH, and Spark's Python workers run by
+    this interpreter."""
+    if shutil.which("kcat") is None:
+        raise SystemExit("kcat is not on PATH: apt-get install kcat")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def env_ints(name: str, default: tuple[int, ...]) -> tuple[int, ...]:
