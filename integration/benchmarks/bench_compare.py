@@ -19,7 +19,7 @@ The workloads are described in their modules: :mod:`benchmarks.compare.throughpu
 ``UNALIGNED_BENCH_REPEATS``             2            runs per contender (workloads 1 and 4)
 ``UNALIGNED_BENCH_SKEWED_RECORDS``      400,000      workloads 2 and 4 (hot partition: half)
 ``UNALIGNED_BENCH_UDF_RECORDS``         200,000      workload 2's slow-UDF variant
-``UNALIGNED_BENCH_KILL_RECORDS``        1,200,000    workload 3
+``UNALIGNED_BENCH_KILL_RECORDS``        600,000      workload 3
 ``UNALIGNED_BENCH_KILL_EVERY_S``        20           workload 3's seconds between kills
 ``UNALIGNED_BENCH_KILL_FOR_S``          600          workload 3 stops killing after this
 ``UNALIGNED_BENCH_QUOTA``               (measured)   the throttle of workloads 2-4, bytes/s
@@ -95,7 +95,7 @@ def main() -> dict[str, Any]:
     repeats = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (2,))[0]
     skewed = inputs.env_ints("UNALIGNED_BENCH_SKEWED_RECORDS", (400_000,))[0]
     udf_records = inputs.env_ints("UNALIGNED_BENCH_UDF_RECORDS", (200_000,))[0]
-    kill_records = inputs.env_ints("UNALIGNED_BENCH_KILL_RECORDS", (1_200_000,))[0]
+    kill_records = inputs.env_ints("UNALIGNED_BENCH_KILL_RECORDS", (600_000,))[0]
     kill_every_s = inputs.env_ints("UNALIGNED_BENCH_KILL_EVERY_S", (20,))[0]
     kill_for_s = inputs.env_ints("UNALIGNED_BENCH_KILL_FOR_S", (600,))[0]
     quota = inputs.env_ints("UNALIGNED_BENCH_QUOTA", (0,))[0]

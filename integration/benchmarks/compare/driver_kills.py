@@ -1,7 +1,7 @@
 """Workload 3: progress while the driver is killed every ``kill_every_s`` seconds.
 
 The input and throttle of workload 2 (a hot partition with half the records; all producers
-share a fifth of ours' unthrottled rate), ``records`` (default 1,200,000) of them, batches of
+share a fifth of ours' unthrottled rate), ``records`` (default 600,000) of them, batches of
 ``MAX_OFFSETS``. Each contender's query runs in a process of its own (:mod:`.query_process`);
 ``kill_every_s`` (default 20) seconds after each start its session is SIGKILLed (driver, JVM and
 Python workers) and a new process starts on the same checkpoint. Kills stop once a run ends by

@@ -132,17 +132,37 @@ def _driver_kills(w: Mapping[str, Any]) -> Any:
 
 def _recovery(w: Mapping[str, Any]) -> Any:
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    fig, ax = plt.subplots(figsize=(8, 4))
-    names = list(w["variants"])
-    session = [w["variants"][n]["restart_to_session_s"] for n in names]
-    commit = [w["variants"][n]["restart_to_first_commit_s"] for n in names]
-    ax.barh(names, session, color="#c7c7c7", label="Spark session up")
-    rest = [c - s for c, s in zip(commit, session, strict=True)]
-    bars = ax.barh(names, rest, left=session, color=COLOURS["ours"], label="first batch committed")
-    ax.bar_label(bars, [f"{c:.1f} s" for c in commit], fontsize=8)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    variants = w["variants"]
+    labels = [
+        name
+        if v["contender"] == "peer"
+        else f"{name}\n({max(r['pending_rows_at_kill'] for r in v['runs']):,} rows pending)"
+        for name, v in variants.items()
+    ]
+    contenders = [COLOURS[v["contender"]] for v in variants.values()]
+    left = [0.0] * len(variants)
+    segments = (
+        ("restart_to_session_s", "Spark session up", ["#e4e4e4"] * len(variants)),
+        ("restart_to_query_started_s", "start() returned", ["#c4c4c4"] * len(variants)),
+        ("restart_to_first_commit_s", "first batch committed", contenders),
+    )
+    for key, label, colours in segments:
+        ends = [v[key] for v in variants.values()]
+        widths = [end - start for end, start in zip(ends, left, strict=True)]
+        bars = ax.barh(labels, widths, left=left, color=colours, label=label)
+        left = ends
+    ax.bar_label(bars, [f"{end:.1f} s" for end in left], fontsize=8, padding=3)
+    ax.set_xlim(0, max(left) * 1.15)
     ax.invert_yaxis()
-    ax.set_xlabel(f"seconds from the restart (median of {w['repeats']})")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_xlabel(f"seconds from the restart (median of {w['repeats']}; the output not throttled)")
     ax.set_title("Workload 4: restart after a SIGKILL to the first committed batch")
-    ax.legend(fontsize=8, loc="lower right")
+    handles = [Patch(color=c[0], label=label) for _, label, c in segments[:2]]
+    handles += [Patch(color=COLOURS[n], label=f"batch committed: {n}") for n in ("peer", "ours")]
+    ax.legend(
+        handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4
+    )
     return fig
