@@ -64,14 +64,8 @@ def test_check_values_counts_duplicates_gaps_and_strangers() -> None:
     values = [inputs.value_of(0, s) for s in (0, 1, 1, 3)]  # 2 is a gap, 4 missing
     values += [inputs.value_of(1, 0), inputs.value_of(1, 7), b"junk"]
     check = inputs.check_values(values, counts)
-    assert check == {
-        "records": 7,
-        "distinct": 4,
-        "duplicates": 1,
-        "missing": 4,
-        "unknown": 2,
-        "gaps": 1,
-    }
+    keys = ("records", "distinct", "duplicates", "missing", "unknown", "gaps")
+    assert tuple(check[k] for k in keys) == (7, 4, 1, 4, 2, 1)
 
 
 def test_an_exactly_once_prefix_has_no_gaps() -> None:

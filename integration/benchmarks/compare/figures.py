@@ -162,7 +162,5 @@ def _recovery(w: Mapping[str, Any]) -> Any:
     ax.set_title("Workload 4: restart after a SIGKILL to the first committed batch")
     handles = [Patch(color=c[0], label=label) for _, label, c in segments[:2]]
     handles += [Patch(color=COLOURS[n], label=f"batch committed: {n}") for n in ("peer", "ours")]
-    ax.legend(
-        handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4
-    )
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4)
     return fig
