@@ -129,16 +129,16 @@ def _contender(
 ) -> dict[str, Any]:
     output = f"kills-out-{connector.name}-{time.monotonic_ns()}"
     kafka.create_topic(output, partitions=PARTITIONS)
-    config = {
-        "connector": connector.name,
-        "bootstrap": kafka.bootstrap_servers,
-        "input_topic": topic,
-        "output": f"kafka:{output}",
-        "checkpoint": str(work / f"checkpoint-{output}"),
-        "max_offsets": MAX_OFFSETS,
-        "sink_options": {"alignedCheckpointTimeout": "5s"},
-        "jars": jars if connector.format == "kafka" else "",
-    }
+    config = query_process.kafka_to_kafka(
+        connector,
+        kafka.bootstrap_servers,
+        topic,
+        output,
+        work / f"checkpoint-{output}",
+        MAX_OFFSETS,
+        {"alignedCheckpointTimeout": "5s"},
+        jars,
+    )
     with (
         open(work / f"{output}.log", "w") as log,
         CommittedCounter(kafka.bootstrap_servers, output) as counter,

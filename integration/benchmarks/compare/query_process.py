@@ -29,6 +29,31 @@ from typing import Any, TextIO
 INTEGRATION_DIR = Path(__file__).resolve().parents[2]
 
 
+def kafka_to_kafka(
+    connector: Any,
+    bootstrap: str,
+    input_topic: str,
+    output_topic: str,
+    checkpoint: Path,
+    max_offsets: int,
+    sink_options: dict[str, str],
+    jars: str,
+) -> dict[str, Any]:
+    """The config of a child whose ``connector`` (a
+    :class:`~benchmarks.compare.connectors.Connector`) reads ``input_topic`` and writes
+    ``output_topic``; ``jars`` (the peer's ``spark.jars``) are passed to the peer only."""
+    return {
+        "connector": connector.name,
+        "bootstrap": bootstrap,
+        "input_topic": input_topic,
+        "output": f"kafka:{output_topic}",
+        "checkpoint": str(checkpoint),
+        "max_offsets": max_offsets,
+        "sink_options": sink_options,
+        "jars": jars if connector.format == "kafka" else "",
+    }
+
+
 def start(config: dict[str, Any], log: TextIO) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -67,16 +67,9 @@ def _variant(
     output = f"recovery-out-{time.monotonic_ns()}"
     kafka.create_topic(output, partitions=PARTITIONS)
     checkpoint = work / f"checkpoint-{output}"
-    config = {
-        "connector": connector.name,
-        "bootstrap": kafka.bootstrap_servers,
-        "input_topic": topic,
-        "output": f"kafka:{output}",
-        "checkpoint": str(checkpoint),
-        "max_offsets": MAX_OFFSETS,
-        "sink_options": options,
-        "jars": jars if connector.format == "kafka" else "",
-    }
+    config = query_process.kafka_to_kafka(
+        connector, kafka.bootstrap_servers, topic, output, checkpoint, MAX_OFFSETS, options, jars
+    )
     with open(work / f"{output}.log", "w") as log:
         kafka.throttle_producers_together(quota)
         try:
