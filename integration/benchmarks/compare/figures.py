@@ -123,8 +123,11 @@ def _driver_kills(w: Mapping[str, Any]) -> Any:
         for t in run["kill_times_s"]:
             ax.axvline(t, color=COLOURS[name], alpha=0.25, linewidth=0.8)
     ax.axhline(w["records"], color="#2ca02c", linestyle=":", label="input records")
+    if any(run["seconds_to_end"] > w["kill_for_s"] for run in w["contenders"].values()):
+        ax.axvline(w["kill_for_s"], color="#d62728", linestyle="--", label="kills stop")
     ax.set_xlabel("seconds (faint lines: kills)")
     ax.set_ylabel("committed output records (read_committed)")
+    ax.yaxis.set_major_formatter("{x:,.0f}")
     ax.set_title(f"Workload 3: driver killed every {w['kill_every_s']:g} s and restarted")
     ax.legend(fontsize=8)
     return fig
