@@ -12,13 +12,21 @@ The workloads are described in their modules: :mod:`benchmarks.compare.throughpu
 :mod:`~benchmarks.compare.recovery`. Sizes from the environment:
 
 ======================================  ===========  ======================================
+``UNALIGNED_BENCH_WORKLOADS``           1,2,3,4      which workloads run (numbers or names:
+                                                     ``throughput``, ``backpressure``,
+                                                     ``driver_kills``, ``recovery``)
 ``UNALIGNED_BENCH_RECORDS``             5,000,000    workload 1's records
-``UNALIGNED_BENCH_REPEATS``             2            workload 1's runs per contender
+``UNALIGNED_BENCH_REPEATS``             2            runs per contender (workloads 1 and 4)
 ``UNALIGNED_BENCH_SKEWED_RECORDS``      400,000      workloads 2 and 4 (hot partition: half)
-``UNALIGNED_BENCH_UDF_RECORDS``         60,000       workload 2's slow-UDF variant
-``UNALIGNED_BENCH_KILL_RECORDS``        1,200,000    workload 3
+``UNALIGNED_BENCH_UDF_RECORDS``         200,000      workload 2's slow-UDF variant
+``UNALIGNED_BENCH_KILL_RECORDS``        600,000      workload 3
 ``UNALIGNED_BENCH_KILL_EVERY_S``        20           workload 3's seconds between kills
+``UNALIGNED_BENCH_KILL_FOR_S``          600          workload 3 stops killing after this
+``UNALIGNED_BENCH_QUOTA``               (measured)   the throttle of workloads 2-4, bytes/s
 ======================================  ===========  ======================================
+
+The throttle is a fifth of ours' unthrottled Kafka -> Kafka rate (in payload bytes): workload 1's
+best, or, when workload 1 does not run, one ours run over ``UNALIGNED_BENCH_RECORDS`` records.
 
 The machine is shared (2 cores here): figures of one machine at one time, never a gate.
 """
@@ -31,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import RESULTS_DIR, local_spark, write_results
+from benchmarks import RESULTS_DIR, write_results
 from benchmarks.compare import (
     backpressure,
     connectors,
@@ -39,11 +47,26 @@ from benchmarks.compare import (
     figures,
     inputs,
     recovery,
+    table,
     throughput,
 )
 from benchmarks.peer_connector import ensure_connector
 
 WARMUP_RECORDS = 80_000
+WORKLOADS = ("throughput", "backpressure", "driver_kills", "recovery")
+
+
+def selected_workloads(raw: str) -> list[str]:
+    """``UNALIGNED_BENCH_WORKLOADS``: comma-separated numbers (1-4) or names; empty: all."""
+    chosen = set()
+    for item in (x.strip() for x in raw.split(",") if x.strip()):
+        if item.isdigit() and 1 <= int(item) <= len(WORKLOADS):
+            chosen.add(WORKLOADS[int(item) - 1])
+        elif item.replace("-", "_") in WORKLOADS:
+            chosen.add(item.replace("-", "_"))
+        else:
+            raise SystemExit(f"unknown workload {item!r}: 1-4 or one of {', '.join(WORKLOADS)}")
+    return [w for w in WORKLOADS if w in chosen] or list(WORKLOADS)
 
 
 def _warm_up(spark: Any, kafka: Any, work: Path) -> None:
@@ -62,91 +85,58 @@ def _warm_up(spark: Any, kafka: Any, work: Path) -> None:
         ).start().awaitTermination()
 
 
-def _print_table(report: dict[str, Any]) -> None:
-    w1 = report["throughput"]
-    print(f"\n== workload 1: records/s, {w1['records']:,} records (best of {w1['repeats']})")
-    print(
-        f"{'output':<10}{'peer':>12}{'peer-tuned':>12}{'ours':>12}{'ours/peer':>11}"
-        f"{'ours/tuned':>11}"
-    )
-    for output, o in w1["outputs"].items():
-        b = o["best_records_per_s"]
-        print(
-            f"{output:<10}{b['peer']:>12,}{b['peer-tuned']:>12,}{b['ours']:>12,}"
-            f"{o['ours_over_peer']:>11.2f}{o['ours_over_peer_tuned']:>11.2f}"
-        )
-    print(f"kcat reads {w1['kcat_read_records_per_s']:,} records/s")
-    w2 = report["backpressure"]
-    print(f"\n== workload 2: throttled to {w2['quota_bytes_per_s']:,} B/s, hot partition")
-    print(
-        f"{'variant':<22}{'batches':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
-        f"{'1st commit s':>13}{'state B/batch':>15}"
-    )
-    for name, r in w2["throttled"].items():
-        state = r.get("channel_state_bytes_per_batch")
-        mean_state = f"{sum(state) / len(state):,.0f}" if state else "-"
-        print(
-            f"{name:<22}{r['batches']:>8}{r['duration_ms_p50']:>9,.0f}{r['duration_ms_p99']:>9,}"
-            f"{r['duration_ms_max']:>9,}{r['first_commit_s']:>13}{mean_state:>15}"
-        )
-    for name, r in w2["slow_udf"]["runs"].items():
-        print(
-            f"slow UDF {name:<13}{r['batches']:>8}{r['duration_ms_p50']:>9,.0f}"
-            f"{r['duration_ms_p99']:>9,}{r['duration_ms_max']:>9,}{r['first_commit_s']:>13}"
-        )
-    w3 = report["driver_kills"]
-    print(f"\n== workload 3: driver killed every {w3['kill_every_s']:.0f} s")
-    for name, r in w3["contenders"].items():
-        print(
-            f"{name:<8} {r['kills']} kills, all committed after {r['seconds_to_end']} s, "
-            f"duplicates {r['duplicates']:,}, missing {r['missing']:,}"
-        )
-    print("\n== workload 4: restart to the first committed batch")
-    for name, r in report["recovery"]["variants"].items():
-        print(f"{name:<26} {r['restart_to_first_commit_s']:>6} s")
-    print(f"\nmachine: {inputs.describe_machine(report['machine'])}")
-
-
 def main() -> dict[str, Any]:
     inputs.prepare_process()
     from unaligned.testing import EmbeddedKafka
 
     connector = ensure_connector()
+    workloads = selected_workloads(os.environ.get("UNALIGNED_BENCH_WORKLOADS", ""))
     records = inputs.env_ints("UNALIGNED_BENCH_RECORDS", (5_000_000,))[0]
     repeats = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (2,))[0]
     skewed = inputs.env_ints("UNALIGNED_BENCH_SKEWED_RECORDS", (400_000,))[0]
-    udf_records = inputs.env_ints("UNALIGNED_BENCH_UDF_RECORDS", (60_000,))[0]
-    kill_records = inputs.env_ints("UNALIGNED_BENCH_KILL_RECORDS", (1_200_000,))[0]
+    udf_records = inputs.env_ints("UNALIGNED_BENCH_UDF_RECORDS", (200_000,))[0]
+    kill_records = inputs.env_ints("UNALIGNED_BENCH_KILL_RECORDS", (600_000,))[0]
     kill_every_s = inputs.env_ints("UNALIGNED_BENCH_KILL_EVERY_S", (20,))[0]
+    kill_for_s = inputs.env_ints("UNALIGNED_BENCH_KILL_FOR_S", (600,))[0]
+    quota = inputs.env_ints("UNALIGNED_BENCH_QUOTA", (0,))[0]
+    print(f"workloads: {', '.join(workloads)}", flush=True)
     started = time.monotonic()
-    report: dict[str, Any] = {"benchmark": "compare"}
+    report: dict[str, Any] = {"benchmark": "compare", "workloads": workloads}
+    jars = connector.spark_jars()
     with (
         tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp,
         EmbeddedKafka(data_dir=Path(tmp) / "kafka") as kafka,
     ):
         work = Path(tmp)
-        cores = os.cpu_count() or 2
-        conf = {"spark.jars": connector.spark_jars(), "spark.driver.memory": "2g"}
-        spark = local_spark("bench-compare", cores, **conf)
+        spark = connectors.spark_session("bench-compare", jars)
         try:
             report["machine"] = inputs.machine_info(spark, connector)
-            report["spark_master"] = f"local[{cores}]"
-            _warm_up(spark, kafka, work)
-            report["throughput"] = throughput.run(spark, kafka, work, records, repeats)
-            ours_rate = report["throughput"]["outputs"]["kafka"]["best_records_per_s"]["ours"]
-            report["backpressure"] = backpressure.run(
-                spark, kafka, work, skewed, udf_records, ours_rate
-            )
+            report["spark_master"] = spark.sparkContext.master
+            if {"throughput", "backpressure"} & set(workloads) or not quota:
+                _warm_up(spark, kafka, work)
+            if "throughput" in workloads:
+                report["throughput"] = throughput.run(spark, kafka, work, records, repeats)
+            if not quota:
+                if "throughput" in report:
+                    rate = report["throughput"]["outputs"]["kafka"]["best_records_per_s"]["ours"]
+                else:
+                    rate = throughput.ours_kafka_rate(spark, kafka, work, records)
+                quota = int(rate * inputs.VALUE_BYTES / backpressure.THROTTLE_SHARE)
+            report["quota_bytes_per_s"] = quota
+            if "backpressure" in workloads:
+                report["backpressure"] = backpressure.run(
+                    spark, kafka, work, skewed, udf_records, quota
+                )
         finally:
             spark.stop()
-        quota = report["backpressure"]["quota_bytes_per_s"]
-        jars = connector.spark_jars()
-        report["driver_kills"] = driver_kills.run(
-            kafka, work, kill_records, quota, jars, kill_every_s
-        )
-        report["recovery"] = recovery.run(kafka, work, skewed, quota, jars)
+        if "driver_kills" in workloads:
+            report["driver_kills"] = driver_kills.run(
+                kafka, work, kill_records, quota, jars, kill_every_s, kill_for_s
+            )
+        if "recovery" in workloads:
+            report["recovery"] = recovery.run(kafka, work, skewed, quota, jars, repeats)
     report["seconds"] = round(time.monotonic() - started)
-    _print_table(report)
+    print("\n" + table.format_table(report))
     write_results("results", report)
     figures.draw_all(report, RESULTS_DIR)
     return report

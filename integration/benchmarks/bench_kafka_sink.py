@@ -44,7 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import local_spark, write_results
+from benchmarks import write_results
+from benchmarks.compare.connectors import spark_session
 from benchmarks.compare.inputs import (
     PARTITIONS,
     VALUE_BYTES,
@@ -185,8 +186,7 @@ def main() -> dict[str, Any]:
         EmbeddedKafka(data_dir=Path(tmp) / "kafka") as kafka,
     ):
         work = Path(tmp)
-        conf = {"spark.jars": connector.spark_jars(), "spark.driver.memory": "2g"}
-        spark = local_spark("bench-kafka-sink", cores, **conf)
+        spark = spark_session("bench-kafka-sink", connector.spark_jars())
         try:
             jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
             machine = machine_info(spark, connector)

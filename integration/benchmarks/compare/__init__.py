@@ -13,5 +13,7 @@ beside it (:mod:`benchmarks.bench_compare`). One module per part:
 - :mod:`.query_process`: one query in a process of its own, for the kills of workloads 3 and 4;
 - :mod:`.driver_kills`: workload 3, committed records over time while the driver is killed;
 - :mod:`.recovery`: workload 4, restart to the first committed batch;
+- :mod:`.progress`: figures from Spark's progress reports (batch durations, percentiles);
+- :mod:`.table`: the printed table;
 - :mod:`.figures`: the PNGs (matplotlib, the ``bench`` extra).
 """

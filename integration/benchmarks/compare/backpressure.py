@@ -11,28 +11,29 @@ ours ``unaligned`` with ``alignedCheckpointTimeout`` 1 s and 5 s. Per query: the
 ``start()`` to the first committed batch, and for ours the channel-state bytes each barrier
 stored (files and inline). Ours' output is read back with read_committed: every value once.
 
-**Slow UDF.** ``udf_records`` (default 60,000) values, no throttle, a ``mapInArrow`` step that
-sleeps 0.2 ms per row, to the ``noop`` sink. The peer with ``maxOffsetsPerTrigger`` 100,000
-against ours with ``targetBatchDuration`` 2 s (batches sized from the measured rate).
+**Slow UDF.** ``udf_records`` (default 200,000) values, skewed the same way, no throttle, a
+``mapInArrow`` step that sleeps 0.2 ms per row, to the ``noop`` sink: the hot partition's task
+makes a batch of 100,000 take about 10 s, and no barrier can overtake rows that a transformation
+has not produced yet. The peer with ``maxOffsetsPerTrigger`` 100,000 against ours with
+``targetBatchDuration`` 2 s as well (batches sized from the measured rate); the same figures per
+batch, and the rows each batch read.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks.compare import connectors
 from benchmarks.compare.inputs import (
     PARTITIONS,
-    VALUE_BYTES,
+    check_values,
     produce,
     skewed_counts,
-    uniform_counts,
 )
+from benchmarks.compare.progress import batch_figures
 
 MAX_OFFSETS = 100_000
 THROTTLE_SHARE = 5
@@ -46,22 +47,6 @@ UDF_SECONDS_PER_ROW = 0.0002
 TARGET_BATCH_DURATION = "2s"
 
 
-def batch_figures(progress: list[dict[str, Any]], started_epoch_s: float) -> dict[str, Any]:
-    """p50/p99/max of the batch durations (ms) and seconds from start to the first commit."""
-    durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
-    first = progress[0]
-    begun = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp()
-    first_commit_s = begun + first["durationMs"]["triggerExecution"] / 1000 - started_epoch_s
-    return {
-        "batches": len(durations),
-        "duration_ms_p50": statistics.median(durations),
-        "duration_ms_p99": durations[min(len(durations) - 1, round(0.99 * (len(durations) - 1)))],
-        "duration_ms_max": durations[-1],
-        "first_commit_s": round(first_commit_s, 2),
-        "durations_ms": durations,
-    }
-
-
 def _channel_state_bytes(checkpoint: Path) -> list[int]:
     from unaligned.barriers.metrics import read_metrics
 
@@ -69,7 +54,7 @@ def _channel_state_bytes(checkpoint: Path) -> list[int]:
 
 
 def _throttled_query(
-    spark: Any, kafka: Any, name: str, topic: str, records: int, quota: int, work: Path
+    spark: Any, kafka: Any, name: str, topic: str, counts: Mapping[int, int], quota: int, work: Path
 ) -> dict[str, Any]:
     connector, options = VARIANTS[name]
     tag = name.replace(" ", "-")
@@ -91,8 +76,9 @@ def _throttled_query(
     result = {"wall_s": round(wall_s, 2), **batch_figures(query.recentProgress, started)}
     if connector.exactly_once:
         result["channel_state_bytes_per_batch"] = _channel_state_bytes(checkpoint)
-        values = [r.value for r in kafka.consume_all(output, read_committed=True)]
-        result["exactly_once"] = len(values) == records == len(set(values))
+        values = (r.value for r in kafka.consume_all(output, read_committed=True))
+        check = check_values(values, counts)
+        result["exactly_once"] = check["records"] == check["distinct"] == sum(counts.values())
     kafka.delete_topic(output)
     return result
 
@@ -116,8 +102,7 @@ def _udf_query(
     started = time.time()
     query = writer.start()
     query.awaitTermination()
-    rows = [p["numInputRows"] for p in query.recentProgress]
-    return {"rows_per_batch": rows, **batch_figures(query.recentProgress, started)}
+    return batch_figures(query.recentProgress, started)
 
 
 def run(
@@ -126,10 +111,10 @@ def run(
     work: Path,
     records: int,
     udf_records: int,
-    unthrottled_records_per_s: float,
+    quota: int,
 ) -> dict[str, Any]:
-    """Workload 2 (module docstring); returns its figures and prints each query."""
-    quota = int(unthrottled_records_per_s * VALUE_BYTES / THROTTLE_SHARE)
+    """Workload 2 (module docstring) under a throttle of ``quota`` bytes/s for all producers
+    together; returns its figures and prints each query."""
     topic = f"skewed-{records}"
     kafka.create_topic(topic, partitions=PARTITIONS)
     counts = skewed_counts(records)
@@ -141,11 +126,11 @@ def run(
     )
     throttled: dict[str, Any] = {}
     for name in VARIANTS:
-        throttled[name] = _throttled_query(spark, kafka, name, topic, records, quota, work)
+        throttled[name] = _throttled_query(spark, kafka, name, topic, counts, quota, work)
         _print(name, throttled[name])
     udf_topic = f"udf-{udf_records}"
     kafka.create_topic(udf_topic, partitions=PARTITIONS)
-    produce(kafka.bootstrap_servers, udf_topic, uniform_counts(udf_records))
+    produce(kafka.bootstrap_servers, udf_topic, skewed_counts(udf_records))
     slow_udf: dict[str, Any] = {}
     for connector in (connectors.PEER, connectors.OURS):
         slow_udf[connector.name] = _udf_query(spark, kafka, connector, udf_topic, work)

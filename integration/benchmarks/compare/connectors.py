@@ -14,6 +14,7 @@ Every query reads from the earliest offsets with the same ``maxOffsetsPerTrigger
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,16 @@ ALL = (PEER, PEER_TUNED, OURS)
 
 def by_name(name: str) -> Connector:
     return next(c for c in ALL if c.name == name)
+
+
+def spark_session(app_name: str, jars: str) -> Any:
+    """The session every contender's queries run in, the same for all: ``local[N]`` (N = CPU
+    count), 2 GiB of driver memory, Spark's Kafka connector on ``spark.jars`` (``jars``: the
+    peer's :meth:`~benchmarks.peer_connector.PeerConnector.spark_jars`; empty: without it)."""
+    from benchmarks import local_spark
+
+    conf = {"spark.driver.memory": "2g", **({"spark.jars": jars} if jars else {})}
+    return local_spark(app_name, os.cpu_count() or 2, **conf)
 
 
 def read_stream(

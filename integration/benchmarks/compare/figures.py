@@ -13,6 +13,7 @@ from typing import Any
 from benchmarks.compare.inputs import describe_machine
 
 COLOURS = {"peer": "#8c8c8c", "peer-tuned": "#4d4d4d", "ours": "#1f77b4"}
+OUTPUT_NAMES = {"noop": "no-op", "kafka": "Kafka", "parquet": "Parquet"}
 
 
 def draw_all(report: Mapping[str, Any], directory: Path) -> list[Path]:
@@ -38,9 +39,12 @@ def draw_all(report: Mapping[str, Any], directory: Path) -> list[Path]:
 
 
 def _save(fig: Any, caption: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.text(0.01, 0.01, caption, fontsize=6, color="#555555")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=120)
+    plt.close(fig)
     print(f"written {path}")
     return path
 
@@ -55,35 +59,55 @@ def _throughput(w: Mapping[str, Any]) -> Any:
     for i, name in enumerate(names):
         values = [w["outputs"][o]["best_records_per_s"][name] for o in outputs]
         xs = [x + (i - 1) * width for x in range(len(outputs))]
-        ax.bar(xs, values, width, label=name, color=COLOURS[name])
+        bars = ax.bar(xs, values, width, label=name, color=COLOURS[name])
+        ax.bar_label(bars, [f"{v / 1000:,.0f}k" for v in values], fontsize=7)
     ax.axhline(w["kcat_read_records_per_s"], color="#d62728", linestyle="--", label="kcat read")
-    ax.set_xticks(range(len(outputs)), [f"Kafka -> {o}" for o in outputs])
-    ax.set_ylabel("records/s (best run)")
-    ax.set_title(f"Workload 1: throughput, {w['records']:,} records of 100 bytes")
-    ax.legend()
+    labels = [
+        f"Kafka -> {OUTPUT_NAMES.get(o, o)}\nours/peer {w['outputs'][o]['ours_over_peer']:.2f}, "
+        f"ours/tuned {w['outputs'][o]['ours_over_peer_tuned']:.2f}"
+        for o in outputs
+    ]
+    ax.set_xticks(range(len(outputs)), labels, fontsize=8)
+    ax.set_ylabel("records/s (wall, best run)")
+    ax.yaxis.set_major_formatter("{x:,.0f}")
+    ax.set_title(f"Workload 1: throughput, {w['records']:,} records of 100 bytes, 8 partitions")
+    ax.legend(fontsize=8)
     return fig
 
 
 def _backpressure(w: Mapping[str, Any]) -> Any:
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4.8))
     names = list(w["throttled"])
-    left.boxplot([w["throttled"][n]["durations_ms"] for n in names], showfliers=True)
-    left.set_xticks(range(1, len(names) + 1), names, rotation=15, fontsize=8)
-    left.set_ylabel("batch duration (ms)")
-    left.set_title("Throttled output, hot partition")
+    left.boxplot([w["throttled"][n]["durations_ms"] for n in names])
+    left.set_xticks(range(1, len(names) + 1), names, rotation=20, fontsize=8)
     for i, name in enumerate(names, start=1):
         left.plot(i, w["throttled"][name]["first_commit_s"] * 1000, "r^")
-    left.plot([], [], "r^", label="first commit after start")
+    left.plot([], [], "r^", label="first commit after start()")
+    left.set_ylabel("batch duration (ms)")
+    left.set_title(f"Throttled to {w['quota_bytes_per_s']:,} B/s, hot partition", fontsize=10)
     left.legend(fontsize=7)
-    udf = w["slow_udf"]["runs"]
-    for name, run in udf.items():
+    for name, run in w["throttled"].items():
+        state = run.get("channel_state_bytes_per_batch")
+        if state is not None:
+            middle.plot(range(len(state)), [b / 1000 for b in state], "o-", label=name)
+    middle.set_xlabel("batch")
+    middle.xaxis.get_major_locator().set_params(integer=True)
+    middle.set_ylabel("channel state (kB)")
+    middle.set_title("Ours: channel state stored per batch", fontsize=10)
+    middle.legend(fontsize=7)
+    udf = w["slow_udf"]
+    for name, run in udf["runs"].items():
         right.plot(run["durations_ms"], "o-", label=name, color=COLOURS.get(name))
-    right.set_xlabel("batch (sorted by duration)")
+    right.set_xlabel("batch")
+    right.xaxis.get_major_locator().set_params(integer=True)
     right.set_ylabel("batch duration (ms)")
-    right.set_title(f"Slow UDF: ours targetBatchDuration {w['slow_udf']['target_batch_duration']}")
+    right.set_title(
+        f"Slow UDF: ours targetBatchDuration {udf['target_batch_duration']}", fontsize=10
+    )
     right.legend(fontsize=7)
+    fig.suptitle(f"Workload 2: backpressure and skew, {w['records']:,} records")
     return fig
 
 
@@ -94,22 +118,52 @@ def _driver_kills(w: Mapping[str, Any]) -> Any:
     for name, run in w["contenders"].items():
         ts = [t for t, _ in run["committed_over_time"]]
         counts = [n for _, n in run["committed_over_time"]]
-        ax.plot(ts, counts, label=f"{name} ({run['duplicates']:,} duplicates)", color=COLOURS[name])
+        label = f"{name}: {run['kills']} kills, {run['duplicates']:,} duplicates"
+        ax.plot(ts, counts, label=label, color=COLOURS[name])
+        for t in run["kill_times_s"]:
+            ax.axvline(t, color=COLOURS[name], alpha=0.25, linewidth=0.8)
     ax.axhline(w["records"], color="#2ca02c", linestyle=":", label="input records")
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("committed output records")
-    ax.set_title(f"Workload 3: driver killed every {w['kill_every_s']:.0f} s")
-    ax.legend()
+    if any(run["seconds_to_end"] > w["kill_for_s"] for run in w["contenders"].values()):
+        ax.axvline(w["kill_for_s"], color="#d62728", linestyle="--", label="kills stop")
+    ax.set_xlabel("seconds (faint lines: kills)")
+    ax.set_ylabel("committed output records (read_committed)")
+    ax.yaxis.set_major_formatter("{x:,.0f}")
+    ax.set_title(f"Workload 3: driver killed every {w['kill_every_s']:g} s and restarted")
+    ax.legend(fontsize=8)
     return fig
 
 
 def _recovery(w: Mapping[str, Any]) -> Any:
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    names = list(w["variants"])
-    values = [w["variants"][n]["restart_to_first_commit_s"] for n in names]
-    ax.barh(names, values, color=[COLOURS["peer"], COLOURS["ours"], COLOURS["ours"]])
-    ax.set_xlabel("seconds from restart to the first committed batch")
-    ax.set_title("Workload 4: recovery")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    variants = w["variants"]
+    labels = [
+        name
+        if v["contender"] == "peer"
+        else f"{name}\n({max(r['pending_rows_at_kill'] for r in v['runs']):,} rows pending)"
+        for name, v in variants.items()
+    ]
+    contenders = [COLOURS[v["contender"]] for v in variants.values()]
+    left = [0.0] * len(variants)
+    segments = (
+        ("restart_to_session_s", "Spark session up", ["#e4e4e4"] * len(variants)),
+        ("restart_to_query_started_s", "start() returned", ["#c4c4c4"] * len(variants)),
+        ("restart_to_first_commit_s", "first batch committed", contenders),
+    )
+    for key, label, colours in segments:
+        ends = [v[key] for v in variants.values()]
+        widths = [end - start for end, start in zip(ends, left, strict=True)]
+        bars = ax.barh(labels, widths, left=left, color=colours, label=label)
+        left = ends
+    ax.bar_label(bars, [f"{end:.1f} s" for end in left], fontsize=8, padding=3)
+    ax.set_xlim(0, max(left) * 1.15)
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_xlabel(f"seconds from the restart (median of {w['repeats']}; the output not throttled)")
+    ax.set_title("Workload 4: restart after a SIGKILL to the first committed batch")
+    handles = [Patch(color=c[0], label=label) for _, label, c in segments[:2]]
+    handles += [Patch(color=COLOURS[n], label=f"batch committed: {n}") for n in ("peer", "ours")]
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4)
     return fig

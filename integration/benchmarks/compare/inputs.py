@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,39 @@ def env_ints(name: str, default: tuple[int, ...]) -> tuple[int, ...]:
 def value_of(partition: int, sequence: int) -> bytes:
     """The unique value of record ``sequence`` (0-based) of ``partition``."""
     return f"{partition}-{sequence}".encode().ljust(VALUE_BYTES, b".")
+
+
+def check_values(values: Iterable[bytes], counts: Mapping[int, int]) -> dict[str, Any]:
+    """What an output holds of the input ``counts`` (values as :func:`value_of` made them):
+    ``records``, ``distinct``, ``duplicates``, ``missing`` (input values not in the output),
+    ``unknown`` (values that are no input's) and ``gaps``: per partition, the input values
+    missing below the highest sequence found. An exactly-once output of a query that is still
+    running has no duplicates, unknowns or gaps (every partition's output is a prefix of its
+    input); once the input is consumed, nothing is missing either."""
+    records = 0
+    seen: dict[int, set[int]] = {p: set() for p in counts}
+    unknown = 0
+    for value in values:
+        records += 1
+        partition, _, sequence = value.rstrip(b".").partition(b"-")
+        try:
+            p, s = int(partition), int(sequence)
+        except ValueError:
+            unknown += 1
+            continue
+        if p not in seen or not 0 <= s < counts[p]:
+            unknown += 1
+            continue
+        seen[p].add(s)
+    distinct = sum(len(s) for s in seen.values())
+    return {
+        "records": records,
+        "distinct": distinct,
+        "duplicates": records - unknown - distinct,
+        "missing": sum(counts.values()) - distinct,
+        "unknown": unknown,
+        "gaps": sum(max(s) + 1 - len(s) for s in seen.values() if s),
+    }
 
 
 def uniform_counts(records: int) -> dict[int, int]:
@@ -101,7 +134,7 @@ def machine_info(spark: Any, connector: Any) -> dict[str, Any]:
     broker_jars = [p.name for p in shim_build.ensure_built().classpath]
     here = Path(__file__).resolve().parent
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True
+        ["git", "describe", "--always", "--dirty"], cwd=here, capture_output=True, text=True
     ).stdout.strip()
     return {
         "cpus": os.cpu_count(),

@@ -3,13 +3,16 @@ driver hard and start it again (workloads 3 and 4).
 
 Child: ``python -m benchmarks.compare.query_process '<json config>'`` (from ``integration/``)
 runs the contender's query from ``input_topic`` to ``output`` (``kafka:<topic>``) with
-``availableNow`` until the input is consumed, in Spark ``local[2]``; config keys ``connector``
-(a name of :mod:`benchmarks.compare.connectors`), ``bootstrap``, ``input_topic``, ``output``,
-``checkpoint``, ``max_offsets``, ``sink_options``, ``jars`` (the peer's ``spark.jars``).
+``availableNow`` until the input is consumed, in Spark ``local[N]`` (N = CPU count, as the
+benchmark's own session); config keys ``connector`` (a name of
+:mod:`benchmarks.compare.connectors`), ``bootstrap``, ``input_topic``, ``output``,
+``checkpoint``, ``max_offsets``, ``sink_options``, ``jars`` (the peer's ``spark.jars``), and
+``events`` (optional): a file the child appends ``<event> <epoch seconds>`` lines to, ``session``
+once its Spark session is up and ``started`` once the query started.
 
 Parent: :func:`start` runs a child in a new session; :func:`kill` SIGKILLs that session (the
-driver, its JVM and every Python worker at once); :func:`committed_batches` lists the batches
-Spark has committed under a checkpoint (``commits/<N>``).
+driver, its JVM and every Python worker at once); :func:`logged_batches` lists the batches
+Spark has planned or committed under a checkpoint (``offsets/<N>``, ``commits/<N>``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,31 @@ from pathlib import Path
 from typing import Any, TextIO
 
 INTEGRATION_DIR = Path(__file__).resolve().parents[2]
+
+
+def kafka_to_kafka(
+    connector: Any,
+    bootstrap: str,
+    input_topic: str,
+    output_topic: str,
+    checkpoint: Path,
+    max_offsets: int,
+    sink_options: dict[str, str],
+    jars: str,
+) -> dict[str, Any]:
+    """The config of a child whose ``connector`` (a
+    :class:`~benchmarks.compare.connectors.Connector`) reads ``input_topic`` and writes
+    ``output_topic``; ``jars`` (the peer's ``spark.jars``) are passed to the peer only."""
+    return {
+        "connector": connector.name,
+        "bootstrap": bootstrap,
+        "input_topic": input_topic,
+        "output": f"kafka:{output_topic}",
+        "checkpoint": str(checkpoint),
+        "max_offsets": max_offsets,
+        "sink_options": sink_options,
+        "jars": jars if connector.format == "kafka" else "",
+    }
 
 
 def start(config: dict[str, Any], log: TextIO) -> subprocess.Popen[bytes]:
@@ -49,22 +77,23 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=60)
 
 
-def committed_batches(checkpoint: Path) -> list[int]:
-    """Batch ids with a Spark commit file (the batch is durable: it will not run again)."""
-    commits = checkpoint / "commits"
-    if not commits.is_dir():
+def logged_batches(checkpoint: Path, log: str = "commits") -> list[int]:
+    """Batch ids in one of Spark's logs under ``checkpoint``: ``commits`` (the batch is durable:
+    it will not run again) or ``offsets`` (the batch is planned)."""
+    directory = checkpoint / log
+    if not directory.is_dir():
         return []
-    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def wait_for_commit(
-    checkpoint: Path, after: int, proc: subprocess.Popen[bytes], limit_s: float
+def wait_for_batch(
+    checkpoint: Path, after: int, proc: subprocess.Popen[bytes], limit_s: float, log: str
 ) -> float | None:
-    """Seconds until a batch above ``after`` is committed (``None``: the child ended or
-    ``limit_s`` passed first)."""
+    """Seconds until Spark's ``log`` (``commits`` or ``offsets``) holds a batch above ``after``
+    (``None``: the child ended or ``limit_s`` passed first). Polls every 50 ms."""
     started = time.monotonic()
     while time.monotonic() - started < limit_s:
-        if any(b > after for b in committed_batches(checkpoint)):
+        if any(b > after for b in logged_batches(checkpoint, log)):
             return time.monotonic() - started
         if proc.poll() is not None:
             return None
@@ -72,14 +101,24 @@ def wait_for_commit(
     return None
 
 
+def read_events(path: Path) -> dict[str, float]:
+    """The newest epoch second of each event in an ``events`` file (none: an empty dict)."""
+    if not path.exists():
+        return {}
+    return {event: float(at) for event, at in (ln.split() for ln in path.read_text().splitlines())}
+
+
+def _mark(config: dict[str, Any], event: str) -> None:
+    if config.get("events"):
+        with open(config["events"], "a") as f:
+            f.write(f"{event} {time.time()}\n")
+
+
 def _main(config: dict[str, Any]) -> None:
-    from benchmarks import local_spark
     from benchmarks.compare import connectors
 
-    conf = {"spark.driver.memory": "2g"}
-    if config.get("jars"):
-        conf["spark.jars"] = config["jars"]
-    spark = local_spark(f"bench-{config['connector']}", 2, **conf)
+    spark = connectors.spark_session(f"bench-{config['connector']}", config.get("jars") or "")
+    _mark(config, "session")
     connector = connectors.by_name(config["connector"])
     df = connectors.read_stream(
         spark, connector, config["bootstrap"], config["input_topic"], config["max_offsets"]
@@ -92,7 +131,9 @@ def _main(config: dict[str, Any]) -> None:
         config["bootstrap"],
         config.get("sink_options") or {},
     )
-    writer.start().awaitTermination()
+    query = writer.start()
+    _mark(config, "started")
+    query.awaitTermination()
     spark.stop()
 
 

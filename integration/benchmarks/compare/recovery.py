@@ -1,16 +1,22 @@
 """Workload 4: how long a restarted query takes to commit its first batch.
 
-The throttled skewed input of workload 2 (``records``, default 400,000). Each variant's query
-runs in a process of its own (:mod:`.query_process`) until its first batch is committed, is
-SIGKILLed (driver, JVM and Python workers), and starts again on the same checkpoint; the figure
-is the time from the restart to the next committed batch (Spark's ``commits/<N>``), JVM and
-Spark start-up included. Variants: the peer; ours ``aligned`` (no channel state); ours
-``unaligned`` with ``alignedCheckpointTimeout`` 1 s, whose first barrier cut and left channel
-state pending, replayed first after the restart (its bytes are reported).
+The skewed input of workload 2 (``records``, default 400,000). Each variant's query runs in a
+process of its own (:mod:`.query_process`) with the output throttled as in workload 2 until a
+batch is committed (for the variant with channel state: a batch whose commit left channel state
+pending), is SIGKILLed (driver, JVM and Python workers) right then, and starts again on the same
+checkpoint with the throttle lifted, so that the figures are the restart's and not the slow
+output's. From the restart: seconds until its Spark session is up (JVM and Spark start-up),
+until ``start()`` returned, and until the next batch is committed (Spark's ``commits/<N>``; ours'
+sink recovers before that batch is planned, and the batch replays the pending channel state
+first). Variants: the peer; ours ``aligned`` (no channel state); ours ``unaligned`` with
+``alignedCheckpointTimeout`` 1 s, with the rows and bytes pending at the kill (from
+:func:`unaligned.inspection.checkpoint_view.build_view`). The variants take turns, ``repeats``
+rounds; the figures per variant are the medians.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -19,70 +25,119 @@ from benchmarks.compare import connectors, query_process
 from benchmarks.compare.inputs import PARTITIONS, produce, skewed_counts
 
 MAX_OFFSETS = 100_000
-FIRST_COMMIT_LIMIT_S = 240.0
+LIMIT_S = 240.0
 VARIANTS: dict[str, tuple[connectors.Connector, dict[str, str]]] = {
     "peer": (connectors.PEER, {}),
     "ours, no channel state": (connectors.OURS, {"checkpointMode": "aligned"}),
     "ours, with channel state": (connectors.OURS, {"alignedCheckpointTimeout": "1s"}),
 }
+WITH_STATE = "ours, with channel state"
 
 
-def _pending_state_bytes(checkpoint: Path) -> int:
-    from unaligned.barriers.metrics import read_metrics
+def _pending(checkpoint: Path) -> tuple[int, int]:
+    """Rows and bytes of channel state pending after the newest commit record."""
+    from unaligned.inspection.checkpoint_view import build_view
 
-    return sum(m.channel_state_bytes + m.inlined_bytes for m in read_metrics(str(checkpoint)))
+    pending = build_view(str(checkpoint)).pending
+    if pending is None:
+        return 0, 0
+    return pending.rows, sum(t.bytes for t in pending.tasks)
 
 
-def _variant(kafka: Any, work: Path, name: str, topic: str, jars: str) -> dict[str, Any]:
+def _kill_after_commit(config: dict[str, Any], checkpoint: Path, name: str, log: Any) -> int:
+    """Run until a batch commits (with channel state pending, for :data:`WITH_STATE`), kill;
+    returns the newest committed batch."""
+    proc = query_process.start(config, log)
+    after = -1
+    try:
+        while True:
+            if query_process.wait_for_batch(checkpoint, after, proc, LIMIT_S, "commits") is None:
+                raise RuntimeError(f"{name}: no commit to kill after; see {log.name}")
+            after = max(query_process.logged_batches(checkpoint))
+            if name != WITH_STATE or _pending(checkpoint)[0] > 0:
+                return after
+    finally:
+        query_process.kill(proc)
+
+
+def _variant(
+    kafka: Any, work: Path, name: str, topic: str, quota: int, jars: str
+) -> dict[str, Any]:
     connector, options = VARIANTS[name]
     output = f"recovery-out-{time.monotonic_ns()}"
     kafka.create_topic(output, partitions=PARTITIONS)
     checkpoint = work / f"checkpoint-{output}"
-    config = {
-        "connector": connector.name,
-        "bootstrap": kafka.bootstrap_servers,
-        "input_topic": topic,
-        "output": f"kafka:{output}",
-        "checkpoint": str(checkpoint),
-        "max_offsets": MAX_OFFSETS,
-        "sink_options": options,
-        "jars": jars if connector.format == "kafka" else "",
-    }
-    with open(work / f"recovery-{output}.log", "w") as log:
-        first = query_process.start(config, log)
-        if query_process.wait_for_commit(checkpoint, -1, first, FIRST_COMMIT_LIMIT_S) is None:
-            query_process.kill(first)
-            raise RuntimeError(f"{name}: no first commit; see {log.name}")
-        query_process.kill(first)
-        last = max(query_process.committed_batches(checkpoint))
-        pending = _pending_state_bytes(checkpoint) if connector.exactly_once else 0
+    config = query_process.kafka_to_kafka(
+        connector, kafka.bootstrap_servers, topic, output, checkpoint, MAX_OFFSETS, options, jars
+    )
+    with open(work / f"{output}.log", "w") as log:
+        kafka.throttle_producers_together(quota)
+        try:
+            last = _kill_after_commit(config, checkpoint, name, log)
+        finally:
+            kafka.throttle_producers_together(None)
+        rows, state_bytes = _pending(checkpoint) if connector.exactly_once else (0, 0)
+        events = work / f"{output}.events"
+        config["events"] = str(events)
+        started = time.time()
         restarted = query_process.start(config, log)
-        seconds = query_process.wait_for_commit(checkpoint, last, restarted, FIRST_COMMIT_LIMIT_S)
-        query_process.kill(restarted)
+        try:
+            seconds = query_process.wait_for_batch(checkpoint, last, restarted, LIMIT_S, "commits")
+        finally:
+            query_process.kill(restarted)
     kafka.delete_topic(output)
     if seconds is None:
         raise RuntimeError(f"{name}: no commit after the restart; see {log.name}")
-    return {"restart_to_first_commit_s": round(seconds, 2), "channel_state_bytes_at_kill": pending}
+    marks = query_process.read_events(events)
+    return {
+        "restart_to_session_s": round(marks["session"] - started, 2),
+        "restart_to_query_started_s": round(marks["started"] - started, 2),
+        "restart_to_first_commit_s": round(seconds, 2),
+        "pending_rows_at_kill": rows,
+        "pending_bytes_at_kill": state_bytes,
+    }
 
 
-def run(kafka: Any, work: Path, records: int, quota: int, jars: str) -> dict[str, Any]:
-    """Workload 4 (module docstring); returns its figures and prints each variant's."""
+def run(
+    kafka: Any, work: Path, records: int, quota: int, jars: str, repeats: int
+) -> dict[str, Any]:
+    """Workload 4 (module docstring); returns its figures and prints each run."""
     topic = f"recovery-{records}"
     kafka.create_topic(topic, partitions=PARTITIONS)
     produce(kafka.bootstrap_servers, topic, skewed_counts(records))
     print(f"workload 4: restart to the first committed batch ({records:,} records)", flush=True)
-    results: dict[str, Any] = {}
-    kafka.throttle_producers_together(quota)
-    try:
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
+    for _ in range(repeats):
         for name in VARIANTS:
-            results[name] = _variant(kafka, work, name, topic, jars)
-            r = results[name]
+            r = _variant(kafka, work, name, topic, quota, jars)
+            runs[name].append(r)
             print(
-                f"  {name:<26} {r['restart_to_first_commit_s']:>6} s "
-                f"(channel state at the kill: {r['channel_state_bytes_at_kill']:,} bytes)",
+                f"  {name:<26} session after {r['restart_to_session_s']:>6} s, start() after "
+                f"{r['restart_to_query_started_s']:>6} s, committed after "
+                f"{r['restart_to_first_commit_s']:>6} s (pending at the kill: "
+                f"{r['pending_rows_at_kill']:,} rows, {r['pending_bytes_at_kill']:,} bytes)",
                 flush=True,
             )
-    finally:
-        kafka.throttle_producers_together(None)
     kafka.delete_topic(topic)
-    return {"records": records, "quota_bytes_per_s": quota, "variants": results}
+    variants = {
+        name: {
+            "contender": VARIANTS[name][0].name,
+            **{
+                key: statistics.median(r[key] for r in rs)
+                for key in (
+                    "restart_to_session_s",
+                    "restart_to_query_started_s",
+                    "restart_to_first_commit_s",
+                )
+            },
+            "runs": rs,
+        }
+        for name, rs in runs.items()
+    }
+    return {
+        "records": records,
+        "max_offsets_per_trigger": MAX_OFFSETS,
+        "quota_bytes_per_s": quota,
+        "repeats": repeats,
+        "variants": variants,
+    }

@@ -1,0 +1,154 @@
+"""The one table ``python -m benchmarks compare`` prints: every workload in ``results.json``
+that ran, a block each (a title, a header, a row per contender or variant), then the machine."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from benchmarks.compare.inputs import describe_machine
+
+Columns = Sequence[tuple[str, int]]
+"""A block's columns: title and width (the first left-aligned, the others right-aligned)."""
+
+THROUGHPUT: Columns = (
+    ("output", 9),
+    ("peer", 20),
+    ("peer-tuned", 20),
+    ("ours", 20),
+    ("ours/peer", 13),
+    ("ours/tuned", 13),
+)
+BATCHES: Columns = (
+    ("variant", 24),
+    ("batches", 8),
+    ("p50 ms", 9),
+    ("p99 ms", 9),
+    ("max ms", 9),
+    ("1st commit s", 13),
+    ("state B/batch (mean / max)", 28),
+)
+KILLS: Columns = (
+    ("contender", 10),
+    ("kills", 6),
+    ("end s", 8),
+    ("read back", 12),
+    ("duplicates", 12),
+    ("missing", 9),
+    ("exactly once", 14),
+)
+RECOVERY: Columns = (
+    ("variant", 26),
+    ("session up", 11),
+    ("start()", 9),
+    ("1st commit", 11),
+    ("pending rows", 14),
+    ("pending B", 12),
+)
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """The table of ``report`` (the document ``results.json`` holds) as text."""
+    blocks = [
+        block(report[name])
+        for name, block in (
+            ("throughput", _throughput),
+            ("backpressure", _backpressure),
+            ("driver_kills", _driver_kills),
+            ("recovery", _recovery),
+        )
+        if name in report
+    ]
+    if "machine" in report:
+        blocks.append(f"machine: {describe_machine(report['machine'])}")
+    return "\n\n".join(blocks)
+
+
+def _block(title: str, columns: Columns, rows: Iterable[Sequence[str]], *notes: str) -> str:
+    def line(cells: Sequence[str]) -> str:
+        (_, width), *rest = columns
+        right = "".join(f"{c:>{w}}" for c, (_, w) in zip(cells[1:], rest, strict=True))
+        return f"{cells[0]:<{width}}{right}"
+
+    body = [line([name for name, _ in columns]), *(line(row) for row in rows)]
+    return "\n".join([f"== {title}", *body, *notes])
+
+
+def _throughput(w: Mapping[str, Any]) -> str:
+    def row(output: str, o: Mapping[str, Any]) -> list[str]:
+        wall, inside = o["best_records_per_s"], o["best_records_per_s_in_batches"]
+        return [
+            output,
+            *(f"{wall[n]:,} / {inside[n]:,}" for n in ("peer", "peer-tuned", "ours")),
+            f"{o['ours_over_peer']:.2f} / {o['ours_over_peer_in_batches']:.2f}",
+            f"{o['ours_over_peer_tuned']:.2f} / {o['ours_over_peer_tuned_in_batches']:.2f}",
+        ]
+
+    return _block(
+        f"workload 1: records/s, {w['records']:,} records, best of {w['repeats']} "
+        "(wall / in batches)",
+        THROUGHPUT,
+        (row(output, o) for output, o in w["outputs"].items()),
+        f"kcat reads the input at {w['kcat_read_records_per_s']:,} records/s",
+    )
+
+
+def _batch_row(name: str, r: Mapping[str, Any]) -> list[str]:
+    state = r.get("channel_state_bytes_per_batch")
+    durations = [f"{r[f'duration_ms_{k}']:,.0f}" for k in ("p50", "p99", "max")]
+    return [
+        name,
+        str(r["batches"]),
+        *durations,
+        str(r["first_commit_s"]),
+        f"{statistics.fmean(state):,.0f} / {max(state):,}" if state else "-",
+    ]
+
+
+def _backpressure(w: Mapping[str, Any]) -> str:
+    udf = w["slow_udf"]
+    throttled = _block(
+        f"workload 2: {w['records']:,} records ({w['hot_partition_records']:,} in the hot "
+        f"partition), output throttled to {w['quota_bytes_per_s']:,} B/s",
+        BATCHES,
+        (_batch_row(name, r) for name, r in w["throttled"].items()),
+    )
+    slow = _block(
+        f"workload 2, slow UDF: {udf['seconds_per_row'] * 1000:g} ms a row, {udf['records']:,} "
+        f"records, no throttle; ours targetBatchDuration {udf['target_batch_duration']}",
+        BATCHES,
+        (_batch_row(name, r) for name, r in udf["runs"].items()),
+    )
+    return f"{throttled}\n{slow}"
+
+
+def _driver_kills(w: Mapping[str, Any]) -> str:
+    def row(name: str, r: Mapping[str, Any]) -> list[str]:
+        once = "-" if "exactly_once" not in r else "yes" if r["exactly_once"] else "NO"
+        counts = [f"{r[k]:,}" for k in ("records", "duplicates", "missing")]
+        return [name, str(r["kills"]), str(r["seconds_to_end"]), *counts, once]
+
+    return _block(
+        f"workload 3: {w['records']:,} records, driver killed every {w['kill_every_s']:g} s "
+        f"(for at most {w['kill_for_s']:g} s), output throttled to {w['quota_bytes_per_s']:,} B/s",
+        KILLS,
+        (row(name, r) for name, r in w["contenders"].items()),
+    )
+
+
+def _recovery(w: Mapping[str, Any]) -> str:
+    def row(name: str, r: Mapping[str, Any]) -> list[str]:
+        keys = ("restart_to_session_s", "restart_to_query_started_s", "restart_to_first_commit_s")
+        pending = [
+            max(run[k] for run in r["runs"])
+            for k in ("pending_rows_at_kill", "pending_bytes_at_kill")
+        ]
+        return [name, *(str(r[k]) for k in keys), *(f"{p:,}" for p in pending)]
+
+    return _block(
+        f"workload 4: seconds from a restart after a SIGKILL, median of {w['repeats']}",
+        RECOVERY,
+        (row(name, r) for name, r in w["variants"].items()),
+        "pending: channel state at the kill (the most of the runs)",
+    )

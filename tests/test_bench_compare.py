@@ -1,0 +1,148 @@
+"""The pure helpers of ``python -m benchmarks compare`` (no Spark, no broker): percentiles and
+figures from progress reports, the output check, the workload choice and the printed table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks.bench_compare import selected_workloads
+from benchmarks.compare import inputs, progress, table
+
+
+def _progress(timestamp: str, duration_ms: int, rows: int) -> dict[str, Any]:
+    return {
+        "timestamp": timestamp,
+        "numInputRows": rows,
+        "durationMs": {"triggerExecution": duration_ms},
+    }
+
+
+def test_percentile_is_the_nearest_rank() -> None:
+    values = list(range(1, 101))
+    assert progress.percentile(values, 0.5) == 50
+    assert progress.percentile(values, 0.99) == 99
+    assert progress.percentile([3, 1, 2], 0.99) == 3
+    assert progress.percentile([7], 0.5) == 7
+    with pytest.raises(ValueError):
+        progress.percentile([], 0.5)
+
+
+def test_batch_figures_time_the_first_commit_from_the_start() -> None:
+    reports = [
+        _progress("2026-01-01T00:00:10.000Z", 2_000, 100),
+        _progress("2026-01-01T00:00:12.000Z", 500, 50),
+        _progress("2026-01-01T00:00:12.500Z", 4_000, 10),
+    ]
+    started = progress.epoch_s("2026-01-01T00:00:09.000Z")
+    figures = progress.batch_figures(reports, started)
+    assert figures["batches"] == 3
+    assert figures["duration_ms_p50"] == 2_000
+    assert figures["duration_ms_p99"] == figures["duration_ms_max"] == 4_000
+    assert figures["first_commit_s"] == 3.0
+    assert figures["durations_ms"] == [2_000, 500, 4_000]
+    assert figures["rows_per_batch"] == [100, 50, 10]
+    assert progress.rows_and_batch_seconds(reports) == (160, 6.5)
+
+
+def test_check_values_of_an_exact_output() -> None:
+    counts = inputs.skewed_counts(40)
+    values = [inputs.value_of(p, s) for p, n in counts.items() for s in range(n)]
+    assert inputs.check_values(values, counts) == {
+        "records": 40,
+        "distinct": 40,
+        "duplicates": 0,
+        "missing": 0,
+        "unknown": 0,
+        "gaps": 0,
+    }
+
+
+def test_check_values_counts_duplicates_gaps_and_strangers() -> None:
+    counts = {0: 5, 1: 3}
+    values = [inputs.value_of(0, s) for s in (0, 1, 1, 3)]  # 2 is a gap, 4 missing
+    values += [inputs.value_of(1, 0), inputs.value_of(1, 7), b"junk"]
+    check = inputs.check_values(values, counts)
+    keys = ("records", "distinct", "duplicates", "missing", "unknown", "gaps")
+    assert tuple(check[k] for k in keys) == (7, 4, 1, 4, 2, 1)
+
+
+def test_an_exactly_once_prefix_has_no_gaps() -> None:
+    counts = {0: 10, 1: 10}
+    values = [inputs.value_of(0, s) for s in range(4)] + [inputs.value_of(1, 0)]
+    check = inputs.check_values(values, counts)
+    assert (check["duplicates"], check["gaps"], check["missing"]) == (0, 0, 15)
+
+
+def test_selected_workloads() -> None:
+    assert selected_workloads("") == ["throughput", "backpressure", "driver_kills", "recovery"]
+    assert selected_workloads("4, 1") == ["throughput", "recovery"]
+    assert selected_workloads("driver-kills,backpressure") == ["backpressure", "driver_kills"]
+    with pytest.raises(SystemExit):
+        selected_workloads("5")
+
+
+def _batches(name: str) -> dict[str, Any]:
+    return {
+        "batches": 2,
+        "duration_ms_p50": 1_500.0,
+        "duration_ms_p99": 2_000,
+        "duration_ms_max": 2_000,
+        "first_commit_s": 3.2,
+        "durations_ms": [1_000, 2_000],
+        **({"channel_state_bytes_per_batch": [300, 0]} if name.startswith("ours") else {}),
+    }
+
+
+def test_the_table_shows_each_workload_that_ran() -> None:
+    rates = {"peer": 100_000, "peer-tuned": 250_000, "ours": 200_000}
+    report = {
+        "throughput": {
+            "records": 1_000,
+            "repeats": 1,
+            "kcat_read_records_per_s": 300_000,
+            "outputs": {
+                "kafka": {
+                    "best_records_per_s": rates,
+                    "best_records_per_s_in_batches": rates,
+                    "ours_over_peer": 2.0,
+                    "ours_over_peer_in_batches": 2.0,
+                    "ours_over_peer_tuned": 0.8,
+                    "ours_over_peer_tuned_in_batches": 0.8,
+                }
+            },
+        },
+        "backpressure": {
+            "records": 1_000,
+            "hot_partition_records": 500,
+            "quota_bytes_per_s": 20_000,
+            "throttled": {n: _batches(n) for n in ("peer", "ours aligned")},
+            "slow_udf": {
+                "records": 100,
+                "seconds_per_row": 0.0002,
+                "target_batch_duration": "2s",
+                "runs": {"peer": _batches("peer")},
+            },
+        },
+        "driver_kills": {
+            "records": 1_000,
+            "kill_every_s": 20,
+            "kill_for_s": 600,
+            "quota_bytes_per_s": 20_000,
+            "contenders": {
+                "peer": {"kills": 2, "seconds_to_end": 50.0, "records": 1_200},
+                "ours": {"kills": 3, "seconds_to_end": 70.0, "records": 1_000},
+            },
+        },
+    }
+    for name, duplicates in (("peer", 200), ("ours", 0)):
+        report["driver_kills"]["contenders"][name].update(duplicates=duplicates, missing=0)
+    report["driver_kills"]["contenders"]["ours"]["exactly_once"] = True
+    text = table.format_table(report)
+    assert "200,000 / 200,000" in text
+    assert "2.00 / 2.00" in text
+    assert "150 / 300" in text  # channel state per batch: mean / max
+    assert "workload 4" not in text
+    ours = next(line for line in text.splitlines() if line.startswith("ours  "))
+    assert ours.split()[-1] == "yes"
