@@ -102,8 +102,7 @@ def _servers(key: str, raw: str) -> list[str]:
     return servers
 
 
-# Java client name -> (kafka-python keyword, parser). Names that need more than a rename
-# (sasl.jaas.config, ssl stores) are handled in ``_map_special``.
+# Java client name -> (kafka-python keyword, parser); more than a rename: ``_map_special``.
 _MAPPED: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "bootstrap.servers": ("bootstrap_servers", _servers),
     "client.id": ("client_id", _as_str),
@@ -215,9 +214,7 @@ class KafkaClientConfig:
             "allow_auto_create_topics": False,
             "check_crcs": FAST_CRC32C,
             "metrics_enabled": False,
-            # kafka-python also sleeps this long in poll() while a partition's leader is being
-            # looked up; the default 100 ms would be paid by every read task.
-            "retry_backoff_ms": 10,
+            "retry_backoff_ms": 10,  # slept in poll() per leader lookup: paid by every task
         }
         kwargs.update(self.client_kwargs)
         kwargs.setdefault("bootstrap_timeout_ms", self.request_timeout_ms)
@@ -357,10 +354,8 @@ PRODUCER_DEFAULTS: Mapping[str, Any] = {
     "batch_size": 256 * 1024,
     "allow_auto_create_topics": False,
     "metrics_enabled": False,
-    # kafka-python's init_transactions finds the transaction coordinator as a "retry" of
-    # InitProducerId and sleeps this long before each of its two resends: with the default
-    # 100 ms every task's transaction opened 200 ms late. Also the backoff of produce retries
-    # and of the CONCURRENT_TRANSACTIONS retries while the previous batch's commit completes.
+    # init_transactions sleeps this long twice while it finds the coordinator (100 ms made
+    # every task 200 ms late); also the backoff of produce and CONCURRENT_TRANSACTIONS retries.
     "retry_backoff_ms": 10,
 }
 
