@@ -94,6 +94,11 @@ def _throughput(w: Mapping[str, Any]) -> str:
     )
 
 
+def _seconds(value: float) -> str:
+    """Seconds to two decimals (a median of two runs is a float such as 8.995000000000001)."""
+    return f"{value:,.2f}"
+
+
 def _batch_row(name: str, r: Mapping[str, Any]) -> list[str]:
     state = r.get("channel_state_bytes_per_batch")
     durations = [f"{r[f'duration_ms_{k}']:,.0f}" for k in ("p50", "p99", "max")]
@@ -101,7 +106,7 @@ def _batch_row(name: str, r: Mapping[str, Any]) -> list[str]:
         name,
         str(r["batches"]),
         *durations,
-        str(r["first_commit_s"]),
+        _seconds(r["first_commit_s"]),
         f"{statistics.fmean(state):,.0f} / {max(state):,}" if state else "-",
     ]
 
@@ -127,7 +132,7 @@ def _driver_kills(w: Mapping[str, Any]) -> str:
     def row(name: str, r: Mapping[str, Any]) -> list[str]:
         once = "-" if "exactly_once" not in r else "yes" if r["exactly_once"] else "NO"
         counts = [f"{r[k]:,}" for k in ("records", "duplicates", "missing")]
-        return [name, str(r["kills"]), str(r["seconds_to_end"]), *counts, once]
+        return [name, str(r["kills"]), _seconds(r["seconds_to_end"]), *counts, once]
 
     return _block(
         f"workload 3: {w['records']:,} records, driver killed every {w['kill_every_s']:g} s "
@@ -144,7 +149,7 @@ def _recovery(w: Mapping[str, Any]) -> str:
             max(run[k] for run in r["runs"])
             for k in ("pending_rows_at_kill", "pending_bytes_at_kill")
         ]
-        return [name, *(str(r[k]) for k in keys), *(f"{p:,}" for p in pending)]
+        return [name, *(_seconds(r[k]) for k in keys), *(f"{p:,}" for p in pending)]
 
     return _block(
         f"workload 4: seconds from a restart after a SIGKILL, median of {w['repeats']}",
