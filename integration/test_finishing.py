@@ -206,10 +206,15 @@ def test_a_drain_under_load_reads_up_to_the_frozen_end_and_a_restart_reads_the_r
 def test_a_stop_without_drain_keeps_pending_state_and_a_restart_resumes_exactly_there(
     spark: Any, kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path, throttled: None
 ) -> None:
+    # The hot task gets about 1,200 rows (1.2 MB) a batch: far more than the quota lets through
+    # in the 1 s before the deadline, and enough that rows are still left when the throttle is
+    # felt (the broker throttles the request after the one over the quota). With 400 rows a
+    # batch the throttle could land on the last chunk, and no barrier cut.
+    counts = [2 * HOT] + [COLD] * (PARTITIONS - 1)
     topic, output = new_topic(partitions=PARTITIONS), new_topic(partitions=PARTITIONS)
-    expected = produce_skewed(kafka, topic, [HOT] + [COLD] * (PARTITIONS - 1), VALUE_BYTES)
+    expected = produce_skewed(kafka, topic, counts, VALUE_BYTES)
     checkpoint = str(tmp_path / "checkpoint")
-    df = kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="600")
+    df = kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger=str(sum(counts) // 2))
     query = (
         to_kafka(df, kafka, output, checkpoint, cut=True).trigger(processingTime="1 second").start()
     )

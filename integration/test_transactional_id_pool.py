@@ -95,7 +95,7 @@ def test_the_pool_holds_one_id_per_task_however_many_batches(
     participant = _participant(kafka, topic, str(tmp_path))
     log = CommitLog.under_checkpoint(str(tmp_path))
     used: set[str] = set()
-    batches = 30
+    batches = 10
     for batch in range(batches):
         items = [_prepare(participant, batch, p, 0, [f"b{batch}-p{p}"]) for p in range(2)]
         used.update(str(item["transactionalId"]) for item in items)
