@@ -136,18 +136,6 @@ def test_the_table_shows_each_workload_that_ran() -> None:
             },
         },
     }
-    run = {"pending_rows_at_kill": 92_000, "pending_bytes_at_kill": 265_919}
-    report["recovery"] = {
-        "repeats": 2,
-        "variants": {
-            "ours with channel state": {
-                "restart_to_session_s": 5.635,
-                "restart_to_query_started_s": 8.995000000000001,
-                "restart_to_first_commit_s": 19.97,
-                "runs": [run],
-            }
-        },
-    }
     for name, duplicates in (("peer", 200), ("ours", 0)):
         report["driver_kills"]["contenders"][name].update(duplicates=duplicates, missing=0)
     report["driver_kills"]["contenders"]["ours"]["exactly_once"] = True
@@ -155,7 +143,26 @@ def test_the_table_shows_each_workload_that_ran() -> None:
     assert "200,000 / 200,000" in text
     assert "2.00 / 2.00" in text
     assert "150 / 300" in text  # channel state per batch: mean / max
-    recovered = next(line for line in text.splitlines() if line.startswith("ours with"))
-    assert recovered.split()[-5:] == ["5.63", "9.00", "19.97", "92,000", "265,919"]
+    assert "workload 4" not in text
     ours = next(line for line in text.splitlines() if line.startswith("ours  "))
     assert ours.split()[-1] == "yes"
+
+
+def test_the_recovery_block_shows_seconds_to_two_decimals() -> None:
+    run = {"pending_rows_at_kill": 92_000, "pending_bytes_at_kill": 265_919}
+    report = {
+        "recovery": {
+            "repeats": 2,
+            "variants": {
+                "ours with channel state": {
+                    "restart_to_session_s": 5.635,
+                    "restart_to_query_started_s": 8.995000000000001,  # a median of two
+                    "restart_to_first_commit_s": 19.97,
+                    "runs": [run],
+                }
+            },
+        }
+    }
+    text = table.format_table(report)
+    recovered = next(line for line in text.splitlines() if line.startswith("ours with"))
+    assert recovered.split()[-5:] == ["5.63", "9.00", "19.97", "92,000", "265,919"]
