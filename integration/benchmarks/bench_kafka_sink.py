@@ -10,7 +10,8 @@ Setup: one embedded broker (:class:`~unaligned.testing.EmbeddedKafka`) and one S
 on ``spark.jars`` (fetched by Maven beforehand: :mod:`benchmarks.peer_connector`; pyspark 4.3's
 own version is not published, so the newest 4.x is used). For each size (default 1,000,000 and
 5,000,000 records of 100-byte values, no key, over 8 partitions, produced with ``kcat -P``), the
-queries run alternately, peer, ours, peer, ours, so that noise from the machine hits both:
+queries run alternately, peer, floor, ours, peer, floor, ours, so that noise from the machine
+hits all alike:
 
 - the source is the same for both: ``readStream.format("unaligned")``, ``startingOffsets
   earliest``, ``maxOffsetsPerTrigger`` 250,000, ``trigger(availableNow=True)``, columns
@@ -19,9 +20,14 @@ queries run alternately, peer, ours, peer, ours, so that noise from the machine 
   with acks=all and idempotence);
 - ours: ``writeStream.format("unaligned")`` with ``topic`` (exactly-once: one Kafka transaction
   per task, two-phase commit by the driver);
-- each query writes a fresh 8-partition output topic (deleted after the query) and has a fresh
-  checkpoint. Before the timed queries, one small query per sink warms up the JVM and the Python
-  workers; it is not counted.
+- floor: ``writeStream.format("bench-floor")`` (:mod:`benchmarks.floor_sink`), a Python sink
+  that reads its input and writes nothing: the most any Python Data Source sink can reach here,
+  since Spark hands every Python sink its rows the same way (JVM rows -> Arrow -> a Python worker
+  per task). Ours minus the floor is our sink's own cost; the floor minus the peer is what being
+  a Python sink costs before any writing;
+- each query (but the floor's) writes a fresh 8-partition output topic (deleted after the query)
+  and has a fresh checkpoint. Before the timed queries, one small query per sink warms up the JVM
+  and the Python workers; it is not counted.
 
 Measured per query: records/s = records / wall time from ``start()`` to the end of
 ``awaitTermination()`` (query start-up and the last commit included), and records / the sum of
@@ -55,21 +61,27 @@ from benchmarks.compare.inputs import (
     produce,
     uniform_counts,
 )
+from benchmarks.floor_sink import FORMAT as FLOOR_FORMAT
+from benchmarks.floor_sink import register as register_floor_sink
 from benchmarks.peer_connector import ensure_connector
 from benchmarks.proc_cpu import sample
 
 SIZES = (1_000_000, 5_000_000)
 MAX_OFFSETS_PER_TRIGGER = 250_000
 WARMUP_RECORDS = 80_000
-SINKS = ("peer", "ours")
+SINKS = ("peer", "floor", "ours")
+_FORMATS = {"peer": "kafka", "floor": FLOOR_FORMAT, "ours": "unaligned"}
 
 
 def run_query(
     spark: Any, kafka: Any, jvm_pid: int, sink: str, source_topic: str, output: str, work: Path
 ) -> dict[str, Any]:
-    """One query from ``source_topic`` to a new topic ``output`` through ``sink``."""
+    """One query from ``source_topic`` to a new topic ``output`` through ``sink`` (the floor
+    writes nothing: no topic)."""
     records = sum(kafka.end_offsets(source_topic).values())
-    kafka.create_topic(output, partitions=PARTITIONS)
+    writes = sink != "floor"
+    if writes:
+        kafka.create_topic(output, partitions=PARTITIONS)
     bootstrap = kafka.bootstrap_servers
     df = (
         spark.readStream.format("unaligned")
@@ -80,7 +92,7 @@ def run_query(
         .load()
         .select("value", "partition")
     )
-    writer = df.writeStream.format("kafka" if sink == "peer" else "unaligned")
+    writer = df.writeStream.format(_FORMATS[sink])
     writer = (
         writer.option("kafka.bootstrap.servers", bootstrap)
         .option("topic", output)
@@ -98,12 +110,14 @@ def run_query(
     trigger_s = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
     if rows != records:
         raise RuntimeError(f"{sink}: the query read {rows} records, expected {records}")
-    end = kafka.end_offsets(output)
-    written = sum(end.values())
-    if written < records:
-        raise RuntimeError(f"{sink}: {written} offsets in {output}, expected >= {records}")
-    visible = kafka.last_stable_offsets(output) == end
-    kafka.delete_topic(output)
+    written, visible = records, True
+    if writes:
+        end = kafka.end_offsets(output)
+        written = sum(end.values())
+        if written < records:
+            raise RuntimeError(f"{sink}: {written} offsets in {output}, expected >= {records}")
+        visible = kafka.last_stable_offsets(output) == end
+        kafka.delete_topic(output)
     per_million = 1e6 / records
     return {
         "sink": sink,
@@ -125,12 +139,12 @@ def run_query(
     }
 
 
-def pair_ratios(runs: list[dict[str, Any]]) -> list[float]:
-    """ours/peer records/s (wall) of each (peer, ours) pair, in run order: the machine's noise
-    hits the two runs of a pair alike, so their spread shows how far one ratio can be trusted."""
-    peer = [r["records_per_s_wall"] for r in runs if r["sink"] == "peer"]
+def pair_ratios(runs: list[dict[str, Any]], over: str = "peer") -> list[float]:
+    """ours/``over`` records/s (wall) of each round of runs, in run order: the machine's noise
+    hits the runs of a round alike, so their spread shows how far one ratio can be trusted."""
+    base = [r["records_per_s_wall"] for r in runs if r["sink"] == over]
     ours = [r["records_per_s_wall"] for r in runs if r["sink"] == "ours"]
-    return [round(o / p, 3) for p, o in zip(peer, ours, strict=True)]
+    return [round(o / b, 3) for b, o in zip(base, ours, strict=True)]
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -169,6 +183,12 @@ def _print_table(sizes: list[dict[str, Any]]) -> None:
             f"{size['ratio_ours_over_peer_in_batches']:.2f} (in batches); per pair "
             f"{', '.join(f'{r:.2f}' for r in pairs)}, median {statistics.median(pairs):.2f}"
         )
+        floor_pairs = size["pair_ratios_over_floor_wall"]
+        print(
+            f"{'':>10} ours/floor: {size['ratio_ours_over_floor_wall']:.2f} (wall); per round "
+            f"{', '.join(f'{r:.2f}' for r in floor_pairs)}; our sink's own Python CPU "
+            f"(ours - floor): {size['sink_own_python_cpu_s_per_million']:.2f} s/M"
+        )
     print("records/s: best of the runs; CPU s/M: CPU seconds per million records, mean of the runs")
 
 
@@ -187,6 +207,7 @@ def main() -> dict[str, Any]:
     ):
         work = Path(tmp)
         spark = spark_session("bench-kafka-sink", connector.spark_jars())
+        register_floor_sink(spark)
         try:
             jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
             machine = machine_info(spark, connector)
@@ -217,6 +238,7 @@ def main() -> dict[str, Any]:
                         )
                 kafka.delete_topic(topic)
                 peer = summarise([r for r in runs if r["sink"] == "peer"])
+                floor = summarise([r for r in runs if r["sink"] == "floor"])
                 ours = summarise([r for r in runs if r["sink"] == "ours"])
                 results.append(
                     {
@@ -233,6 +255,16 @@ def main() -> dict[str, Any]:
                             3,
                         ),
                         "pair_ratios_wall": pair_ratios(runs),
+                        "floor": floor,
+                        "ratio_ours_over_floor_wall": round(
+                            ours["best_records_per_s_wall"] / floor["best_records_per_s_wall"], 3
+                        ),
+                        "pair_ratios_over_floor_wall": pair_ratios(runs, over="floor"),
+                        "sink_own_python_cpu_s_per_million": round(
+                            ours["python_workers_cpu_s_per_million"]
+                            - floor["python_workers_cpu_s_per_million"],
+                            2,
+                        ),
                         "runs": runs,
                     }
                 )
