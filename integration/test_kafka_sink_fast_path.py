@@ -9,6 +9,7 @@ record exactly once, with its key, value, headers and partition, in input order 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from kafka.errors import MessageSizeTooLargeError
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -26,6 +28,7 @@ from pyspark.sql.types import (
 )
 
 from harness import kcat_read_committed, wait_until
+from unaligned.errors import TransactionWriteError
 from unaligned.kafka import batch_sender
 from unaligned.kafka import transaction_coordinator as tc
 from unaligned.kafka.partitioner import murmur2
@@ -195,3 +198,39 @@ def test_per_record_fallback_is_used_and_logged_once_when_the_fast_path_does_not
     assert len(fallback_logs) == 1  # once per process, not per task
     assert "0.0.0-not-this-one" in fallback_logs[0].getMessage()
     _check(kafka, topics, rows, 3)
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_batches_stay_within_the_topics_max_message_bytes(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, compression: str
+) -> None:
+    """batch.size (256 KiB by default) above the topic's max.message.bytes: every batch is cut
+    to the topic's limit, so the broker takes them all (kafka-python would otherwise re-split a
+    refused prebuilt batch, and the transaction would never prepare)."""
+    topic = new_topic(partitions=2, config={"max.message.bytes": "20000"})
+    rows = [(None, f"{i:06d}" + uuid.uuid4().hex * 4, topic, i % 2, None) for i in range(4000)]
+    options = {"kafka.compression.type": compression}
+    chunks = [_chunk(rows[i : i + 1500]) for i in range(0, len(rows), 1500)]
+    done: list[tuple[KafkaTaskWriter, int]] = []
+    # In a daemon thread: a refused batch re-split without end would hang prepare() (its flush).
+    worker = threading.Thread(target=lambda: done.append(_write(kafka, chunks, **options)))
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout=120)
+    assert done, "the transaction did not prepare within 120 s: a refused batch is re-split"
+    writer, count = done[0]
+    assert writer.uses_fast_path
+    assert count == len(rows)
+    _check(kafka, [topic], rows, 2)
+
+
+def test_a_record_larger_than_the_topics_max_message_bytes_is_refused_by_name(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    """Refused while encoding (the cause is the encoder's MessageSizeTooLargeError), before
+    anything is sent: not by the broker, after delivery.timeout.ms of re-splitting."""
+    topic = new_topic(partitions=1, config={"max.message.bytes": "20000"})
+    rows = [(None, "small", topic, 0, None), (None, "x" * 30_000, topic, 0, None)]
+    with pytest.raises(TransactionWriteError, match=r"max\.message\.bytes=20000") as refused:
+        _write(kafka, [_chunk(rows)])
+    assert isinstance(refused.value.__cause__, MessageSizeTooLargeError)

@@ -18,6 +18,10 @@ What holds exactly as on the per-record path:
 - refusals: a null topic or a null header key or value raise :class:`SchemaMismatchError`, a
   partition outside the topic, an unknown topic or a record larger than ``max.request.size``
   raise :class:`TransactionWriteError`;
+- batches: within ``batch.size`` and ``max.request.size``, and within the ``max.message.bytes``
+  of every topic of the chunk (:mod:`unaligned.kafka.topic_limits`), so the broker never refuses
+  one as too large; a record too large for its topic raises :class:`TransactionWriteError`
+  naming the topic's limit, at once rather than at ``delivery.timeout.ms``;
 - :meth:`TransactionalWriter.unacknowledged_bytes` counts the same payload bytes (keys, values,
   header keys and values), so the barrier's between-chunk bound is unchanged.
 
@@ -33,8 +37,10 @@ import time
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from kafka.errors import MessageSizeTooLargeError
 
 from unaligned.errors import SchemaMismatchError, TransactionWriteError
+from unaligned.kafka import topic_limits
 from unaligned.kafka.partitioner import StickyPartition
 from unaligned.kafka.record_encoder import encode_record_batches
 from unaligned.kafka.row_routing import route_rows
@@ -106,6 +112,7 @@ class BatchChunkWriter:
         self._writer = writer
         self._sticky: dict[str, StickyPartition] = {}
         self._counts: dict[str, int] = {}
+        self._limits: dict[str, int | None] = {}
 
     def write_chunk(self, chunk: pa.RecordBatch) -> None:
         rows = chunk.num_rows
@@ -134,6 +141,10 @@ class BatchChunkWriter:
             ) from exc
         sizes = payload_sizes(keys, values, headers, rows)
         compression, batch_size, max_request_size = self._writer.batch_settings()
+        topic_bound = self._topic_bound({group.topic for group in groups}, compression)
+        if topic_bound is not None and topic_bound[0] < max_request_size:
+            batch_size = min(batch_size, topic_bound[0])
+            max_request_size = topic_bound[0]
         # One encoding pass for the whole chunk: rows reordered group by group (row order kept
         # within each), batches never spanning two groups.
         counts = np.array([group.count for group in groups], np.int64)
@@ -151,7 +162,19 @@ class BatchChunkWriter:
                 now_ms=int(time.time() * 1000),
                 group_starts=firsts,
             )
-        except Exception as exc:  # MessageSizeTooLargeError, a codec failing...
+        except MessageSizeTooLargeError as exc:
+            if topic_bound is None or topic_bound[0] != max_request_size:
+                raise TransactionWriteError(
+                    f"could not encode {rows} record(s) in transaction "
+                    f"{self._writer.transactional_id!r}: {exc}"
+                ) from exc
+            raise TransactionWriteError(
+                f"transaction {self._writer.transactional_id!r}: a record is too large for "
+                f"{topic_bound[1]}: its record batch would exceed {topic_bound[0]} bytes (the "
+                "limit less room for the codec). Raise the topic's max.message.bytes (and "
+                "kafka.max.request.size if needed), or write smaller records"
+            ) from exc
+        except Exception as exc:  # a codec failing...
             raise TransactionWriteError(
                 f"could not encode {rows} record(s) in transaction "
                 f"{self._writer.transactional_id!r}: {exc!r}"
@@ -172,6 +195,22 @@ class BatchChunkWriter:
                 )
         finally:
             self._writer.wake_sender()
+
+    def _topic_bound(self, topics: set[str], compression: str) -> tuple[int, str] | None:
+        """The smallest batch limit of ``topics`` (:func:`topic_limits.batch_limit`) and a text
+        naming it (``None``: no topic's limit is known)."""
+        unknown = topics - self._limits.keys()
+        if unknown:
+            kwargs = self._target.client_kwargs()
+            self._limits.update(topic_limits.max_message_bytes(kwargs, unknown))
+        known = [(limit, t) for t in sorted(topics) if (limit := self._limits[t]) is not None]
+        if not known:
+            return None
+        limit, topic = min(known)
+        return (
+            topic_limits.batch_limit(limit, compression),
+            f"topic {topic!r} (max.message.bytes={limit})",
+        )
 
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, looked up once per chunk."""

@@ -1,0 +1,98 @@
+"""The largest record batch a topic takes, so the sink's fast path never builds a larger one.
+
+A broker refuses a record batch larger than its topic's ``max.message.bytes`` (the whole batch as
+written to the log: the 61-byte v2 header included, after compression) with
+``MESSAGE_TOO_LARGE``. kafka-python then splits the batch and sends the parts again; a batch the
+fast path encoded ahead of time (:mod:`unaligned.kafka.batch_sender`) is split again and again,
+and the task only fails at ``delivery.timeout.ms``. :func:`batch_limit` gives the size the
+encoder must keep each batch within instead: the topic's limit less room for the codec's framing
+(the encoder bounds the *uncompressed* size; incompressible data comes out of a codec a little
+larger than it went in).
+
+:func:`max_message_bytes` asks the brokers for a topic's effective value (the topic's own setting,
+else the broker's ``message.max.bytes``) once per process and topic. A lookup the cluster refuses
+(no DescribeConfigs permission, an old broker, a broker away) is logged once per process and
+leaves that task's batches bounded by ``batch.size`` and ``max.request.size`` only, as before;
+the next task asks again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.errors import KafkaError
+
+from unaligned.errors import UnalignedError
+from unaligned.kafka.transaction_coordinator import admin_client
+
+logger = logging.getLogger(__name__)
+
+TOPIC_SETTING = "max.message.bytes"
+#: Bytes a codec may add to incompressible data, per this many bytes of input (plus a constant):
+#: gzip's stored blocks add 5 bytes per 64 KiB, lz4 frames 4 per block, zstd 3 per 128 KiB block,
+#: snappy's framing a few per 32 KiB chunk; 1/64 is far above all of them.
+_CODEC_ROOM_DIVISOR = 64
+_CODEC_ROOM_CONSTANT = 64
+
+_LIMITS: dict[tuple[tuple[tuple[str, str], ...], str], int] = {}
+"""Per-process memo: (client kwargs, topic) -> the topic's max.message.bytes (known ones only:
+a lookup that failed is tried again by the next task)."""
+_WARNED: set[str] = set()
+"""Topics whose failed lookup this process has logged (each is logged once)."""
+
+
+def _key(client_kwargs: Mapping[str, Any], topic: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    return tuple(sorted((k, repr(v)) for k, v in client_kwargs.items())), topic
+
+
+def max_message_bytes(
+    client_kwargs: Mapping[str, Any], topics: Iterable[str]
+) -> dict[str, int | None]:
+    """Each topic's effective ``max.message.bytes`` (``None``: the cluster would not say).
+
+    Known limits are kept for the life of the process (a topic's limit rarely changes; a query
+    restarted after a change asks again); the topics not known yet are asked in one request."""
+    wanted = sorted(set(topics))
+    missing = [t for t in wanted if _key(client_kwargs, t) not in _LIMITS]
+    found = _describe(client_kwargs, missing) if missing else {}
+    for topic, limit in found.items():
+        if limit is not None:
+            _LIMITS[_key(client_kwargs, topic)] = limit
+    return {t: _LIMITS.get(_key(client_kwargs, t)) for t in wanted}
+
+
+def _describe(client_kwargs: Mapping[str, Any], topics: list[str]) -> dict[str, int | None]:
+    try:
+        with admin_client(client_kwargs) as admin:
+            described = admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, t, [TOPIC_SETTING]) for t in topics],
+                config_filter="all",
+            )
+    except (KafkaError, UnalignedError) as exc:
+        if not _WARNED.issuperset(topics):
+            _WARNED.update(topics)
+            logger.warning(
+                "could not read %s of topic(s) %s (%r): record batches are bounded by "
+                "batch.size and max.request.size only",
+                TOPIC_SETTING,
+                ", ".join(topics),
+                exc,
+            )
+        return dict.fromkeys(topics)
+    by_topic = described.get("topic", {})
+    limits: dict[str, int | None] = {}
+    for topic in topics:
+        value = (by_topic.get(topic, {}).get(TOPIC_SETTING) or {}).get("value")
+        limits[topic] = None if value is None else int(value)
+    return limits
+
+
+def batch_limit(limit: int, compression: str) -> int:
+    """The uncompressed size an encoded batch must keep within to stay within ``limit`` bytes
+    once ``compression`` (``compression.type``; ``"none"``: none) has run over it."""
+    if compression == "none":
+        return limit
+    return limit - limit // _CODEC_ROOM_DIVISOR - _CODEC_ROOM_CONSTANT
