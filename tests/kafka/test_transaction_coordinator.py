@@ -130,24 +130,6 @@ def test_abort_refusal_is_an_abort_error() -> None:
     assert "'q1-b7-p3'" in str(error)
 
 
-def test_admin_kwargs_drop_producer_only_options() -> None:
-    kwargs = {
-        "bootstrap_servers": "127.0.0.1:1",
-        "client_id": "c",
-        "request_timeout_ms": 5000,
-        "transaction_timeout_ms": 60000,
-        "acks": "all",
-        "linger_ms": 5,
-        "security_protocol": "PLAINTEXT",
-    }
-    assert tc.admin_client_kwargs(kwargs) == {
-        "bootstrap_servers": "127.0.0.1:1",
-        "client_id": "c",
-        "request_timeout_ms": 5000,
-        "security_protocol": "PLAINTEXT",
-    }
-
-
 def test_empty_prepared_transaction_needs_no_broker() -> None:
     empty = PreparedTransaction("tx-empty", producer_id=1, epoch=0, record_count=0)
     unreachable = {"bootstrap_servers": "127.0.0.1:1", "bootstrap_timeout_ms": 100}

@@ -26,7 +26,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import KafkaError
 
 from unaligned.errors import UnalignedError
-from unaligned.kafka.transaction_coordinator import admin_client
+from unaligned.kafka.admin_clients import admin_client
 
 logger = logging.getLogger(__name__)
 

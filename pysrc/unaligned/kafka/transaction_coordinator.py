@@ -40,8 +40,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import kafka.errors as kafka_errors
@@ -55,6 +54,7 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
+from unaligned.kafka.admin_clients import admin_client
 from unaligned.kafka.connections import build_producer, describe_servers
 from unaligned.kafka.transactions import PRODUCER_CLOSE_TIMEOUT_S, PreparedTransaction
 
@@ -342,30 +342,3 @@ def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
     if not values:
         raise SinkConfigurationError(f"{describe_servers(client_kwargs)} listed no brokers")
     return min(values)
-
-
-# --- clients ----------------------------------------------------------------------------------
-
-
-def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The producer kwargs a ``KafkaAdminClient`` accepts (it rejects unknown keys)."""
-    return {k: v for k, v in client_kwargs.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
-
-
-@contextmanager
-def admin_client(
-    client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
-) -> Iterator[KafkaAdminClient]:
-    kwargs = admin_client_kwargs(client_kwargs)
-    if max_in_flight is not None:
-        kwargs["max_in_flight_requests_per_connection"] = max_in_flight
-    try:
-        admin = KafkaAdminClient(**kwargs)
-    except kafka_errors.KafkaTimeoutError as exc:
-        raise KafkaUnavailableError(
-            f"could not reach Kafka at {describe_servers(client_kwargs)}: {exc!r}"
-        ) from exc
-    try:
-        yield admin
-    finally:
-        admin.close()

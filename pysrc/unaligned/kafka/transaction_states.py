@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka.admin import TransactionDescription, TransactionState
+from kafka.admin import KafkaAdminClient, TransactionDescription, TransactionState
 
-from unaligned.kafka.transaction_coordinator import admin_client
+from unaligned.kafka.admin_clients import admin_client, shared_admin_client
 from unaligned.kafka.transactions import PreparedTransaction
 
 _DESCRIBE_TIMEOUT_S = 60.0
@@ -76,30 +76,35 @@ def list_transactional_ids(
 def describe_transactions(
     client_kwargs: Mapping[str, Any], transactional_ids: Iterable[str]
 ) -> dict[str, TransactionDescription | None]:
-    """Each id's transaction as its coordinator describes it; ``None`` for an id it never saw."""
+    """Each id's transaction as its coordinator describes it; ``None`` for an id it never saw.
+
+    Asked through the process's kept admin client (:func:`shared_admin_client`): every Kafka sink
+    task asks this before it begins. A coordinator not ready (its transaction state log still
+    loading: a fresh cluster, or its leader moved) is retried, as Kafka's own clients do, on a new
+    client: the kept one is dropped with its cached coordinators, which kafka-python does not
+    forget when one answers ``NOT_COORDINATOR``."""
     ids = sorted(set(transactional_ids))
-    result: dict[str, TransactionDescription | None] = {}
     if not ids:
-        return result
+        return {}
     deadline = time.monotonic() + _DESCRIBE_TIMEOUT_S
-    with admin_client(client_kwargs) as admin:
-        for tid in ids:
-            delay = 0.05
-            while True:
-                try:
-                    result[tid] = admin.describe_transactions([tid])[tid]
-                    break
-                except kafka_errors.TransactionalIdNotFoundError:
-                    result[tid] = None
-                    break
-                except _COORDINATOR_NOT_READY:
-                    # The transaction state log is still loading (a fresh cluster, or its
-                    # leader moved): retriable, as Kafka's own clients treat it.
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(delay)
-                    delay = min(delay * 2, 1.0)
-    return result
+    delay = 0.05
+    while True:
+        try:
+            with shared_admin_client(client_kwargs) as admin:
+                return {tid: _describe(admin, tid) for tid in ids}
+        except _COORDINATOR_NOT_READY:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _describe(admin: KafkaAdminClient, tid: str) -> TransactionDescription | None:
+    try:
+        description: TransactionDescription = admin.describe_transactions([tid])[tid]
+    except kafka_errors.TransactionalIdNotFoundError:
+        return None
+    return description
 
 
 def is_open(description: TransactionDescription | None) -> bool:

@@ -42,7 +42,7 @@ from unaligned.errors import (
     TransactionExpiredError,
     UnalignedError,
 )
-from unaligned.kafka import transaction_coordinator, transaction_states
+from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
 from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_batches import BatchChunkWriter
@@ -373,7 +373,7 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     key = (tuple(sorted((k, repr(v)) for k, v in kwargs.items())), topic)
     if key in _TOPICS_FOUND:
         return
-    admin = KafkaAdminClient(**transaction_coordinator.admin_client_kwargs(kwargs))
+    admin = KafkaAdminClient(**admin_clients.admin_client_kwargs(kwargs))
     try:
         topics = set(admin.list_topics())
     finally:
