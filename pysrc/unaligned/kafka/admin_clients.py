@@ -30,9 +30,7 @@ import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 
 from unaligned.errors import KafkaUnavailableError
-from unaligned.kafka.connections import describe_servers
-
-_Key = tuple[tuple[str, str], ...]
+from unaligned.kafka.connections import SettingsKey, describe_servers, settings_key
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class _Kept:
     lock: threading.Lock
 
 
-_KEPT: dict[_Key, _Kept] = {}
+_KEPT: dict[SettingsKey, _Kept] = {}
 _KEPT_LOCK = threading.Lock()
 
 
@@ -80,7 +78,7 @@ def admin_client(
 def shared_admin_client(client_kwargs: Mapping[str, Any]) -> Iterator[KafkaAdminClient]:
     """The process's kept admin client for ``client_kwargs``, lent for the block (see the module
     docstring for who gets which client)."""
-    key = tuple(sorted((k, repr(v)) for k, v in admin_client_kwargs(client_kwargs).items()))
+    key = settings_key(admin_client_kwargs(client_kwargs))
     kept = _lend(key, client_kwargs)
     if kept is None:  # lent to another thread now: a client of the block's own
         with admin_client(client_kwargs) as admin:
@@ -94,7 +92,7 @@ def shared_admin_client(client_kwargs: Mapping[str, Any]) -> Iterator[KafkaAdmin
     kept.lock.release()
 
 
-def _lend(key: _Key, client_kwargs: Mapping[str, Any]) -> _Kept | None:
+def _lend(key: SettingsKey, client_kwargs: Mapping[str, Any]) -> _Kept | None:
     """The kept client for ``key``, locked for the caller (built if this process has none);
     ``None`` if another thread has it."""
     with _KEPT_LOCK:
@@ -108,7 +106,7 @@ def _lend(key: _Key, client_kwargs: Mapping[str, Any]) -> _Kept | None:
         return kept if kept.lock.acquire(blocking=False) else None
 
 
-def _drop(key: _Key, kept: _Kept) -> None:
+def _drop(key: SettingsKey, kept: _Kept) -> None:
     with _KEPT_LOCK:
         if _KEPT.get(key) is kept:
             del _KEPT[key]

@@ -261,6 +261,14 @@ def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
     return producer
 
 
+SettingsKey = tuple[tuple[str, str], ...]
+
+
+def settings_key(client_kwargs: Mapping[str, Any]) -> SettingsKey:
+    """``client_kwargs`` as a hashable key, for what a process keeps per cluster and settings."""
+    return tuple(sorted((k, repr(v)) for k, v in client_kwargs.items()))
+
+
 def describe_servers(client_kwargs: Mapping[str, Any]) -> str:
     """The bootstrap servers of ``client_kwargs`` as one string, for error messages."""
     servers = client_kwargs.get("bootstrap_servers", "localhost")

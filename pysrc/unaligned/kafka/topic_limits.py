@@ -10,10 +10,11 @@ encoder must keep each batch within instead: the topic's limit less room for the
 larger than it went in).
 
 :func:`max_message_bytes` asks the brokers for a topic's effective value (the topic's own setting,
-else the broker's ``message.max.bytes``) once per process and topic. A lookup the cluster refuses
-(no DescribeConfigs permission, an old broker, a broker away) is logged once per process and
-leaves that task's batches bounded by ``batch.size`` and ``max.request.size`` only, as before;
-the next task asks again.
+else the broker's ``message.max.bytes``) once per process and topic, through the process's kept
+admin client (:func:`~unaligned.kafka.admin_clients.shared_admin_client`). A lookup the cluster
+refuses (no DescribeConfigs permission, an old broker, a broker away) is logged once per process
+and leaves that task's batches bounded by ``batch.size`` and ``max.request.size`` only, as
+before; the next task asks again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import KafkaError
 
 from unaligned.errors import UnalignedError
-from unaligned.kafka.admin_clients import admin_client
+from unaligned.kafka.admin_clients import shared_admin_client
+from unaligned.kafka.connections import SettingsKey, settings_key
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +39,15 @@ TOPIC_SETTING = "max.message.bytes"
 _CODEC_ROOM_DIVISOR = 64
 _CODEC_ROOM_CONSTANT = 64
 
-_LIMITS: dict[tuple[tuple[tuple[str, str], ...], str], int] = {}
+_LIMITS: dict[tuple[SettingsKey, str], int] = {}
 """Per-process memo: (client kwargs, topic) -> the topic's max.message.bytes (known ones only:
 a lookup that failed is tried again by the next task)."""
 _WARNED: set[str] = set()
 """Topics whose failed lookup this process has logged (each is logged once)."""
 
 
-def _key(client_kwargs: Mapping[str, Any], topic: str) -> tuple[tuple[tuple[str, str], ...], str]:
-    return tuple(sorted((k, repr(v)) for k, v in client_kwargs.items())), topic
+def _key(client_kwargs: Mapping[str, Any], topic: str) -> tuple[SettingsKey, str]:
+    return settings_key(client_kwargs), topic
 
 
 def max_message_bytes(
@@ -66,7 +68,7 @@ def max_message_bytes(
 
 def _describe(client_kwargs: Mapping[str, Any], topics: list[str]) -> dict[str, int | None]:
     try:
-        with admin_client(client_kwargs) as admin:
+        with shared_admin_client(client_kwargs) as admin:
             described = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, t, [TOPIC_SETTING]) for t in topics],
                 config_filter="all",

@@ -43,6 +43,7 @@ from unaligned.errors import (
     UnalignedError,
 )
 from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
+from unaligned.kafka.connections import SettingsKey, settings_key
 from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_batches import BatchChunkWriter
@@ -149,14 +150,14 @@ def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
 # --- driver side -------------------------------------------------------------------------------
 
 
-_BROKER_MAX_TIMEOUT_MS: dict[tuple[tuple[str, str], ...], int] = {}
+_BROKER_MAX_TIMEOUT_MS: dict[SettingsKey, int] = {}
 """Per-process memo of the brokers' transaction.max.timeout.ms, keyed by the client kwargs: the
 check runs before every micro-batch (see unaligned.sink.writer_role.writer_role) and the value is
 static."""
 
 
 def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
-    key = tuple(sorted((k, repr(v)) for k, v in kwargs.items()))
+    key = settings_key(kwargs)
     if key not in _BROKER_MAX_TIMEOUT_MS:
         _BROKER_MAX_TIMEOUT_MS[key] = transaction_coordinator.broker_max_transaction_timeout_ms(
             kwargs
@@ -363,14 +364,14 @@ class KafkaParticipant:
         return fenced
 
 
-_TOPICS_FOUND: set[tuple[tuple[tuple[str, str], ...], str]] = set()
+_TOPICS_FOUND: set[tuple[SettingsKey, str]] = set()
 """Per-process memo of topics already found (the check runs before every micro-batch)."""
 
 
 def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     from kafka.admin import KafkaAdminClient
 
-    key = (tuple(sorted((k, repr(v)) for k, v in kwargs.items())), topic)
+    key = (settings_key(kwargs), topic)
     if key in _TOPICS_FOUND:
         return
     admin = KafkaAdminClient(**admin_clients.admin_client_kwargs(kwargs))
