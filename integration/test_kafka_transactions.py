@@ -7,9 +7,12 @@ is committed by another process from its (transactional id, producer id, epoch) 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -273,3 +276,36 @@ def test_commit_all_prepared_commits_every_committable_one_then_raises(
     wait_until(lambda: _lso_reached_end(kafka, topic), "commit markers")
     assert len(_values(kafka, topic)) == 6 * 3
     tc.commit_all_prepared(client_kwargs, prepared[:4] + prepared[5:])  # again: success
+
+
+def test_the_kept_admin_client_answers_afresh_after_the_broker_was_briefly_away(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    """The id pool asks DescribeTransactions through one admin client kept per process: with the
+    broker stopped (SIGSTOP) for 3 s the question waits and then gets the coordinator's answer,
+    and an answer is never kept (the transaction aborted in between is seen as ended)."""
+    topic = new_topic(partitions=1)
+    prepared = _prepare_here(client_kwargs, topic, _txn_id("kept-client"), 3, 1)
+    unknown = _txn_id("never-used")
+    tid = prepared.transactional_id
+    assert transaction_states.is_open(
+        transaction_states.describe_transactions(client_kwargs, [tid])[tid]
+    )
+    os.kill(kafka.broker_pid, signal.SIGSTOP)
+    resume = threading.Timer(3.0, os.kill, (kafka.broker_pid, signal.SIGCONT))
+    resume.start()
+    try:
+        while_away = transaction_states.describe_transactions(client_kwargs, [tid, unknown])
+    finally:
+        resume.cancel()
+        os.kill(kafka.broker_pid, signal.SIGCONT)
+    assert transaction_states.is_open(while_away[tid]) and while_away[unknown] is None
+    tc.abort_prepared(client_kwargs, prepared)
+    wait_until(  # PrepareAbort until the markers are written, then CompleteAbort
+        lambda: (
+            not transaction_states.is_open(
+                transaction_states.describe_transactions(client_kwargs, [tid])[tid]
+            )
+        ),
+        f"{tid} seen as ended after its abort",
+    )
