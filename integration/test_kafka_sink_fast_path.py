@@ -204,7 +204,7 @@ def test_per_record_fallback_is_used_and_logged_once_when_the_fast_path_does_not
 def test_batches_stay_within_the_topics_max_message_bytes(
     kafka: EmbeddedKafka, new_topic: TopicFactory, compression: str
 ) -> None:
-    """batch.size (256 KiB by default) above the topic's max.message.bytes: every batch is cut
+    """batch.size (1 MiB by default) above the topic's max.message.bytes: every batch is cut
     to the topic's limit, so the broker takes them all (kafka-python would otherwise re-split a
     refused prebuilt batch, and the transaction would never prepare)."""
     topic = new_topic(partitions=2, config={"max.message.bytes": "20000"})

@@ -351,7 +351,10 @@ _PRODUCER_ONLY: dict[str, str] = {
 _PRODUCER_CHECKED = frozenset({"acks", "enable.idempotence", "transaction.timeout.ms"})
 PRODUCER_DEFAULTS: Mapping[str, Any] = {
     "linger_ms": 5,
-    "batch_size": 256 * 1024,
+    # The fast path encodes each chunk's batches up front: one request per batch, so fuller
+    # batches only save work (1 MiB: 19% less task CPU than 256 KiB at 100-byte records).
+    # Capped by max.request.size and each topic's max.message.bytes (kafka/topic_limits).
+    "batch_size": 1024 * 1024,
     "allow_auto_create_topics": False,
     "metrics_enabled": False,
     # init_transactions sleeps this long twice while it finds the coordinator (100 ms made
