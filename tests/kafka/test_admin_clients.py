@@ -99,3 +99,16 @@ def test_a_client_built_before_a_fork_is_not_used_after_it(
     with shared_admin_client(KWARGS) as child:
         assert child is not parent
     assert not parent.closed  # its I/O thread is the parent's: not touched from the child
+
+
+def test_a_client_with_another_in_flight_bound_is_kept_apart() -> None:
+    with shared_admin_client(KWARGS) as default:
+        pass
+    with shared_admin_client(KWARGS, max_in_flight=17) as wide:
+        pass
+    with shared_admin_client(KWARGS, max_in_flight=17) as again:
+        pass
+    assert wide is not default and again is wide
+    assert isinstance(wide, _Admin)
+    assert wide.kwargs["max_in_flight_requests_per_connection"] == 17
+    assert "max_in_flight_requests_per_connection" not in default.kwargs  # type: ignore[attr-defined]

@@ -1,13 +1,16 @@
-"""Kafka admin clients: one per call, or one kept per process for the questions asked per task.
+"""Kafka admin clients: one per call, or one kept per process for the questions asked per batch.
 
-:func:`admin_client` builds a ``KafkaAdminClient`` for one block and closes it after: the
-driver's commits and clean-ups, which run once per micro-batch.
+:func:`admin_client` builds a ``KafkaAdminClient`` for one block and closes it after: rare
+calls (the brokers' settings at query start, fencing a leftover id).
 
 :func:`shared_admin_client` lends the process's kept client for the same cluster and settings
 instead. An executor's Python worker runs many tasks one after another, and every Kafka sink
 task asks the coordinator about its transactional id before it begins (``DescribeTransactions``,
-:mod:`unaligned.sink.kafka_participant`); a new client per task costs its bootstrap, connections
-and their ``ApiVersions`` exchange, about as much CPU as the question itself. Guarantees:
+:mod:`unaligned.sink.kafka_participant`); Spark reuses the driver's planner and commit runner
+processes across micro-batches, which list the sink's open transactions and commit the batch's
+(``ListTransactions``, ``EndTxn``) every batch. A new client per call costs its bootstrap,
+connections and their ``ApiVersions`` exchange, about as much time as the question itself
+(about 10 ms each on the embedded broker). Guarantees:
 
 - a client is lent to one block at a time: a second thread asking while it is lent gets a client
   of its own for its block (closed after), never a shared one;
@@ -75,13 +78,16 @@ def admin_client(
 
 
 @contextmanager
-def shared_admin_client(client_kwargs: Mapping[str, Any]) -> Iterator[KafkaAdminClient]:
-    """The process's kept admin client for ``client_kwargs``, lent for the block (see the module
-    docstring for who gets which client)."""
-    key = settings_key(admin_client_kwargs(client_kwargs))
-    kept = _lend(key, client_kwargs)
+def shared_admin_client(
+    client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
+) -> Iterator[KafkaAdminClient]:
+    """The process's kept admin client for ``client_kwargs`` (and ``max_in_flight`` requests per
+    connection, the admin's default if ``None``), lent for the block (see the module docstring
+    for who gets which client)."""
+    key = settings_key({**admin_client_kwargs(client_kwargs), "max_in_flight": max_in_flight})
+    kept = _lend(key, client_kwargs, max_in_flight)
     if kept is None:  # lent to another thread now: a client of the block's own
-        with admin_client(client_kwargs) as admin:
+        with admin_client(client_kwargs, max_in_flight=max_in_flight) as admin:
             yield admin
         return
     try:
@@ -92,7 +98,9 @@ def shared_admin_client(client_kwargs: Mapping[str, Any]) -> Iterator[KafkaAdmin
     kept.lock.release()
 
 
-def _lend(key: SettingsKey, client_kwargs: Mapping[str, Any]) -> _Kept | None:
+def _lend(
+    key: SettingsKey, client_kwargs: Mapping[str, Any], max_in_flight: int | None
+) -> _Kept | None:
     """The kept client for ``key``, locked for the caller (built if this process has none);
     ``None`` if another thread has it."""
     with _KEPT_LOCK:
@@ -101,7 +109,7 @@ def _lend(key: SettingsKey, client_kwargs: Mapping[str, Any]) -> _Kept | None:
             del _KEPT[key]  # built before a fork: its I/O thread is not in this process
             kept = None
         if kept is None:
-            kept = _Kept(_build(client_kwargs, None), os.getpid(), threading.Lock())
+            kept = _Kept(_build(client_kwargs, max_in_flight), os.getpid(), threading.Lock())
             _KEPT[key] = kept
         return kept if kept.lock.acquire(blocking=False) else None
 

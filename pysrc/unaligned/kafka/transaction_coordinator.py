@@ -8,7 +8,8 @@ ends other open transactions of the sink's ids (:func:`fence`, :func:`list_trans
 Resuming a transaction. ``init_transactions`` on the same ``transactional.id`` would bump the
 epoch and *abort* the open transaction, so the committing process instead sends the
 coordinator ``FindCoordinator`` and ``EndTxn(transactional_id, producer_id, epoch, committed)``
-itself, through a ``KafkaAdminClient``'s connection manager. That is all the coordinator needs:
+itself, through the connection manager of the process's kept ``KafkaAdminClient``
+(:func:`~unaligned.kafka.admin_clients.shared_admin_client`). That is all the coordinator needs:
 the producer that wrote the records registered every partition (``AddPartitionsToTxn`` precedes a
 partition's first batch, and :meth:`~unaligned.kafka.transactions.TransactionalWriter.prepare`
 checks every record was acknowledged). Compared with forcing a fresh producer's transaction
@@ -54,7 +55,7 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
-from unaligned.kafka.admin_clients import admin_client
+from unaligned.kafka.admin_clients import admin_client, shared_admin_client
 from unaligned.kafka.connections import build_producer, describe_servers
 from unaligned.kafka.transactions import PRODUCER_CLOSE_TIMEOUT_S, PreparedTransaction
 
@@ -135,7 +136,7 @@ def _end_all(
     refused: list[tuple[PreparedTransaction, _Answer]] = []
     if not pending:
         return
-    with admin_client(client_kwargs, max_in_flight=_END_TXN_WINDOW + 1) as admin:
+    with shared_admin_client(client_kwargs, max_in_flight=_END_TXN_WINDOW + 1) as admin:
         while pending:
             rounds += 1
             remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))

@@ -22,7 +22,7 @@ from typing import Any
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient, TransactionDescription, TransactionState
 
-from unaligned.kafka.admin_clients import admin_client, shared_admin_client
+from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.transactions import PreparedTransaction
 
 _DESCRIBE_TIMEOUT_S = 60.0
@@ -55,7 +55,7 @@ def list_transactional_ids(
     """
     states = sorted(s.value for s in OPEN_TRANSACTION_STATES) if open_only else None
     pattern = "^" + re.escape(prefix) + ".*"
-    with admin_client(client_kwargs) as admin:
+    with shared_admin_client(client_kwargs) as admin:
         try:
             by_broker = admin.list_transactions(
                 state_filters=states, transactional_id_pattern=pattern
