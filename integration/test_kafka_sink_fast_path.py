@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 
 from harness import kcat_read_committed, wait_until
 from unaligned.errors import TransactionWriteError
-from unaligned.kafka import batch_sender
+from unaligned.kafka import produce_requests
 from unaligned.kafka import transaction_coordinator as tc
 from unaligned.kafka.partitioner import murmur2
 from unaligned.sink import kafka_participant
@@ -186,7 +186,7 @@ def test_per_record_fallback_is_used_and_logged_once_when_the_fast_path_does_not
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Another kafka-python version than the pinned one: the sink sends record by record."""
-    monkeypatch.setattr(batch_sender, "PINNED_KAFKA_PYTHON", "0.0.0-not-this-one")
+    monkeypatch.setattr(produce_requests, "PINNED_KAFKA_PYTHON", "0.0.0-not-this-one")
     monkeypatch.setattr(kafka_participant, "_FALLBACKS_LOGGED", set())
     topics = [new_topic(partitions=3)]
     rows = list(_rows(topics, 400, 3))

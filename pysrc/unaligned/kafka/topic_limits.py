@@ -2,9 +2,8 @@
 
 A broker refuses a record batch larger than its topic's ``max.message.bytes`` (the whole batch as
 written to the log: the 61-byte v2 header included, after compression) with
-``MESSAGE_TOO_LARGE``. kafka-python then splits the batch and sends the parts again; a batch the
-fast path encoded ahead of time (:mod:`unaligned.kafka.batch_sender`) is split again and again,
-and the task only fails at ``delivery.timeout.ms``. :func:`batch_limit` gives the size the
+``MESSAGE_TOO_LARGE``, which fails the sink's task (:mod:`unaligned.kafka.produce_requests`
+does not split a batch encoded ahead of time). :func:`batch_limit` gives the size the
 encoder must keep each batch within instead: the topic's limit less room for the codec's framing
 (the encoder bounds the *uncompressed* size; incompressible data comes out of a codec a little
 larger than it went in).

@@ -8,9 +8,8 @@ transaction is resumed without ``init_transactions`` and the stale-EndTxn hazard
 :meth:`prepare` checks every record was acknowledged, so the coordinator knows every partition
 the transaction wrote.
 
-Records go in one by one (``send``) or as v2 record batches encoded ahead of time
-(``send_batch``: :mod:`unaligned.kafka.batch_sender`); both share producer, transaction and
-acknowledgement accounting, and may be mixed.
+Records go in one by one (``send``): the sink's per-record path, used only where its fast path
+(:mod:`unaligned.kafka.produce_session`, whole encoded batches on kept connections) cannot run.
 
 The writer reads the producer's private ``_transaction_manager.producer_id_and_epoch``; it is
 pinned by ``tests/kafka/test_transactions.py``.
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka.structs import TopicPartition
 
 from kafka import KafkaProducer
 from unaligned.errors import (
@@ -34,7 +32,6 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionWriteError,
 )
-from unaligned.kafka.batch_sender import append_batch, fast_path_unavailable, wake
 from unaligned.kafka.connections import build_producer, describe_servers
 
 PRODUCER_CLOSE_TIMEOUT_S = 10.0
@@ -104,7 +101,6 @@ class TransactionalWriter:
         self._sent = 0
         self._acknowledged = 0
         self._first_failure: BaseException | None = None
-        self._fast_path_unavailable: str | None = "the transaction is not open"
 
     @property
     def transactional_id(self) -> str:
@@ -136,39 +132,7 @@ class TransactionalWriter:
             ) from exc
         self._producer = producer
         self._producer_id, self._epoch = self._current_producer_id_and_epoch()
-        self._fast_path_unavailable = fast_path_unavailable(producer)
         self._state = _WriterState.OPEN
-
-    @property
-    def fast_path_unavailable(self) -> str | None:
-        """Why :meth:`send_batch` cannot be used (``None``: it can; known after :meth:`begin`)."""
-        return self._fast_path_unavailable
-
-    def batch_settings(self) -> tuple[str, int, int]:
-        """The producer's ``(compression.type, batch.size, max.request.size)``, to encode by."""
-        self._require((_WriterState.OPEN,), "encode for")
-        assert self._producer is not None
-        config = self._producer.config
-        return (
-            config["compression_type"] or "none",
-            int(config["batch_size"]),
-            int(config["max_request_size"]),
-        )
-
-    def partition_count(self, topic: str) -> int:
-        """How many partitions ``topic`` has (waits up to ``max_block_ms`` for metadata).
-
-        Raises :class:`TransactionWriteError` if the topic is unknown."""
-        self._require((_WriterState.OPEN,), "look up partitions for")
-        assert self._producer is not None
-        try:
-            partitions = self._producer.partitions_for(topic)
-        except kafka_errors.KafkaError as exc:
-            raise TransactionWriteError(
-                f"could not find the partitions of topic {topic!r} for transaction "
-                f"{self._transactional_id!r}: {exc!r}"
-            ) from exc
-        return len(partitions or ())
 
     def _current_producer_id_and_epoch(self) -> tuple[int, int]:
         assert self._producer is not None
@@ -214,49 +178,6 @@ class TransactionalWriter:
         done = functools.partial(self._on_record_done, size)
         future.add_callback(done)
         future.add_errback(done)
-
-    def send_batch(
-        self,
-        topic: str,
-        partition: int,
-        data: bytes,
-        record_count: int,
-        payload_bytes: int,
-        *,
-        wake_sender: bool = True,
-    ) -> None:
-        """Queue one encoded v2 batch of ``record_count`` records (only when
-        :attr:`fast_path_unavailable` is ``None``); returns before the broker acknowledges it.
-
-        ``payload_bytes``: key, value and header bytes (as :meth:`unacknowledged_bytes` counts).
-        Producer id, epoch, sequence and transactional bit are set when the batch is sent. Per
-        partition, records are written in call order (:meth:`send` calls included);
-        ``wake_sender=False`` leaves it to :meth:`wake_sender` (or a flush). A refused batch
-        raises :class:`TransactionWriteError` and poisons the writer."""
-        self._require((_WriterState.OPEN,), "send")
-        assert self._producer is not None
-        with self._lock:
-            self._unacknowledged_bytes += payload_bytes
-            self._sent += record_count
-        try:
-            append_batch(
-                self._producer,
-                TopicPartition(topic, partition),
-                data,
-                record_count,
-                functools.partial(self._on_batch_done, payload_bytes, record_count),
-                wake_sender=wake_sender,
-            )
-        except Exception as exc:
-            self._on_batch_done(payload_bytes, record_count, 0, exc)
-            raise TransactionWriteError(
-                f"could not send {record_count} record(s) to partition {partition} of topic "
-                f"{topic!r} in transaction {self._transactional_id!r}: {exc!r}"
-            ) from exc
-
-    def wake_sender(self) -> None:
-        """Let the producer's I/O thread send what :meth:`send_batch` queued unwoken."""
-        wake(self._producer) if self._producer is not None else None
 
     def _on_record_done(self, size: int, result: object) -> None:
         failed = isinstance(result, BaseException)

@@ -6,7 +6,7 @@
 rows as v2 record batches straight from the Arrow buffers
 (:func:`unaligned.kafka.record_encoder.encode_record_batches`, with the producer's
 ``compression.type``, ``batch.size`` and ``max.request.size``), and queues them in the task's
-transaction (:meth:`unaligned.kafka.transactions.TransactionalWriter.send_batch`).
+transaction (:meth:`unaligned.kafka.produce_session.ProduceSession.send_batch`).
 
 What holds exactly as on the per-record path:
 
@@ -22,7 +22,7 @@ What holds exactly as on the per-record path:
   of every topic of the chunk (:mod:`unaligned.kafka.topic_limits`), so the broker never refuses
   one as too large; a record too large for its topic raises :class:`TransactionWriteError`
   naming the topic's limit, at once rather than at ``delivery.timeout.ms``;
-- :meth:`TransactionalWriter.unacknowledged_bytes` counts the same payload bytes (keys, values,
+- :meth:`ProduceSession.unacknowledged_bytes` counts the same payload bytes (keys, values,
   header keys and values), so the barrier's between-chunk bound is unchanged.
 
 Differences: record timestamps are the time the chunk is encoded (one per chunk; the
@@ -33,6 +33,7 @@ written as Spark's Java sink writes it (kafka-python's ``send`` refuses it).
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -44,9 +45,33 @@ from unaligned.kafka import topic_limits
 from unaligned.kafka.partitioner import StickyPartition
 from unaligned.kafka.record_encoder import encode_record_batches
 from unaligned.kafka.row_routing import route_rows
-from unaligned.kafka.transactions import TransactionalWriter
 from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
+
+
+class BatchTransaction(Protocol):
+    """What the fast path needs of the task's transaction
+    (:class:`unaligned.kafka.produce_session.ProduceSession`)."""
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    def batch_settings(self) -> tuple[str, int, int]: ...
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        data: bytes,
+        record_count: int,
+        payload_bytes: int,
+        *,
+        wake_sender: bool = True,
+    ) -> None: ...
+
+    def wake_sender(self) -> None: ...
 
 
 def _lengths(column: pa.Array | None, rows: int) -> np.ndarray:
@@ -105,7 +130,7 @@ class BatchChunkWriter:
     """
 
     def __init__(
-        self, target: KafkaTarget, columns: KafkaColumns, writer: TransactionalWriter
+        self, target: KafkaTarget, columns: KafkaColumns, writer: BatchTransaction
     ) -> None:
         self._target = target
         self._columns = columns

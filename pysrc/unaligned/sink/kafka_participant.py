@@ -26,6 +26,7 @@ for what the user can do then.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,10 +41,12 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
     TransactionExpiredError,
+    TransactionWriteError,
     UnalignedError,
 )
 from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
 from unaligned.kafka.connections import SettingsKey, settings_key
+from unaligned.kafka.produce_session import ProduceSession, unavailable_reason
 from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_batches import BatchChunkWriter
@@ -67,10 +70,13 @@ class KafkaTaskWriter:
     """Writes one task attempt's rows into one transaction (Step 1 of the protocol).
 
     Chunks go through the fast path (:class:`unaligned.sink.kafka_batches.BatchChunkWriter`:
-    whole record batches encoded column-wise) unless the task's producer cannot take them
-    (:attr:`unaligned.kafka.transactions.TransactionalWriter.fast_path_unavailable`, e.g.
-    another kafka-python version); then every record is sent by kafka-python's ``send``, and
-    the reason is logged once per process. Both paths write the same records.
+    whole record batches encoded column-wise, sent by a
+    :class:`~unaligned.kafka.produce_session.ProduceSession` on the process's kept connections)
+    unless this process cannot use it
+    (:func:`unaligned.kafka.produce_session.unavailable_reason`, e.g. another kafka-python
+    version); then every record is sent by a ``KafkaProducer``'s ``send``
+    (:class:`~unaligned.kafka.transactions.TransactionalWriter`), and the reason is logged once
+    per process. Both paths write the same records.
     """
 
     def __init__(
@@ -83,7 +89,9 @@ class KafkaTaskWriter:
     ) -> None:
         self._target = target
         self._columns = columns
-        self._writer = TransactionalWriter(client_kwargs, transactional_id)
+        self._client_kwargs = client_kwargs
+        self._transactional_id = transactional_id
+        self._writer: ProduceSession | TransactionalWriter | None = None
         self._partition_id = partition_id
         self._batches: BatchChunkWriter | None = None
 
@@ -93,36 +101,53 @@ class KafkaTaskWriter:
         return self._batches is not None
 
     def begin(self) -> None:
-        self._writer.begin()
-        reason = self._writer.fast_path_unavailable
+        reason = unavailable_reason()
         if reason is None:
-            self._batches = BatchChunkWriter(self._target, self._columns, self._writer)
-        elif reason not in _FALLBACKS_LOGGED:
+            session = ProduceSession(self._client_kwargs, self._transactional_id)
+            self._writer = session
+            session.begin()
+            self._batches = BatchChunkWriter(self._target, self._columns, session)
+            return
+        if reason not in _FALLBACKS_LOGGED:
             _FALLBACKS_LOGGED.add(reason)
             logger.warning(
                 "Kafka sink writes record by record (the slower path) in this process: %s", reason
             )
+        self._writer = TransactionalWriter(self._client_kwargs, self._transactional_id)
+        self._writer.begin()
 
     def write_chunk(self, chunk: pa.RecordBatch) -> None:
         if self._batches is not None:
             self._batches.write_chunk(chunk)
         else:
-            send_records(chunk, self._columns, self._target.topic, self._writer.send)
+            writer = self._open_writer()
+            assert isinstance(writer, TransactionalWriter)
+            send_records(chunk, self._columns, self._target.topic, writer.send)
+
+    def _open_writer(self) -> ProduceSession | TransactionalWriter:
+        if self._writer is None:
+            raise TransactionWriteError(
+                f"transaction {self._transactional_id!r} was not begun before writing"
+            )
+        return self._writer
 
     def between_chunks(self) -> None:
         """Keep at most ``maxUnacknowledgedBytes`` sent but unacknowledged between chunks."""
-        if self._writer.unacknowledged_bytes() > self._target.max_unacknowledged_bytes:
-            self._writer.flush()
+        writer = self._open_writer()
+        if writer.unacknowledged_bytes() > self._target.max_unacknowledged_bytes:
+            writer.flush()
 
     def prepare(self) -> dict[str, Any]:
-        prepared = self._writer.prepare()
+        prepared = self._open_writer().prepare()
         return prepared_to_json(prepared, self._partition_id)
 
     def abort(self) -> None:
-        self._writer.abort()
+        if self._writer is not None:
+            self._writer.abort()
 
     def close(self) -> None:
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
 
 
 # --- prepared transactions as JSON ----------------------------------------------------------------
@@ -183,7 +208,16 @@ class KafkaParticipant:
         return self._prefix
 
     def client_kwargs(self) -> dict[str, Any]:
-        return self._target.client_kwargs()
+        """The ``KafkaProducer`` kwargs of the sink, in this process.
+
+        Without ``kafka.client.id`` the client id is ``producer-<transactionalIdPrefix>-<process
+        id>``: a Spark Python worker runs one task at a time and keeps its connections for the
+        next (:mod:`unaligned.kafka.produce_session`), so broker quotas and client metrics keyed
+        by client id apply per running task, as with one producer per task.
+        """
+        kwargs = self._target.client_kwargs()
+        kwargs.setdefault("client_id", f"producer-{self._prefix}-{os.getpid()}")
+        return kwargs
 
     def transactional_id(self, partition_id: int, slot: int) -> str:
         """The id of ``slot`` in ``partition_id``'s part of the pool."""

@@ -1,0 +1,567 @@
+"""The requests of one transactional produce session, run on a kept admin client's I/O thread.
+
+:class:`Requests` is the I/O half of :class:`unaligned.kafka.produce_session.ProduceSession`:
+it finds the transaction coordinator, gets the producer id and epoch (``InitProducerId``), looks
+up partition leaders (``Metadata``), registers partitions (``AddPartitionsToTxn``), sends
+``Produce`` requests and ends the transaction on abort (``EndTxn``). The task thread calls the
+public methods; everything that touches a connection runs on the I/O thread of the admin
+client's connection manager (kafka-python's event loop), so per-partition state is only ever
+touched by that one thread. Counters the task thread reads are behind one lock.
+
+Sending rules (Kafka's idempotent producer, ``max.in.flight.requests.per.connection`` <= 5):
+
+- A partition's batches go out in sequence order, one batch per ``Produce`` request, at most
+  :data:`MAX_IN_FLIGHT` at a time, and only after ``AddPartitionsToTxn`` registered it.
+- An answer that is retriable (connection lost, request timed out, not the leader, not enough
+  replicas...) holds the partition: once nothing of it is in flight, every unacknowledged batch
+  is queued again in sequence order and sent after ``retry.backoff.ms`` (doubling, at most 1 s),
+  with the same sequence. ``OUT_OF_ORDER_SEQUENCE_NUMBER`` behind such a failure is retriable
+  too; ``DUPLICATE_SEQUENCE_NUMBER`` means the broker already wrote the batch: acknowledged.
+- Anything else (fenced, too large, not authorized...) or ``delivery.timeout.ms`` passing fails
+  the batch and every batch queued behind it on that partition.
+
+Private kafka-python names used (pinned with the rest by ``tests/kafka/test_produce_requests.py``):
+``KafkaAdminClient._manager`` (``send``, ``call_soon``, ``run``, ``cluster``, ``_net``:
+``call_soon``, ``call_later``, ``sleep``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kafka.errors as kafka_errors
+from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+)
+
+import kafka
+from unaligned.kafka.columnar_fetch import PINNED_KAFKA_PYTHON
+
+#: Produce requests in flight per partition (the broker keeps the last 5 batches per producer).
+MAX_IN_FLIGHT = 5
+#: Produce requests in flight per broker connection: the kept client allows 5, one stays free
+#: for the coordinator's and metadata requests.
+MAX_IN_FLIGHT_PER_NODE = 4
+_FIRST_BACKOFF_S = 0.005
+_MAX_BACKOFF_S = 1.0
+_PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION = 3, 9  # 3: transactional; 9: as kafka-python
+_INIT_PRODUCER_ID_MAX_VERSION = 4
+_ADD_PARTITIONS_MAX_VERSION = 3
+_END_TXN_MAX_VERSION = 3  # transaction protocol v1, as transaction_coordinator
+_LEADER_ERRORS = (
+    kafka_errors.KafkaConnectionError,
+    kafka_errors.NotLeaderForPartitionError,
+    kafka_errors.LeaderNotAvailableError,
+    kafka_errors.UnknownTopicOrPartitionError,
+    kafka_errors.NodeNotReadyError,
+    kafka_errors.UnknownBrokerIdError,
+)
+
+
+@dataclass(frozen=True)
+class QueuedBatch:
+    """One encoded batch (producer fields set) and what it counts for."""
+
+    topic: str
+    partition: int
+    data: bytes
+    record_count: int
+    payload_bytes: int
+    base_sequence: int
+    deadline: float  # time.monotonic() after which it is not sent again
+
+
+@dataclass
+class PartitionQueue:
+    """A partition's batches on the I/O thread: queued (to send, in sequence order), in flight,
+    and failed retriably (sent again once nothing is in flight)."""
+
+    topic: str
+    partition: int
+    leader: int | None = None
+    added: bool = False
+    queued: deque[QueuedBatch] = field(default_factory=deque)
+    in_flight: list[QueuedBatch] = field(default_factory=list)
+    to_retry: list[QueuedBatch] = field(default_factory=list)
+    backoff_s: float = _FIRST_BACKOFF_S
+    failure: BaseException | None = None
+
+
+class Requests:
+    """The session's requests (module docstring). ``manager``: a started admin client's
+    connection manager; ``settings``: ``KafkaProducer`` settings with defaults filled in."""
+
+    def __init__(self, manager: Any, transactional_id: str, settings: Mapping[str, Any]) -> None:
+        self._manager = manager
+        self._net = manager._net
+        self._tid = transactional_id
+        self._request_timeout_ms = int(settings["request_timeout_ms"])
+        self._transaction_timeout_ms = int(settings["transaction_timeout_ms"])
+        self._retry_backoff_s = max(int(settings["retry_backoff_ms"]), 1) / 1000
+        self._coordinator: Any = None
+        self._producer_id_and_epoch = (-1, -1)
+        # I/O thread only
+        self._partitions: dict[tuple[str, int], PartitionQueue] = {}
+        self._leader_cache: dict[str, dict[int, int]] = {}
+        self._node_in_flight: dict[Any, int] = {}
+        self._pumping = False
+        self._pump_again = False
+        # shared with the task thread
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._incoming: list[QueuedBatch] = []
+        self._pump_scheduled = False
+        self._stopped = False
+        self._outstanding = 0
+        self._unacknowledged_bytes = 0
+        self._sent = 0
+        self._acknowledged = 0
+        self._first_failure: BaseException | None = None
+        self.may_have_partitions = False
+
+    # --- task thread --------------------------------------------------------------------------
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        return self._producer_id_and_epoch
+
+    def init_producer_id(self, timeout_s: float) -> None:
+        """Step 1 of the session: the coordinator bumps the id's epoch (fencing older
+        attempts, aborting what they left open); raises the refusal or a timeout."""
+        deadline = time.monotonic() + timeout_s
+
+        def request() -> Any:
+            return InitProducerIdRequest(
+                transactional_id=self._tid,
+                transaction_timeout_ms=self._transaction_timeout_ms,
+                producer_id=-1,
+                producer_epoch=-1,
+                max_version=_INIT_PRODUCER_ID_MAX_VERSION,
+            )
+
+        response = self._manager.run(self._ask_coordinator, request, _error_code, deadline)
+        self._producer_id_and_epoch = (int(response.producer_id), int(response.producer_epoch))
+
+    def partition_count(self, topic: str, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        leaders: dict[int, int] = self._manager.run(self._known_leaders, topic, deadline)
+        return len(leaders)
+
+    def queue(self, batch: QueuedBatch) -> None:
+        with self._lock:
+            self._incoming.append(batch)
+            self._outstanding += 1
+            self._sent += batch.record_count
+            self._unacknowledged_bytes += batch.payload_bytes
+
+    def pump(self) -> None:
+        """Have the I/O thread send what was queued (one hand-over, however many batches)."""
+        with self._lock:
+            if self._pump_scheduled or not self._incoming:
+                return
+            self._pump_scheduled = True
+        self._manager.call_soon(self._pump)
+
+    def stop(self) -> None:
+        """Send nothing more: queued batches fail, answers in flight are still counted."""
+        with self._lock:
+            self._stopped = True
+        self._manager.call_soon(self._fail_queued, kafka_errors.KafkaError("the session stopped"))
+
+    def wait_settled(self, timeout_s: float) -> bool:
+        """Wait until every queued batch is acknowledged or failed; ``False`` on timeout."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._outstanding == 0, timeout_s)
+
+    def unacknowledged_bytes(self) -> int:
+        with self._lock:
+            return self._unacknowledged_bytes
+
+    def record_counts(self) -> tuple[int, int]:
+        """``(records queued, records acknowledged)``."""
+        with self._lock:
+            return self._sent, self._acknowledged
+
+    def first_failure(self) -> BaseException | None:
+        with self._lock:
+            return self._first_failure
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        """``EndTxn(abort)`` to the coordinator; an already ended transaction raises
+        ``InvalidTxnStateError``."""
+        deadline = time.monotonic() + timeout_s
+        producer_id, epoch = self._producer_id_and_epoch
+
+        def request() -> Any:
+            return EndTxnRequest(
+                transactional_id=self._tid,
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                committed=False,
+                max_version=_END_TXN_MAX_VERSION,
+            )
+
+        self._manager.run(self._ask_coordinator, request, _error_code, deadline)
+
+    # --- I/O thread: the coordinator and metadata ---------------------------------------------
+
+    async def _find_coordinator(self, deadline: float) -> Any:
+        request = FindCoordinatorRequest(
+            key=self._tid, key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=[self._tid]
+        )
+        response = await self._manager.send(request, request_timeout_ms=self._timeout_ms(deadline))
+        found = response.coordinators[0] if response.coordinators else response
+        if found.error_code:
+            raise kafka_errors.for_code(found.error_code)()
+        return self._manager.cluster.add_coordinator(
+            found, CoordinatorType.TRANSACTION, self._tid, synthesize_node_id=False
+        )
+
+    async def _ask_coordinator(
+        self, request: Callable[[], Any], error_code: Callable[[Any], int], deadline: float
+    ) -> Any:
+        """Send ``request()`` to the coordinator until it answers without a retriable error
+        (a new coordinator is looked up when it moved); raise the refusal or the last error.
+
+        The first try goes to the coordinator the kept client last found for the id (the
+        task's ``DescribeTransactions`` asked it just before), if any."""
+        backoff = _FIRST_BACKOFF_S
+        if self._coordinator is None:
+            self._coordinator = self._manager.cluster.get_coordinator(
+                self._tid, CoordinatorType.TRANSACTION
+            )
+        while True:
+            try:
+                if self._coordinator is None:
+                    self._coordinator = await self._find_coordinator(deadline)
+                response = await self._manager.send(
+                    request(),
+                    node_id=self._coordinator,
+                    request_timeout_ms=self._timeout_ms(deadline),
+                )
+            except kafka_errors.RetriableError as exc:
+                error: BaseException = exc
+                self._coordinator = None
+            else:
+                error_type = kafka_errors.for_code(error_code(response))
+                if error_type is kafka_errors.NoError:
+                    return response
+                if not issubclass(error_type, kafka_errors.RetriableError):
+                    raise error_type()
+                if error_type in (
+                    kafka_errors.NotCoordinatorError,
+                    kafka_errors.CoordinatorNotAvailableError,
+                ):
+                    self._coordinator = None
+                error = error_type()
+            if time.monotonic() + backoff >= deadline:
+                raise error
+            await self._net.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    async def _known_leaders(self, topic: str, deadline: float) -> dict[int, int]:
+        """The leaders of ``topic``'s partitions, asked once (again after a leader error)."""
+        leaders = self._leader_cache.get(topic)
+        if leaders is None:
+            leaders = self._leader_cache[topic] = await self._leaders(topic, deadline)
+        return leaders
+
+    async def _leaders(self, topic: str, deadline: float) -> dict[int, int]:
+        """Every partition of ``topic`` and its leader (-1: none now); waits while the leaders
+        are unknown, raises ``UnknownTopicOrPartitionError`` for a topic that does not exist."""
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            request = MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )
+            error: BaseException
+            try:
+                response = await self._manager.send(
+                    request, request_timeout_ms=self._timeout_ms(deadline)
+                )
+            except kafka_errors.RetriableError as exc:
+                error = exc
+            else:
+                self._manager.cluster.update_metadata(response)
+                found = next((t for t in response.topics if t.name == topic), None)
+                unknown = kafka_errors.UnknownTopicOrPartitionError.errno
+                error_type = kafka_errors.for_code(found.error_code if found else unknown)
+                if error_type is kafka_errors.NoError:
+                    assert found is not None
+                    leaders = {int(p.partition_index): int(p.leader_id) for p in found.partitions}
+                    if leaders and all(leader >= 0 for leader in leaders.values()):
+                        return leaders
+                    error = kafka_errors.LeaderNotAvailableError(topic)
+                elif error_type is kafka_errors.UnknownTopicOrPartitionError:
+                    raise error_type(f"topic {topic!r} does not exist")
+                elif not issubclass(error_type, kafka_errors.RetriableError):
+                    raise error_type(topic)
+                else:
+                    error = error_type(topic)
+            if time.monotonic() + backoff >= deadline:
+                raise error
+            await self._net.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    # --- I/O thread: sending ------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        """Take the queued batches, make their partitions ready (leader known, registered with
+        the transaction) and send what the in-flight bounds allow. One pump runs at a time; a
+        pump asked for meanwhile makes the running one go round again."""
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            again = True
+            while again:
+                self._pump_again = False
+                with self._lock:
+                    incoming, self._incoming = self._incoming, []
+                    self._pump_scheduled = False
+                    stopped = self._stopped
+                for batch in incoming:
+                    key = (batch.topic, batch.partition)
+                    part = self._partitions.get(key) or self._partitions.setdefault(
+                        key, PartitionQueue(batch.topic, batch.partition)
+                    )
+                    part.queued.append(batch)
+                if stopped:
+                    await self._fail_queued(kafka_errors.KafkaError("the session stopped"))
+                    return
+                for part in self._partitions.values():
+                    if part.failure is not None and part.queued:
+                        self._fail_partition(part, part.failure)
+                waiting = [p for p in self._partitions.values() if p.queued]
+                try:
+                    await self._make_ready(waiting)
+                except Exception as exc:  # refused by the coordinator, out of time...
+                    for part in waiting:
+                        if not part.added or part.leader is None:
+                            self._fail_partition(part, exc)
+                for part in self._partitions.values():
+                    self._send_ready(part)
+                again = self._pump_again
+        finally:
+            self._pumping = False
+
+    async def _make_ready(self, parts: list[PartitionQueue]) -> None:
+        """Look up unknown leaders and register new partitions, retrying until the first
+        waiting batch's ``delivery.timeout.ms`` passes."""
+        if not parts:
+            return
+        deadline = min(part.queued[0].deadline for part in parts)
+        for topic in sorted({p.topic for p in parts if p.leader is None}):
+            leaders = await self._known_leaders(topic, deadline)
+            for part in parts:
+                if part.topic == topic:
+                    part.leader = leaders.get(part.partition)
+                    if part.leader is None:
+                        self._fail_partition(
+                            part,
+                            kafka_errors.UnknownTopicOrPartitionError(
+                                f"topic {topic!r} has no partition {part.partition}"
+                            ),
+                        )
+        new = [p for p in parts if not p.added and p.failure is None]
+        if new:
+            self.may_have_partitions = True
+            await self._add_partitions(new, deadline)
+            for part in new:
+                part.added = True
+
+    async def _add_partitions(self, parts: Iterable[PartitionQueue], deadline: float) -> None:
+        by_topic: dict[str, list[int]] = {}
+        for part in parts:
+            by_topic.setdefault(part.topic, []).append(part.partition)
+        producer_id, epoch = self._producer_id_and_epoch
+        topic_type = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+
+        def request() -> Any:
+            return AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self._tid,
+                v3_and_below_producer_id=producer_id,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[
+                    topic_type(name=t, partitions=sorted(ps)) for t, ps in by_topic.items()
+                ],
+                max_version=_ADD_PARTITIONS_MAX_VERSION,
+            )
+
+        await self._ask_coordinator(request, _add_partitions_error_code, deadline)
+
+    def _send_ready(self, part: PartitionQueue) -> None:
+        while (
+            part.queued
+            and part.failure is None
+            and part.added
+            and part.leader is not None
+            and not part.to_retry
+            and len(part.in_flight) < MAX_IN_FLIGHT
+            and self._node_in_flight.get(part.leader, 0) < MAX_IN_FLIGHT_PER_NODE
+        ):
+            batch = part.queued.popleft()
+            part.in_flight.append(batch)
+            leader = part.leader
+            self._node_in_flight[leader] = self._node_in_flight.get(leader, 0) + 1
+            topic_data = ProduceRequest.TopicProduceData
+            request = ProduceRequest(
+                transactional_id=self._tid,
+                acks=-1,
+                timeout_ms=self._request_timeout_ms,
+                topic_data=[
+                    topic_data(
+                        name=part.topic,
+                        partition_data=[
+                            topic_data.PartitionProduceData(
+                                index=part.partition, records=batch.data
+                            )
+                        ],
+                    )
+                ],
+                min_version=_PRODUCE_MIN_VERSION,
+                max_version=_PRODUCE_MAX_VERSION,
+            )
+            try:
+                answer = self._manager.send(
+                    request, node_id=leader, request_timeout_ms=self._request_timeout_ms
+                )
+            except Exception as exc:  # no connection to the leader could be made
+                self._on_answer(part, batch, leader, exc)
+            else:
+                answer.add_both(self._on_answer, part, batch, leader)
+
+    def _on_answer(
+        self, part: PartitionQueue, batch: QueuedBatch, leader: Any, result: Any
+    ) -> None:
+        part.in_flight.remove(batch)
+        self._node_in_flight[leader] -= 1
+        error = _produce_error(result, part)
+        with self._lock:
+            stopped = self._stopped
+        if error is None:
+            self._settle(batch, None)
+            part.backoff_s = _FIRST_BACKOFF_S
+        elif not stopped and self._retriable(error, part) and time.monotonic() < batch.deadline:
+            part.to_retry.append(batch)
+            if isinstance(error, _LEADER_ERRORS):
+                part.leader = None
+                self._leader_cache.pop(part.topic, None)
+        else:
+            if not stopped and isinstance(error, kafka_errors.RetriableError):
+                error = kafka_errors.KafkaTimeoutError(
+                    f"batch of {batch.record_count} record(s) not acknowledged within "
+                    f"delivery.timeout.ms; last error {error!r}"
+                )
+            self._settle(batch, error)
+            self._fail_partition(part, error)
+        if part.to_retry and not part.in_flight:
+            # Everything of the partition is answered: send the failed ones again, in order.
+            for again in sorted(part.to_retry, key=lambda b: b.base_sequence, reverse=True):
+                part.queued.appendleft(again)
+            part.to_retry.clear()
+            self._net.call_later(part.backoff_s, self._pump)
+            part.backoff_s = min(max(part.backoff_s * 2, self._retry_backoff_s), _MAX_BACKOFF_S)
+        elif any(p.queued for p in self._partitions.values()):
+            # a slot is free on the connection: any partition may go on, not only this one
+            self._net.call_soon(self._pump)
+
+    @staticmethod
+    def _retriable(error: BaseException, part: PartitionQueue) -> bool:
+        if isinstance(error, kafka_errors.OutOfOrderSequenceNumberError):
+            return bool(part.to_retry)  # behind a batch that failed retriably
+        return isinstance(error, kafka_errors.RetriableError)
+
+    def _fail_partition(self, part: PartitionQueue, error: BaseException) -> None:
+        """Fail every batch of ``part`` not in flight: none can be written in sequence now."""
+        if part.failure is None:
+            part.failure = error
+        waiting = [*part.to_retry, *part.queued]
+        part.to_retry.clear()
+        part.queued.clear()
+        for batch in waiting:
+            self._settle(batch, error)
+
+    async def _fail_queued(self, error: BaseException) -> None:
+        with self._lock:
+            incoming, self._incoming = self._incoming, []
+        for batch in incoming:
+            self._settle(batch, error)
+        for part in self._partitions.values():
+            waiting = [*part.queued] + ([] if part.in_flight else [*part.to_retry])
+            part.queued.clear()
+            if not part.in_flight:
+                part.to_retry.clear()
+            for batch in waiting:
+                self._settle(batch, error)
+
+    def _settle(self, batch: QueuedBatch, error: BaseException | None) -> None:
+        with self._settled:
+            self._outstanding -= 1
+            self._unacknowledged_bytes -= batch.payload_bytes
+            if error is None:
+                self._acknowledged += batch.record_count
+            elif self._first_failure is None:
+                self._first_failure = error
+            if self._outstanding == 0:
+                self._settled.notify_all()
+
+    def _timeout_ms(self, deadline: float) -> int:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        return max(1, min(self._request_timeout_ms, left_ms))
+
+
+def _error_code(response: Any) -> int:
+    return int(response.error_code)
+
+
+def _add_partitions_error_code(response: Any) -> int:
+    """The first partition error, ``OPERATION_NOT_ATTEMPTED`` only if it is the only one."""
+    codes = [
+        int(result.partition_error_code)
+        for topic in response.results_by_topic_v3_and_below
+        for result in topic.results_by_partition
+        if result.partition_error_code
+    ]
+    not_attempted = kafka_errors.OperationNotAttemptedError.errno
+    return next((c for c in codes if c != not_attempted), codes[0] if codes else 0)
+
+
+def _produce_error(result: Any, part: PartitionQueue) -> BaseException | None:
+    """The answer to one batch's request: ``None`` if the broker wrote it (or had already)."""
+    if isinstance(result, BaseException):
+        return result
+    for topic in result.responses:
+        for answer in topic.partition_responses:
+            if answer.index != part.partition:
+                continue
+            error_type: type[BaseException] = kafka_errors.for_code(answer.error_code)
+            if error_type in (kafka_errors.NoError, kafka_errors.DuplicateSequenceNumberError):
+                return None
+            message = getattr(answer, "error_message", None)
+            error: BaseException = error_type(message) if message else error_type()
+            return error
+    missing: BaseException = kafka_errors.KafkaError(
+        f"the produce answer has no partition {part.partition}"
+    )
+    return missing
+
+
+def unavailable_reason() -> str | None:
+    """Why the requests cannot run in this process (``None``: they can)."""
+    if kafka.__version__ != PINNED_KAFKA_PYTHON:
+        return f"kafka-python is {kafka.__version__}, the fast path fits {PINNED_KAFKA_PYTHON} only"
+    return None

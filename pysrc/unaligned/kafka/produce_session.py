@@ -1,0 +1,275 @@
+"""A task's Kafka transaction written as encoded record batches on the process's kept connections.
+
+The sink's fast path encodes whole v2 record batches from Arrow columns
+(:mod:`unaligned.kafka.record_encoder`). :class:`ProduceSession` sends them itself, as Kafka's
+idempotent transactional producer would, over the connections of the worker process's kept
+admin client (:func:`unaligned.kafka.admin_clients.shared_admin_client`, lent to the session
+from :meth:`~ProduceSession.begin` to :meth:`~ProduceSession.close`): no ``KafkaProducer``, no
+sender thread, no bootstrap per task. The requests run on the kept client's I/O thread
+(:mod:`unaligned.kafka.produce_requests`); the task thread only encodes and waits.
+
+The protocol, numbered where it runs:
+
+1. :meth:`~ProduceSession.begin`: ``FindCoordinator`` and ``InitProducerId`` for the
+   transactional id: the epoch is bumped, an older attempt's open transaction is aborted and
+   that attempt is fenced (what ``init_transactions`` does).
+2. :meth:`~ProduceSession.send_batch`: the batch gets the producer id, epoch, transactional bit
+   and the partition's next sequence (``base sequence`` = records sent to the partition before
+   it, from 0 after every ``InitProducerId``), then is queued. Before a partition's first batch
+   goes out, ``AddPartitionsToTxn`` registers it with the coordinator.
+3. ``Produce`` with ``acks=all``, at most :data:`~unaligned.kafka.produce_requests.MAX_IN_FLIGHT`
+   requests in flight per partition, in sequence order; retriable failures are sent again with
+   the same sequences (the broker answers ``DUPLICATE_SEQUENCE_NUMBER`` for one it already
+   wrote), until ``delivery.timeout.ms``.
+4. :meth:`~ProduceSession.prepare`: every record acknowledged, the transaction stays open for
+   the driver (:func:`unaligned.kafka.transaction_coordinator.commit_prepared`).
+
+Guarantees: per partition, batches are written in ``send_batch`` order; a batch is acknowledged
+at most once and every record of it is counted once; a non-retriable failure poisons the
+session (:meth:`prepare` refuses) and stops that partition (later batches would be out of
+sequence).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kafka.errors as kafka_errors
+
+from kafka import KafkaProducer
+from unaligned.errors import OptionError, TransactionAbortError, TransactionWriteError
+from unaligned.kafka import produce_requests
+from unaligned.kafka.admin_clients import shared_admin_client
+from unaligned.kafka.connections import describe_servers
+from unaligned.kafka.produce_requests import QueuedBatch, Requests
+from unaligned.kafka.record_batch_layout import ProducerState, with_producer_state
+from unaligned.kafka.transactions import PreparedTransaction
+
+#: How long past ``delivery.timeout.ms`` :meth:`ProduceSession.flush` waits for the last answer.
+_FLUSH_SLACK_S = 5.0
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    PREPARED = "prepared"
+    ABORTED = "aborted"
+    CLOSED = "closed"
+
+
+class ProduceSession:
+    """One sink task attempt's transaction (the module docstring has the protocol).
+
+    :meth:`begin` -> :meth:`send_batch`... -> :meth:`prepare` (stays open for the driver) or
+    :meth:`abort`; then :meth:`close`, which never ends the transaction. ``client_kwargs`` are
+    the sink's ``KafkaProducer`` kwargs; the constructor touches no network.
+    """
+
+    def __init__(self, client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
+        if not transactional_id:
+            raise OptionError("a ProduceSession needs a non-empty transactional id")
+        self._kwargs = dict(client_kwargs)
+        self._transactional_id = transactional_id
+        self._settings = {**KafkaProducer.DEFAULT_CONFIG, **self._kwargs}
+        self._lent: contextlib.ExitStack | None = None
+        self._requests: Requests | None = None
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._state = _State.NEW
+
+    @property
+    def transactional_id(self) -> str:
+        return self._transactional_id
+
+    @property
+    def fast_path_unavailable(self) -> str | None:
+        """Always ``None``: a session only sends encoded batches (see ``unavailable_reason``)."""
+        return None
+
+    def begin(self) -> None:
+        """1. Lend the kept client and run ``InitProducerId`` (bounded by ``max_block_ms``)."""
+        self._require((_State.NEW,), "begin")
+        lent = contextlib.ExitStack()
+        admin = lent.enter_context(shared_admin_client(self._kwargs))
+        requests = Requests(admin._manager, self._transactional_id, self._settings)
+        try:
+            requests.init_producer_id(self._settings["max_block_ms"] / 1000)
+        except kafka_errors.KafkaError as exc:
+            failure = TransactionWriteError(
+                f"could not open a transaction for transactional id {self._transactional_id!r} "
+                f"on {describe_servers(self._kwargs)}: {exc!r}"
+            )
+            lent.__exit__(TransactionWriteError, failure, None)  # drops the kept client
+            raise failure from exc
+        self._lent, self._requests = lent, requests
+        self._state = _State.OPEN
+
+    def batch_settings(self) -> tuple[str, int, int]:
+        """``(compression.type, batch.size, max.request.size)``, to encode by."""
+        settings = self._settings
+        return (
+            settings["compression_type"] or "none",
+            int(settings["batch_size"]),
+            int(settings["max_request_size"]),
+        )
+
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has; :class:`TransactionWriteError` if it is unknown."""
+        requests = self._open_requests("look up partitions for")
+        if topic in self._partition_counts:
+            return self._partition_counts[topic]
+        try:
+            count = requests.partition_count(topic, self._settings["max_block_ms"] / 1000)
+        except kafka_errors.KafkaError as exc:
+            raise TransactionWriteError(
+                f"could not find the partitions of topic {topic!r} for transaction "
+                f"{self._transactional_id!r}: {exc!r}"
+            ) from exc
+        self._partition_counts[topic] = count
+        return count
+
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        data: bytes,
+        record_count: int,
+        payload_bytes: int,
+        *,
+        wake_sender: bool = True,
+    ) -> None:
+        """2. Queue one encoded v2 batch of ``record_count`` records; returns before the broker
+        acknowledges it. ``payload_bytes``: its key, value and header bytes (what
+        :meth:`unacknowledged_bytes` counts). ``wake_sender=False`` leaves sending to the next
+        :meth:`wake_sender` (one hand-over to the I/O thread per chunk)."""
+        requests = self._open_requests("send")
+        key = (topic, partition)
+        sequence = self._sequences.get(key, 0)
+        self._sequences[key] = sequence + record_count
+        producer_id, epoch = requests.producer_id_and_epoch
+        stamped = with_producer_state(
+            data, ProducerState(producer_id, epoch, sequence, transactional=True)
+        )
+        deadline = time.monotonic() + self._settings["delivery_timeout_ms"] / 1000
+        requests.queue(
+            QueuedBatch(topic, partition, stamped, record_count, payload_bytes, sequence, deadline)
+        )
+        if wake_sender:
+            requests.pump()
+
+    def wake_sender(self) -> None:
+        """Hand what :meth:`send_batch` queued to the I/O thread."""
+        if self._requests is not None:
+            self._requests.pump()
+
+    def unacknowledged_bytes(self) -> int:
+        """Payload bytes sent and not yet acknowledged (a failed batch no longer counts)."""
+        return 0 if self._requests is None else self._requests.unacknowledged_bytes()
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Block until every batch sent so far is acknowledged or failed.
+
+        Raises :class:`TransactionWriteError` if ``timeout_s`` (default: ``delivery.timeout.ms``
+        and a little) passes first or a batch failed."""
+        requests = self._open_requests("flush")
+        if timeout_s is None:
+            timeout_s = self._settings["delivery_timeout_ms"] / 1000 + _FLUSH_SLACK_S
+        requests.pump()
+        if not requests.wait_settled(timeout_s):
+            raise TransactionWriteError(
+                f"records of transaction {self._transactional_id!r} were not acknowledged within "
+                f"{timeout_s} s ({requests.unacknowledged_bytes()} bytes outstanding)"
+            )
+        failure = requests.first_failure()
+        if failure is not None:
+            sent, acknowledged = requests.record_counts()
+            raise TransactionWriteError(
+                f"{sent - acknowledged} record(s) of transaction {self._transactional_id!r} were "
+                f"not written: {failure!r}"
+            ) from failure
+
+    def prepare(self) -> PreparedTransaction:
+        """4. Pre-commit: every record acknowledged; the transaction stays open.
+
+        Batches go out only after ``AddPartitionsToTxn`` registered their partition, so the
+        coordinator knows every partition written. The broker aborts the transaction by itself
+        once it is older than ``transaction_timeout_ms``.
+        """
+        self.flush()
+        requests = self._open_requests("prepare")
+        sent, acknowledged = requests.record_counts()
+        if acknowledged != sent:
+            raise TransactionWriteError(
+                f"transaction {self._transactional_id!r}: {sent - acknowledged} of {sent} "
+                "record(s) not acknowledged after flush"
+            )
+        self._state = _State.PREPARED
+        producer_id, epoch = requests.producer_id_and_epoch
+        return PreparedTransaction(self._transactional_id, producer_id, epoch, acknowledged)
+
+    def abort(self) -> None:
+        """Abort the transaction (open or prepared): wait for the requests in flight, then
+        ``EndTxn(abort)`` if any partition may have joined it. No-op before :meth:`begin`."""
+        if self._state in (_State.NEW, _State.ABORTED):
+            return
+        requests = self._open_requests("abort")
+        requests.stop()
+        requests.wait_settled(self._settings["request_timeout_ms"] / 1000 + _FLUSH_SLACK_S)
+        self._state = _State.ABORTED
+        if not requests.may_have_partitions:
+            return
+        producer_id, epoch = requests.producer_id_and_epoch
+        sent, _ = requests.record_counts()
+        prepared = PreparedTransaction(self._transactional_id, producer_id, epoch, max(sent, 1))
+        try:
+            requests.abort_transaction(self._request_timeout_s())
+        except kafka_errors.KafkaError as exc:
+            raise TransactionAbortError(f"could not abort {prepared.describe()}: {exc!r}") from exc
+
+    def close(self) -> None:
+        """Give the kept client back. Never commits or aborts: a prepared transaction stays
+        open. A session whose requests failed drops the kept client (its connections may be
+        broken)."""
+        requests, self._requests = self._requests, None
+        lent, self._lent = self._lent, None
+        self._state = _State.CLOSED
+        if requests is not None:
+            requests.stop()
+        if lent is None:
+            return
+        failure = None if requests is None else requests.first_failure()
+        if failure is not None:
+            lent.__exit__(type(failure), failure, None)
+        else:
+            lent.close()
+
+    def __enter__(self) -> ProduceSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _request_timeout_s(self) -> float:
+        return float(self._settings["request_timeout_ms"]) / 1000
+
+    def _open_requests(self, action: str) -> Requests:
+        allowed = (_State.OPEN, _State.PREPARED) if action == "abort" else (_State.OPEN,)
+        self._require(allowed, action)
+        assert self._requests is not None
+        return self._requests
+
+    def _require(self, states: tuple[_State, ...], action: str) -> None:
+        if self._state not in states:
+            raise TransactionWriteError(
+                f"cannot {action} transaction {self._transactional_id!r}: the session is "
+                f"{self._state.value}"
+            )
+
+
+def unavailable_reason() -> str | None:
+    """Why this process cannot use :class:`ProduceSession` (``None``: it can)."""
+    return produce_requests.unavailable_reason()
