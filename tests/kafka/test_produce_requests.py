@@ -1,4 +1,4 @@
-"""Unit tests for unaligned.kafka.produce_requests: no broker.
+"""Unit tests for unaligned.kafka.produce_requests and coordinator_requests: no broker.
 
 The first group pins the kafka-python internals and protocol shapes the sink's produce path
 relies on; if one fails after a kafka-python upgrade, re-check the module's sending rules before
@@ -24,6 +24,7 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
+from unaligned.kafka import coordinator_requests
 from unaligned.kafka import produce_requests as pr
 from unaligned.kafka.produce_requests import PartitionQueue, QueuedBatch
 
@@ -146,9 +147,10 @@ def test_add_partitions_reports_the_real_error_before_operation_not_attempted() 
             ]
         )
 
-    assert pr._add_partitions_error_code(answer(0, 0)) == 0
-    assert pr._add_partitions_error_code(answer(not_attempted, concurrent)) == concurrent
-    assert pr._add_partitions_error_code(answer(not_attempted)) == not_attempted
+    first_error = coordinator_requests.add_partitions_error_code
+    assert first_error(answer(0, 0)) == 0
+    assert first_error(answer(not_attempted, concurrent)) == concurrent
+    assert first_error(answer(not_attempted)) == not_attempted
 
 
 def test_the_fast_path_needs_the_pinned_kafka_python(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,10 @@
 """The requests of one transactional produce session, run on a kept admin client's I/O thread.
 
 :class:`Requests` is the I/O half of :class:`unaligned.kafka.produce_session.ProduceSession`:
-it finds the transaction coordinator, gets the producer id and epoch (``InitProducerId``), looks
-up partition leaders (``Metadata``), registers partitions (``AddPartitionsToTxn``), sends
-``Produce`` requests and ends the transaction on abort (``EndTxn``). The task thread calls the
+it queues and sends the ``Produce`` requests, and has
+:class:`~unaligned.kafka.coordinator_requests.CoordinatorRequests` get the producer id and epoch
+(``InitProducerId``), the partition leaders (``Metadata``), register partitions
+(``AddPartitionsToTxn``) and end the transaction on abort (``EndTxn``). The task thread calls the
 public methods; everything that touches a connection runs on the I/O thread of the admin
 client's connection manager (kafka-python's event loop), so per-partition state is only ever
 touched by that one thread. Counters the task thread reads are behind one lock.
@@ -20,9 +21,9 @@ Sending rules (Kafka's idempotent producer, ``max.in.flight.requests.per.connect
 - Anything else (fenced, too large, not authorized...) or ``delivery.timeout.ms`` passing fails
   the batch and every batch queued behind it on that partition.
 
-Private kafka-python names used (pinned with the rest by ``tests/kafka/test_produce_requests.py``):
+Private kafka-python names used (pinned by ``tests/kafka/test_produce_requests.py``):
 ``KafkaAdminClient._manager`` (``send``, ``call_soon``, ``run``, ``cluster``, ``_net``:
-``call_soon``, ``call_later``, ``sleep``).
+``call_soon``, ``call_later``, ``sleep``; the last in :mod:`unaligned.kafka.coordinator_requests`).
 """
 
 from __future__ import annotations
@@ -30,33 +31,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import (
-    AddPartitionsToTxnRequest,
-    EndTxnRequest,
-    InitProducerIdRequest,
-    ProduceRequest,
-)
+from kafka.protocol.producer import ProduceRequest
 
 import kafka
 from unaligned.kafka.columnar_fetch import PINNED_KAFKA_PYTHON
+from unaligned.kafka.coordinator_requests import FIRST_BACKOFF_S, MAX_BACKOFF_S, CoordinatorRequests
 
 #: Produce requests in flight per partition (the broker keeps the last 5 batches per producer).
 MAX_IN_FLIGHT = 5
 #: Produce requests in flight per broker connection: the kept client allows 5, one stays free
 #: for the coordinator's and metadata requests.
 MAX_IN_FLIGHT_PER_NODE = 4
-_FIRST_BACKOFF_S = 0.005
-_MAX_BACKOFF_S = 1.0
 _PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION = 3, 9  # 3: transactional; 9: as kafka-python
-_INIT_PRODUCER_ID_MAX_VERSION = 4
-_ADD_PARTITIONS_MAX_VERSION = 3
-_END_TXN_MAX_VERSION = 3  # transaction protocol v1, as transaction_coordinator
 _LEADER_ERRORS = (
     kafka_errors.KafkaConnectionError,
     kafka_errors.NotLeaderForPartitionError,
@@ -92,7 +83,7 @@ class PartitionQueue:
     queued: deque[QueuedBatch] = field(default_factory=deque)
     in_flight: list[QueuedBatch] = field(default_factory=list)
     to_retry: list[QueuedBatch] = field(default_factory=list)
-    backoff_s: float = _FIRST_BACKOFF_S
+    backoff_s: float = FIRST_BACKOFF_S
     failure: BaseException | None = None
 
 
@@ -105,9 +96,13 @@ class Requests:
         self._net = manager._net
         self._tid = transactional_id
         self._request_timeout_ms = int(settings["request_timeout_ms"])
-        self._transaction_timeout_ms = int(settings["transaction_timeout_ms"])
         self._retry_backoff_s = max(int(settings["retry_backoff_ms"]), 1) / 1000
-        self._coordinator: Any = None
+        self._calls = CoordinatorRequests(
+            manager,
+            transactional_id,
+            self._request_timeout_ms,
+            int(settings["transaction_timeout_ms"]),
+        )
         self._producer_id_and_epoch = (-1, -1)
         # I/O thread only
         self._partitions: dict[tuple[str, int], PartitionQueue] = {}
@@ -138,18 +133,7 @@ class Requests:
         """Step 1 of the session: the coordinator bumps the id's epoch (fencing older
         attempts, aborting what they left open); raises the refusal or a timeout."""
         deadline = time.monotonic() + timeout_s
-
-        def request() -> Any:
-            return InitProducerIdRequest(
-                transactional_id=self._tid,
-                transaction_timeout_ms=self._transaction_timeout_ms,
-                producer_id=-1,
-                producer_epoch=-1,
-                max_version=_INIT_PRODUCER_ID_MAX_VERSION,
-            )
-
-        response = self._manager.run(self._ask_coordinator, request, _error_code, deadline)
-        self._producer_id_and_epoch = (int(response.producer_id), int(response.producer_epoch))
+        self._producer_id_and_epoch = self._manager.run(self._calls.init_producer_id, deadline)
 
     def partition_count(self, topic: str, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -199,123 +183,16 @@ class Requests:
         """``EndTxn(abort)`` to the coordinator; an already ended transaction raises
         ``InvalidTxnStateError``."""
         deadline = time.monotonic() + timeout_s
-        producer_id, epoch = self._producer_id_and_epoch
+        self._manager.run(self._calls.abort, self._producer_id_and_epoch, deadline)
 
-        def request() -> Any:
-            return EndTxnRequest(
-                transactional_id=self._tid,
-                producer_id=producer_id,
-                producer_epoch=epoch,
-                committed=False,
-                max_version=_END_TXN_MAX_VERSION,
-            )
-
-        self._manager.run(self._ask_coordinator, request, _error_code, deadline)
-
-    # --- I/O thread: the coordinator and metadata ---------------------------------------------
-
-    async def _find_coordinator(self, deadline: float) -> Any:
-        request = FindCoordinatorRequest(
-            key=self._tid, key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=[self._tid]
-        )
-        response = await self._manager.send(request, request_timeout_ms=self._timeout_ms(deadline))
-        found = response.coordinators[0] if response.coordinators else response
-        if found.error_code:
-            raise kafka_errors.for_code(found.error_code)()
-        return self._manager.cluster.add_coordinator(
-            found, CoordinatorType.TRANSACTION, self._tid, synthesize_node_id=False
-        )
-
-    async def _ask_coordinator(
-        self, request: Callable[[], Any], error_code: Callable[[Any], int], deadline: float
-    ) -> Any:
-        """Send ``request()`` to the coordinator until it answers without a retriable error
-        (a new coordinator is looked up when it moved); raise the refusal or the last error.
-
-        The first try goes to the coordinator the kept client last found for the id (the
-        task's ``DescribeTransactions`` asked it just before), if any."""
-        backoff = _FIRST_BACKOFF_S
-        if self._coordinator is None:
-            self._coordinator = self._manager.cluster.get_coordinator(
-                self._tid, CoordinatorType.TRANSACTION
-            )
-        while True:
-            try:
-                if self._coordinator is None:
-                    self._coordinator = await self._find_coordinator(deadline)
-                response = await self._manager.send(
-                    request(),
-                    node_id=self._coordinator,
-                    request_timeout_ms=self._timeout_ms(deadline),
-                )
-            except kafka_errors.RetriableError as exc:
-                error: BaseException = exc
-                self._coordinator = None
-            else:
-                error_type = kafka_errors.for_code(error_code(response))
-                if error_type is kafka_errors.NoError:
-                    return response
-                if not issubclass(error_type, kafka_errors.RetriableError):
-                    raise error_type()
-                if error_type in (
-                    kafka_errors.NotCoordinatorError,
-                    kafka_errors.CoordinatorNotAvailableError,
-                ):
-                    self._coordinator = None
-                error = error_type()
-            if time.monotonic() + backoff >= deadline:
-                raise error
-            await self._net.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+    # --- I/O thread: sending ------------------------------------------------------------------
 
     async def _known_leaders(self, topic: str, deadline: float) -> dict[int, int]:
         """The leaders of ``topic``'s partitions, asked once (again after a leader error)."""
         leaders = self._leader_cache.get(topic)
         if leaders is None:
-            leaders = self._leader_cache[topic] = await self._leaders(topic, deadline)
+            leaders = self._leader_cache[topic] = await self._calls.leaders(topic, deadline)
         return leaders
-
-    async def _leaders(self, topic: str, deadline: float) -> dict[int, int]:
-        """Every partition of ``topic`` and its leader (-1: none now); waits while the leaders
-        are unknown, raises ``UnknownTopicOrPartitionError`` for a topic that does not exist."""
-        backoff = _FIRST_BACKOFF_S
-        while True:
-            request = MetadataRequest(
-                topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                allow_auto_topic_creation=False,
-                include_cluster_authorized_operations=False,
-                include_topic_authorized_operations=False,
-            )
-            error: BaseException
-            try:
-                response = await self._manager.send(
-                    request, request_timeout_ms=self._timeout_ms(deadline)
-                )
-            except kafka_errors.RetriableError as exc:
-                error = exc
-            else:
-                self._manager.cluster.update_metadata(response)
-                found = next((t for t in response.topics if t.name == topic), None)
-                unknown = kafka_errors.UnknownTopicOrPartitionError.errno
-                error_type = kafka_errors.for_code(found.error_code if found else unknown)
-                if error_type is kafka_errors.NoError:
-                    assert found is not None
-                    leaders = {int(p.partition_index): int(p.leader_id) for p in found.partitions}
-                    if leaders and all(leader >= 0 for leader in leaders.values()):
-                        return leaders
-                    error = kafka_errors.LeaderNotAvailableError(topic)
-                elif error_type is kafka_errors.UnknownTopicOrPartitionError:
-                    raise error_type(f"topic {topic!r} does not exist")
-                elif not issubclass(error_type, kafka_errors.RetriableError):
-                    raise error_type(topic)
-                else:
-                    error = error_type(topic)
-            if time.monotonic() + backoff >= deadline:
-                raise error
-            await self._net.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF_S)
-
-    # --- I/O thread: sending ------------------------------------------------------------------
 
     async def _pump(self) -> None:
         """Take the queued batches, make their partitions ready (leader known, registered with
@@ -379,29 +256,12 @@ class Requests:
         new = [p for p in parts if not p.added and p.failure is None]
         if new:
             self.may_have_partitions = True
-            await self._add_partitions(new, deadline)
+            by_topic: dict[str, list[int]] = {}
+            for part in new:
+                by_topic.setdefault(part.topic, []).append(part.partition)
+            await self._calls.add_partitions(self._producer_id_and_epoch, by_topic, deadline)
             for part in new:
                 part.added = True
-
-    async def _add_partitions(self, parts: Iterable[PartitionQueue], deadline: float) -> None:
-        by_topic: dict[str, list[int]] = {}
-        for part in parts:
-            by_topic.setdefault(part.topic, []).append(part.partition)
-        producer_id, epoch = self._producer_id_and_epoch
-        topic_type = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-
-        def request() -> Any:
-            return AddPartitionsToTxnRequest(
-                v3_and_below_transactional_id=self._tid,
-                v3_and_below_producer_id=producer_id,
-                v3_and_below_producer_epoch=epoch,
-                v3_and_below_topics=[
-                    topic_type(name=t, partitions=sorted(ps)) for t, ps in by_topic.items()
-                ],
-                max_version=_ADD_PARTITIONS_MAX_VERSION,
-            )
-
-        await self._ask_coordinator(request, _add_partitions_error_code, deadline)
 
     def _send_ready(self, part: PartitionQueue) -> None:
         while (
@@ -454,7 +314,7 @@ class Requests:
             stopped = self._stopped
         if error is None:
             self._settle(batch, None)
-            part.backoff_s = _FIRST_BACKOFF_S
+            part.backoff_s = FIRST_BACKOFF_S
         elif not stopped and self._retriable(error, part) and time.monotonic() < batch.deadline:
             part.to_retry.append(batch)
             if isinstance(error, _LEADER_ERRORS):
@@ -474,7 +334,7 @@ class Requests:
                 part.queued.appendleft(again)
             part.to_retry.clear()
             self._net.call_later(part.backoff_s, self._pump)
-            part.backoff_s = min(max(part.backoff_s * 2, self._retry_backoff_s), _MAX_BACKOFF_S)
+            part.backoff_s = min(max(part.backoff_s * 2, self._retry_backoff_s), MAX_BACKOFF_S)
         elif any(p.queued for p in self._partitions.values()):
             # a slot is free on the connection: any partition may go on, not only this one
             self._net.call_soon(self._pump)
@@ -518,26 +378,6 @@ class Requests:
                 self._first_failure = error
             if self._outstanding == 0:
                 self._settled.notify_all()
-
-    def _timeout_ms(self, deadline: float) -> int:
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        return max(1, min(self._request_timeout_ms, left_ms))
-
-
-def _error_code(response: Any) -> int:
-    return int(response.error_code)
-
-
-def _add_partitions_error_code(response: Any) -> int:
-    """The first partition error, ``OPERATION_NOT_ATTEMPTED`` only if it is the only one."""
-    codes = [
-        int(result.partition_error_code)
-        for topic in response.results_by_topic_v3_and_below
-        for result in topic.results_by_partition
-        if result.partition_error_code
-    ]
-    not_attempted = kafka_errors.OperationNotAttemptedError.errno
-    return next((c for c in codes if c != not_attempted), codes[0] if codes else 0)
 
 
 def _produce_error(result: Any, part: PartitionQueue) -> BaseException | None:
