@@ -95,3 +95,14 @@ def test_an_explicit_partition_out_of_range_is_rejected() -> None:
         assign_partitions(pa.array([b"a"]), 10, partitions=pa.array([10], pa.int32()))
     with pytest.raises(ValueError, match="at least one partition"):
         assign_partitions(pa.array([b"a"]), 0)
+
+
+def test_a_partition_on_every_row_wins_without_hashing_and_is_checked() -> None:
+    keys = pa.array([b"a", None, b"c"], pa.binary())
+    given = pa.chunked_array([pa.array([2, 0], pa.int64()), pa.array([1], pa.int64())])
+    result = assign_partitions(keys, 3, partitions=given)
+    assert result.tolist() == [2, 0, 1] and result.dtype == np.int32
+    with pytest.raises(ValueError, match="invalid partition -1"):
+        assign_partitions(keys, 3, partitions=pa.array([0, -1, 1], pa.int32()))
+    with pytest.raises(ValueError, match="partition column has 2 rows"):
+        assign_partitions(keys, 3, partitions=pa.array([0, 1], pa.int32()))

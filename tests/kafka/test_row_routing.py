@@ -97,3 +97,9 @@ def test_null_topic_and_out_of_range_partition_are_refused() -> None:
 
 def test_an_empty_chunk_has_no_groups() -> None:
     assert route_rows("t", pa.array([], pa.binary()), None, 0, lambda t: 3, {}) == []
+
+
+def test_a_chunk_for_one_partition_is_one_group_of_every_row_in_order() -> None:
+    sticky: dict[str, StickyPartition] = {}
+    groups = route_rows("t", None, pa.array([5] * 4, pa.int32()), 4, lambda _: 8, sticky)
+    assert [(g.topic, g.partition, g.rows.tolist()) for g in groups] == [("t", 5, [0, 1, 2, 3])]

@@ -158,6 +158,11 @@ def assign_partitions(
     or a new random one). ``keys=None``: every key is null."""
     if num_partitions <= 0:
         raise ValueError(f"a topic has at least one partition, not {num_partitions}")
+    named = _all_named(partitions, None if keys is None else len(keys))
+    if named is not None:  # every row names its partition: no key is hashed
+        _check_partitions(named, np.ones(len(named), bool), num_partitions)
+        named_partitions: np.ndarray = named.astype(np.int32)
+        return named_partitions
     if keys is not None:
         hashes, keyed = murmur2_column(keys)
         rows = len(hashes)
@@ -182,11 +187,29 @@ def assign_partitions(
         if given.null_count < len(given):
             explicit = given.is_valid().to_numpy(zero_copy_only=False)
             values = given.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            bad = explicit & ((values < 0) | (values >= num_partitions))
-            if bad.any():
-                raise ValueError(
-                    f"invalid partition {int(values[np.argmax(bad)])}: the topic has partitions "
-                    f"0 to {num_partitions - 1}"
-                )
+            _check_partitions(values, explicit, num_partitions)
             result[explicit] = values[explicit]
     return result
+
+
+def _all_named(partitions: Any, rows: int | None) -> np.ndarray | None:
+    """The ``partitions`` column as int64 if it has no null (and ``rows`` rows), else ``None``."""
+    if not isinstance(partitions, (pa.Array, pa.ChunkedArray)) or partitions.null_count:
+        return None
+    if rows is not None and len(partitions) != rows:
+        return None  # the caller's checks name the mismatch
+    given = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
+    values: np.ndarray = given.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return values
+
+
+def _check_partitions(values: np.ndarray, explicit: np.ndarray, num_partitions: int) -> None:
+    """Raise ``ValueError`` naming the first explicit partition outside the topic."""
+    if len(values) and int(values.min()) >= 0 and int(values.max()) < num_partitions:
+        return
+    bad = explicit & ((values < 0) | (values >= num_partitions))
+    if bad.any():
+        raise ValueError(
+            f"invalid partition {int(values[np.argmax(bad)])}: the topic has partitions "
+            f"0 to {num_partitions - 1}"
+        )

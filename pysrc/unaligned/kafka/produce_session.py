@@ -46,7 +46,12 @@ from unaligned.kafka import produce_requests
 from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.connections import describe_servers
 from unaligned.kafka.produce_requests import QueuedBatch, Requests
-from unaligned.kafka.record_batch_layout import ProducerState, with_producer_state
+from unaligned.kafka.record_batch_layout import (
+    ProducerState,
+    has_producer_state,
+    increment_sequence,
+    with_producer_state,
+)
 from unaligned.kafka.transactions import PreparedTransaction
 
 #: How long past ``delivery.timeout.ms`` :meth:`ProduceSession.flush` waits for the last answer.
@@ -147,19 +152,31 @@ class ProduceSession:
         :meth:`unacknowledged_bytes` counts). ``wake_sender=False`` leaves sending to the next
         :meth:`wake_sender` (one hand-over to the I/O thread per chunk)."""
         requests = self._open_requests("send")
-        key = (topic, partition)
-        sequence = self._sequences.get(key, 0)
-        self._sequences[key] = sequence + record_count
-        producer_id, epoch = requests.producer_id_and_epoch
-        stamped = with_producer_state(
-            data, ProducerState(producer_id, epoch, sequence, transactional=True)
-        )
+        state = self.producer_state(topic, partition)
+        self._sequences[(topic, partition)] = increment_sequence(state.base_sequence, record_count)
+        stamped = data if has_producer_state(data, state) else with_producer_state(data, state)
         deadline = time.monotonic() + self._settings["delivery_timeout_ms"] / 1000
         requests.queue(
-            QueuedBatch(topic, partition, stamped, record_count, payload_bytes, sequence, deadline)
+            QueuedBatch(
+                topic,
+                partition,
+                stamped,
+                record_count,
+                payload_bytes,
+                state.base_sequence,
+                deadline,
+            )
         )
         if wake_sender:
             requests.pump()
+
+    def producer_state(self, topic: str, partition: int) -> ProducerState:
+        """The producer fields the next batch for ``partition`` of ``topic`` gets: encoded with
+        them (base sequence = records sent to the partition so far), a batch is sent as it
+        is; any other batch is rewritten by :meth:`send_batch`."""
+        producer_id, epoch = self._open_requests("encode for").producer_id_and_epoch
+        sequence = self._sequences.get((topic, partition), 0)
+        return ProducerState(producer_id, epoch, sequence, transactional=True)
 
     def wake_sender(self) -> None:
         """Hand what :meth:`send_batch` queued to the I/O thread."""

@@ -379,6 +379,15 @@ def _finish(
     return batches
 
 
+def has_producer_state(batch: bytes, state: ProducerState) -> bool:
+    """Whether ``batch`` already carries ``state`` (producer id, epoch, base sequence and the
+    transactional bit): then :func:`with_producer_state` would give it back unchanged."""
+    transactional = bool(struct.unpack_from(">h", batch, 21)[0] & TRANSACTIONAL)
+    fields = struct.unpack_from(">qhi", batch, 43)
+    wanted = (state.producer_id, state.producer_epoch, state.base_sequence)
+    return transactional == state.transactional and fields == wanted
+
+
 def with_producer_state(batch: bytes, state: ProducerState) -> bytes:
     """The batch with other producer id, epoch, base sequence and transactional bit (CRC redone):
     how a batch encoded ahead of time gets the sequence the transaction manager hands out."""

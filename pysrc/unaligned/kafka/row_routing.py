@@ -106,10 +106,15 @@ def route_rows(
                 topic_keys, count, partitions=topic_partitions, sticky=sticky[topic].current % count
             )
         unkeyed = topic_keys is None or topic_keys.null_count > 0
+        all_rows = np.arange(rows, dtype=np.int64) if topic_rows is None else topic_rows
+        if len(chosen) and int(chosen.min()) == int(chosen.max()):  # one partition: no sort
+            groups.append(PartitionRows(topic, int(chosen[0]), all_rows))
+            if unkeyed:
+                sticky[topic].next_batch()
+            continue
         order = np.argsort(chosen, kind="stable")
         ordered = chosen[order]
         cuts = np.flatnonzero(np.diff(ordered)) + 1
-        all_rows = np.arange(rows, dtype=np.int64) if topic_rows is None else topic_rows
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ordered)], strict=True):
             groups.append(PartitionRows(topic, int(ordered[lo]), all_rows[order[lo:hi]]))
         if unkeyed:

@@ -43,6 +43,7 @@ from kafka.errors import MessageSizeTooLargeError
 from unaligned.errors import SchemaMismatchError, TransactionWriteError
 from unaligned.kafka import topic_limits
 from unaligned.kafka.partitioner import StickyPartition
+from unaligned.kafka.record_batch_layout import ProducerState
 from unaligned.kafka.record_encoder import encode_record_batches
 from unaligned.kafka.row_routing import route_rows
 from unaligned.sink.kafka_columns import KafkaColumns
@@ -59,6 +60,8 @@ class BatchTransaction(Protocol):
     def batch_settings(self) -> tuple[str, int, int]: ...
 
     def partition_count(self, topic: str) -> int: ...
+
+    def producer_state(self, topic: str, partition: int) -> ProducerState: ...
 
     def send_batch(
         self,
@@ -176,6 +179,12 @@ class BatchChunkWriter:
         firsts = np.zeros(len(groups), np.int64)
         np.cumsum(counts[:-1], out=firsts[1:])
         take = None if len(groups) == 1 else pa.array(np.concatenate([g.rows for g in groups]))
+        # One partition: encoded with its producer fields, sent as is (else stamped per batch).
+        producer = (
+            self._writer.producer_state(groups[0].topic, groups[0].partition)
+            if len(groups) == 1
+            else None
+        )
         try:
             batches = encode_record_batches(
                 _rows_of(keys, take),
@@ -184,6 +193,7 @@ class BatchChunkWriter:
                 compression=compression,
                 batch_size=batch_size,
                 max_request_size=max_request_size,
+                producer=producer,
                 now_ms=int(time.time() * 1000),
                 group_starts=firsts,
             )
