@@ -19,6 +19,7 @@ from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_batch_layout import (
     ProducerState,
     codec_id,
+    has_producer_state,
     increment_sequence,
     with_producer_state,
 )
@@ -258,6 +259,15 @@ def test_sequences_wrap_like_kafka_and_can_be_set_later() -> None:
     batch = DefaultRecordBatch(patched)
     assert batch.validate_crc() and not batch.is_transactional
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (77, 3, 12)
+    assert has_producer_state(patched, ProducerState(77, 3, 12, False))
+    assert has_producer_state(batches[1].data, ProducerState(1, 0, 0, True))
+    for other in (
+        ProducerState(1, 0, 0, False),
+        ProducerState(1, 1, 0, True),
+        ProducerState(2, 0, 0, True),
+        ProducerState(1, 0, 2, True),
+    ):
+        assert not has_producer_state(batches[1].data, other)
 
 
 def test_bad_inputs() -> None:
