@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,6 +70,13 @@ def new_topic(kafka: EmbeddedKafka) -> TopicFactory:
         return name
 
     return make
+
+
+@pytest.fixture
+def client_kwargs(kafka: EmbeddedKafka) -> dict[str, Any]:
+    """Producer kwargs for the broker, with a 60 s transaction timeout (the Kafka layer's tests
+    below the sink: transactions, their coordinator, the produce session)."""
+    return {"bootstrap_servers": kafka.bootstrap_servers, "transaction_timeout_ms": 60_000}
 
 
 @pytest.fixture

@@ -29,11 +29,6 @@ from unaligned.testing import EmbeddedKafka
 TopicFactory = Callable[..., str]
 
 
-@pytest.fixture
-def client_kwargs(kafka: EmbeddedKafka) -> dict[str, Any]:
-    return {"bootstrap_servers": kafka.bootstrap_servers, "transaction_timeout_ms": 60_000}
-
-
 def _txn_id(label: str) -> str:
     return f"it-{label}-{uuid.uuid4().hex[:8]}"
 

@@ -33,7 +33,6 @@ sequence).
 from __future__ import annotations
 
 import contextlib
-import enum
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -52,18 +51,10 @@ from unaligned.kafka.record_batch_layout import (
     increment_sequence,
     with_producer_state,
 )
-from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.kafka.transactions import PreparedTransaction, WriterState
 
 #: How long past ``delivery.timeout.ms`` :meth:`ProduceSession.flush` waits for the last answer.
 _FLUSH_SLACK_S = 5.0
-
-
-class _State(enum.Enum):
-    NEW = "new"
-    OPEN = "open"
-    PREPARED = "prepared"
-    ABORTED = "aborted"
-    CLOSED = "closed"
 
 
 class ProduceSession:
@@ -84,7 +75,7 @@ class ProduceSession:
         self._requests: Requests | None = None
         self._sequences: dict[tuple[str, int], int] = {}
         self._partition_counts: dict[str, int] = {}
-        self._state = _State.NEW
+        self._state = WriterState.NEW
 
     @property
     def transactional_id(self) -> str:
@@ -97,7 +88,7 @@ class ProduceSession:
 
     def begin(self) -> None:
         """1. Lend the kept client and run ``InitProducerId`` (bounded by ``max_block_ms``)."""
-        self._require((_State.NEW,), "begin")
+        self._require((WriterState.NEW,), "begin")
         lent = contextlib.ExitStack()
         admin = lent.enter_context(shared_admin_client(self._kwargs))
         requests = Requests(admin._manager, self._transactional_id, self._settings)
@@ -111,7 +102,7 @@ class ProduceSession:
             lent.__exit__(TransactionWriteError, failure, None)  # drops the kept client
             raise failure from exc
         self._lent, self._requests = lent, requests
-        self._state = _State.OPEN
+        self._state = WriterState.OPEN
 
     def batch_settings(self) -> tuple[str, int, int]:
         """``(compression.type, batch.size, max.request.size)``, to encode by."""
@@ -224,19 +215,19 @@ class ProduceSession:
                 f"transaction {self._transactional_id!r}: {sent - acknowledged} of {sent} "
                 "record(s) not acknowledged after flush"
             )
-        self._state = _State.PREPARED
+        self._state = WriterState.PREPARED
         producer_id, epoch = requests.producer_id_and_epoch
         return PreparedTransaction(self._transactional_id, producer_id, epoch, acknowledged)
 
     def abort(self) -> None:
         """Abort the transaction (open or prepared): wait for the requests in flight, then
         ``EndTxn(abort)`` if any partition may have joined it. No-op before :meth:`begin`."""
-        if self._state in (_State.NEW, _State.ABORTED):
+        if self._state in (WriterState.NEW, WriterState.ABORTED):
             return
         requests = self._open_requests("abort")
         requests.stop()
         requests.wait_settled(self._settings["request_timeout_ms"] / 1000 + _FLUSH_SLACK_S)
-        self._state = _State.ABORTED
+        self._state = WriterState.ABORTED
         if not requests.may_have_partitions:
             return
         producer_id, epoch = requests.producer_id_and_epoch
@@ -253,7 +244,7 @@ class ProduceSession:
         broken)."""
         requests, self._requests = self._requests, None
         lent, self._lent = self._lent, None
-        self._state = _State.CLOSED
+        self._state = WriterState.CLOSED
         if requests is not None:
             requests.stop()
         if lent is None:
@@ -274,12 +265,14 @@ class ProduceSession:
         return float(self._settings["request_timeout_ms"]) / 1000
 
     def _open_requests(self, action: str) -> Requests:
-        allowed = (_State.OPEN, _State.PREPARED) if action == "abort" else (_State.OPEN,)
+        allowed = (
+            (WriterState.OPEN, WriterState.PREPARED) if action == "abort" else (WriterState.OPEN,)
+        )
         self._require(allowed, action)
         assert self._requests is not None
         return self._requests
 
-    def _require(self, states: tuple[_State, ...], action: str) -> None:
+    def _require(self, states: tuple[WriterState, ...], action: str) -> None:
         if self._state not in states:
             raise TransactionWriteError(
                 f"cannot {action} transaction {self._transactional_id!r}: the session is "

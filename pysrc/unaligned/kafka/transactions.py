@@ -57,7 +57,10 @@ class PreparedTransaction:
         )
 
 
-class _WriterState(enum.Enum):
+class WriterState(enum.Enum):
+    """Where a task's transaction writer is (this module's and
+    :class:`unaligned.kafka.produce_session.ProduceSession`)."""
+
     NEW = "new"
     OPEN = "open"
     PREPARED = "prepared"
@@ -92,7 +95,7 @@ class TransactionalWriter:
         }
         self._transactional_id = transactional_id
         self._producer: KafkaProducer | None = None
-        self._state = _WriterState.NEW
+        self._state = WriterState.NEW
         self._producer_id = -1
         self._epoch = -1
         # Updated from the producer's I/O thread by the record futures' callbacks.
@@ -119,7 +122,7 @@ class TransactionalWriter:
            this id left open, and fencing that producer.
         3. ``begin_transaction`` (local: the coordinator hears of it with the first partition).
         """
-        self._require((_WriterState.NEW,), "begin")
+        self._require((WriterState.NEW,), "begin")
         producer = build_producer(self._client_kwargs)
         try:
             producer.init_transactions()
@@ -132,7 +135,7 @@ class TransactionalWriter:
             ) from exc
         self._producer = producer
         self._producer_id, self._epoch = self._current_producer_id_and_epoch()
-        self._state = _WriterState.OPEN
+        self._state = WriterState.OPEN
 
     def _current_producer_id_and_epoch(self) -> tuple[int, int]:
         assert self._producer is not None
@@ -154,7 +157,7 @@ class TransactionalWriter:
         refuses (too large, unknown topic...) raises :class:`TransactionWriteError` and poisons
         the writer: :meth:`prepare` will refuse.
         """
-        self._require((_WriterState.OPEN,), "send")
+        self._require((WriterState.OPEN,), "send")
         assert self._producer is not None
         size = _payload_size(key, value, headers)
         with self._lock:
@@ -207,7 +210,7 @@ class TransactionalWriter:
         Raises :class:`TransactionWriteError` if ``timeout_s`` passes first or a record failed.
         Without a timeout the wait is bounded by the producer's ``delivery_timeout_ms``.
         """
-        self._require((_WriterState.OPEN,), "flush")
+        self._require((WriterState.OPEN,), "flush")
         assert self._producer is not None
         try:
             self._producer.flush(timeout=timeout_s)
@@ -250,16 +253,16 @@ class TransactionalWriter:
                 f"{self._producer_id}, epoch {self._epoch}, but the producer is now producer id "
                 f"{current[0]}, epoch {current[1]}: the broker aborted it"
             )
-        self._state = _WriterState.PREPARED
+        self._state = WriterState.PREPARED
         return PreparedTransaction(  # 4
             self._transactional_id, self._producer_id, self._epoch, acknowledged
         )
 
     def abort(self) -> None:
         """Abort the transaction from this producer (open or prepared). No-op before begin."""
-        if self._state in (_WriterState.NEW, _WriterState.ABORTED):
+        if self._state in (WriterState.NEW, WriterState.ABORTED):
             return
-        self._require((_WriterState.OPEN, _WriterState.PREPARED), "abort")
+        self._require((WriterState.OPEN, WriterState.PREPARED), "abort")
         assert self._producer is not None
         try:
             self._producer.abort_transaction()
@@ -268,12 +271,12 @@ class TransactionalWriter:
                 f"could not abort transaction {self._transactional_id!r} (producer id "
                 f"{self._producer_id}, epoch {self._epoch}): {exc!r}"
             ) from exc
-        self._state = _WriterState.ABORTED
+        self._state = WriterState.ABORTED
 
     def close(self) -> None:
         """Release the producer. Never commits or aborts: a prepared transaction stays open."""
         producer, self._producer = self._producer, None
-        self._state = _WriterState.CLOSED
+        self._state = WriterState.CLOSED
         if producer is not None:
             # kafka-python's close flushes and stops the I/O thread; it sends no EndTxn.
             producer.close(timeout=PRODUCER_CLOSE_TIMEOUT_S)
@@ -284,7 +287,7 @@ class TransactionalWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _require(self, states: tuple[_WriterState, ...], action: str) -> None:
+    def _require(self, states: tuple[WriterState, ...], action: str) -> None:
         if self._state not in states:
             raise TransactionWriteError(
                 f"cannot {action} transaction {self._transactional_id!r}: the writer is "
