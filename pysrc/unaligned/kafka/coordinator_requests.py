@@ -14,8 +14,9 @@
 Every method is a coroutine for the connection manager's I/O thread
 (:mod:`unaligned.kafka.produce_requests`); ``Metadata`` answers also refresh the manager's
 cluster view, so connections to new leaders can be made. The first coordinator request goes to
-the coordinator the kept client last found for the id (the task's ``DescribeTransactions``
-found it just before), if any. Versions are capped as kafka-python's producer caps them:
+the coordinator the kept client last found for the id (an earlier task of the process on the
+same id), if any; one that moved answers ``NOT_COORDINATOR`` and is looked up again. Versions
+are capped as kafka-python's producer caps them:
 ``InitProducerId`` v4, ``AddPartitionsToTxn`` v3, ``EndTxn`` v3 (transaction protocol v1).
 """
 

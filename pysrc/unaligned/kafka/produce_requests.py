@@ -44,9 +44,14 @@ from unaligned.kafka.coordinator_requests import FIRST_BACKOFF_S, MAX_BACKOFF_S,
 
 #: Produce requests in flight per partition (the broker keeps the last 5 batches per producer).
 MAX_IN_FLIGHT = 5
-#: Produce requests in flight per broker connection: the kept client allows 5, one stays free
-#: for the coordinator's and metadata requests.
-MAX_IN_FLIGHT_PER_NODE = 4
+#: Produce requests in flight per broker connection; the session's kept client allows one more
+#: (:data:`CONNECTION_IN_FLIGHT`), for the coordinator's and metadata requests.
+MAX_IN_FLIGHT_PER_NODE = 5
+#: Requests in flight per connection of the kept client that produce sessions borrow. Also what
+#: sets that client apart from the process's other kept client (``DescribeTransactions``,
+#: topic limits): a broker quota throttles and pauses the connections that produce, and a
+#: paused connection must not hold up the questions a task asks before it begins.
+CONNECTION_IN_FLIGHT = MAX_IN_FLIGHT_PER_NODE + 1
 _PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION = 3, 9  # 3: transactional; 9: as kafka-python
 _LEADER_ERRORS = (
     kafka_errors.KafkaConnectionError,

@@ -6,7 +6,9 @@ idempotent transactional producer would, over the connections of the worker proc
 admin client (:func:`unaligned.kafka.admin_clients.shared_admin_client`, lent to the session
 from :meth:`~ProduceSession.begin` to :meth:`~ProduceSession.close`): no ``KafkaProducer``, no
 sender thread, no bootstrap per task. The requests run on the kept client's I/O thread
-(:mod:`unaligned.kafka.produce_requests`); the task thread only encodes and waits.
+(:mod:`unaligned.kafka.produce_requests`); the task thread only encodes and waits. That client
+is kept apart from the one the task's ``DescribeTransactions`` uses: a broker quota pauses the
+connections that produce.
 
 The protocol, numbered where it runs:
 
@@ -44,7 +46,7 @@ from unaligned.errors import OptionError, TransactionAbortError, TransactionWrit
 from unaligned.kafka import produce_requests
 from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.connections import describe_servers
-from unaligned.kafka.produce_requests import QueuedBatch, Requests
+from unaligned.kafka.produce_requests import CONNECTION_IN_FLIGHT, QueuedBatch, Requests
 from unaligned.kafka.record_batch_layout import (
     ProducerState,
     has_producer_state,
@@ -90,7 +92,9 @@ class ProduceSession:
         """1. Lend the kept client and run ``InitProducerId`` (bounded by ``max_block_ms``)."""
         self._require((WriterState.NEW,), "begin")
         lent = contextlib.ExitStack()
-        admin = lent.enter_context(shared_admin_client(self._kwargs))
+        admin = lent.enter_context(
+            shared_admin_client(self._kwargs, max_in_flight=CONNECTION_IN_FLIGHT)
+        )
         requests = Requests(admin._manager, self._transactional_id, self._settings)
         try:
             requests.init_producer_id(self._settings["max_block_ms"] / 1000)

@@ -30,6 +30,7 @@ _COORDINATOR_NOT_READY = (
     kafka_errors.CoordinatorNotAvailableError,
     kafka_errors.CoordinatorLoadInProgressError,
     kafka_errors.NotCoordinatorError,
+    kafka_errors.NodeNotReadyError,  # no connection may take a request now (backoff, paused)
 )
 
 OPEN_TRANSACTION_STATES = frozenset(
@@ -80,7 +81,8 @@ def describe_transactions(
 
     Asked through the process's kept admin client (:func:`shared_admin_client`): every Kafka sink
     task asks this before it begins. A coordinator not ready (its transaction state log still
-    loading: a fresh cluster, or its leader moved) is retried, as Kafka's own clients do, on a new
+    loading: a fresh cluster, or its leader moved) or no connection ready to take the question
+    (reconnect backoff) is retried, as Kafka's own clients do, on a new
     client: the kept one is dropped with its cached coordinators, which kafka-python does not
     forget when one answers ``NOT_COORDINATOR``."""
     ids = sorted(set(transactional_ids))
