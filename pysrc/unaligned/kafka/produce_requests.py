@@ -269,6 +269,7 @@ class Requests:
                 part.added = True
 
     def _send_ready(self, part: PartitionQueue) -> None:
+        """3. Produce: the partition's next queued batches, while the in-flight bounds allow."""
         while (
             part.queued
             and part.failure is None
