@@ -1,7 +1,7 @@
 """The requests around a transactional producer's ``Produce`` requests, for one transactional id.
 
 :class:`CoordinatorRequests` asks the transaction coordinator (``FindCoordinator``,
-``InitProducerId``, ``AddPartitionsToTxn``, ``EndTxn``) and any broker for partition leaders
+``InitProducerId``, ``AddPartitionsToTxn``) and any broker for partition leaders
 (``Metadata``), each retried with backoff (5 ms, doubling, at most 1 s) until a deadline:
 
 - coordinator moved or not available -> looked up again; loading, ``CONCURRENT_TRANSACTIONS``
@@ -17,7 +17,8 @@ cluster view, so connections to new leaders can be made. The first coordinator r
 the coordinator the kept client last found for the id (an earlier task of the process on the
 same id), if any; one that moved answers ``NOT_COORDINATOR`` and is looked up again. Versions
 are capped as kafka-python's producer caps them:
-``InitProducerId`` v4, ``AddPartitionsToTxn`` v3, ``EndTxn`` v3 (transaction protocol v1).
+``InitProducerId`` v4, ``AddPartitionsToTxn`` v3 (transaction protocol v1). Ending a
+transaction is :mod:`unaligned.kafka.transaction_coordinator`'s (``EndTxn``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import kafka.errors as kafka_errors
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
-    EndTxnRequest,
     InitProducerIdRequest,
 )
 
@@ -38,7 +38,6 @@ FIRST_BACKOFF_S = 0.005
 MAX_BACKOFF_S = 1.0
 INIT_PRODUCER_ID_MAX_VERSION = 4
 ADD_PARTITIONS_MAX_VERSION = 3
-END_TXN_MAX_VERSION = 3
 _MOVED = (kafka_errors.NotCoordinatorError, kafka_errors.CoordinatorNotAvailableError)
 
 
@@ -98,21 +97,6 @@ class CoordinatorRequests:
             )
 
         await self._ask_coordinator(request, add_partitions_error_code, deadline)
-
-    async def abort(self, producer: tuple[int, int], deadline: float) -> None:
-        """``EndTxn(abort)``; an already ended transaction raises ``InvalidTxnStateError``."""
-        producer_id, epoch = producer
-
-        def request() -> Any:
-            return EndTxnRequest(
-                transactional_id=self._tid,
-                producer_id=producer_id,
-                producer_epoch=epoch,
-                committed=False,
-                max_version=END_TXN_MAX_VERSION,
-            )
-
-        await self._ask_coordinator(request, _error_code, deadline)
 
     async def leaders(self, topic: str, deadline: float) -> dict[int, int]:
         """Every partition of ``topic`` and its leader's node id."""

@@ -3,8 +3,8 @@
 :class:`Requests` is the I/O half of :class:`unaligned.kafka.produce_session.ProduceSession`:
 it queues and sends the ``Produce`` requests, and has
 :class:`~unaligned.kafka.coordinator_requests.CoordinatorRequests` get the producer id and epoch
-(``InitProducerId``), the partition leaders (``Metadata``), register partitions
-(``AddPartitionsToTxn``) and end the transaction on abort (``EndTxn``). The task thread calls the
+(``InitProducerId``) and the partition leaders (``Metadata``) and register partitions
+(``AddPartitionsToTxn``). The task thread calls the
 public methods; everything that touches a connection runs on the I/O thread of the admin
 client's connection manager (kafka-python's event loop), so per-partition state is only ever
 touched by that one thread. Counters the task thread reads are behind one lock.
@@ -183,12 +183,6 @@ class Requests:
     def first_failure(self) -> BaseException | None:
         with self._lock:
             return self._first_failure
-
-    def abort_transaction(self, timeout_s: float) -> None:
-        """``EndTxn(abort)`` to the coordinator; an already ended transaction raises
-        ``InvalidTxnStateError``."""
-        deadline = time.monotonic() + timeout_s
-        self._manager.run(self._calls.abort, self._producer_id_and_epoch, deadline)
 
     # --- I/O thread: sending ------------------------------------------------------------------
 

@@ -42,8 +42,8 @@ from typing import Any
 import kafka.errors as kafka_errors
 
 from kafka import KafkaProducer
-from unaligned.errors import OptionError, TransactionAbortError, TransactionWriteError
-from unaligned.kafka import produce_requests
+from unaligned.errors import OptionError, TransactionWriteError
+from unaligned.kafka import transaction_coordinator
 from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.connections import describe_servers
 from unaligned.kafka.produce_requests import CONNECTION_IN_FLIGHT, QueuedBatch, Requests
@@ -82,11 +82,6 @@ class ProduceSession:
     @property
     def transactional_id(self) -> str:
         return self._transactional_id
-
-    @property
-    def fast_path_unavailable(self) -> str | None:
-        """Always ``None``: a session only sends encoded batches (see ``unavailable_reason``)."""
-        return None
 
     def begin(self) -> None:
         """1. Lend the kept client and run ``InitProducerId`` (bounded by ``max_block_ms``)."""
@@ -225,22 +220,21 @@ class ProduceSession:
 
     def abort(self) -> None:
         """Abort the transaction (open or prepared): wait for the requests in flight, then
-        ``EndTxn(abort)`` if any partition may have joined it. No-op before :meth:`begin`."""
+        ``EndTxn(abort)`` (:func:`~unaligned.kafka.transaction_coordinator.abort_prepared`) if any
+        partition may have joined it. No-op before :meth:`begin`."""
         if self._state in (WriterState.NEW, WriterState.ABORTED):
             return
-        requests = self._open_requests("abort")
+        requests = self._open_requests("abort", (WriterState.OPEN, WriterState.PREPARED))
         requests.stop()
         requests.wait_settled(self._settings["request_timeout_ms"] / 1000 + _FLUSH_SLACK_S)
         self._state = WriterState.ABORTED
         if not requests.may_have_partitions:
             return
         producer_id, epoch = requests.producer_id_and_epoch
-        sent, _ = requests.record_counts()
-        prepared = PreparedTransaction(self._transactional_id, producer_id, epoch, max(sent, 1))
-        try:
-            requests.abort_transaction(self._request_timeout_s())
-        except kafka_errors.KafkaError as exc:
-            raise TransactionAbortError(f"could not abort {prepared.describe()}: {exc!r}") from exc
+        sent, _ = requests.record_counts()  # >= 1: partitions join with a batch queued
+        transaction_coordinator.abort_prepared(
+            self._kwargs, PreparedTransaction(self._transactional_id, producer_id, epoch, sent)
+        )
 
     def close(self) -> None:
         """Give the kept client back. Never commits or aborts: a prepared transaction stays
@@ -265,14 +259,10 @@ class ProduceSession:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _request_timeout_s(self) -> float:
-        return float(self._settings["request_timeout_ms"]) / 1000
-
-    def _open_requests(self, action: str) -> Requests:
-        allowed = (
-            (WriterState.OPEN, WriterState.PREPARED) if action == "abort" else (WriterState.OPEN,)
-        )
-        self._require(allowed, action)
+    def _open_requests(
+        self, action: str, states: tuple[WriterState, ...] = (WriterState.OPEN,)
+    ) -> Requests:
+        self._require(states, action)
         assert self._requests is not None
         return self._requests
 
@@ -282,8 +272,3 @@ class ProduceSession:
                 f"cannot {action} transaction {self._transactional_id!r}: the session is "
                 f"{self._state.value}"
             )
-
-
-def unavailable_reason() -> str | None:
-    """Why this process cannot use :class:`ProduceSession` (``None``: it can)."""
-    return produce_requests.unavailable_reason()

@@ -33,7 +33,6 @@ written as Spark's Java sink writes it (kafka-python's ``send`` refuses it).
 from __future__ import annotations
 
 import time
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -43,38 +42,11 @@ from kafka.errors import MessageSizeTooLargeError
 from unaligned.errors import SchemaMismatchError, TransactionWriteError
 from unaligned.kafka import topic_limits
 from unaligned.kafka.partitioner import StickyPartition
-from unaligned.kafka.record_batch_layout import ProducerState
+from unaligned.kafka.produce_session import ProduceSession
 from unaligned.kafka.record_encoder import encode_record_batches
 from unaligned.kafka.row_routing import route_rows
 from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
-
-
-class BatchTransaction(Protocol):
-    """What the fast path needs of the task's transaction
-    (:class:`unaligned.kafka.produce_session.ProduceSession`)."""
-
-    @property
-    def transactional_id(self) -> str: ...
-
-    def batch_settings(self) -> tuple[str, int, int]: ...
-
-    def partition_count(self, topic: str) -> int: ...
-
-    def producer_state(self, topic: str, partition: int) -> ProducerState: ...
-
-    def send_batch(
-        self,
-        topic: str,
-        partition: int,
-        data: bytes,
-        record_count: int,
-        payload_bytes: int,
-        *,
-        wake_sender: bool = True,
-    ) -> None: ...
-
-    def wake_sender(self) -> None: ...
 
 
 def _lengths(column: pa.Array | None, rows: int) -> np.ndarray:
@@ -132,9 +104,7 @@ class BatchChunkWriter:
     Keeps each topic's sticky partition across chunks; one instance per task attempt.
     """
 
-    def __init__(
-        self, target: KafkaTarget, columns: KafkaColumns, writer: BatchTransaction
-    ) -> None:
+    def __init__(self, target: KafkaTarget, columns: KafkaColumns, writer: ProduceSession) -> None:
         self._target = target
         self._columns = columns
         self._writer = writer

@@ -46,7 +46,8 @@ from unaligned.errors import (
 )
 from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
 from unaligned.kafka.connections import SettingsKey, settings_key
-from unaligned.kafka.produce_session import ProduceSession, unavailable_reason
+from unaligned.kafka.produce_requests import unavailable_reason
+from unaligned.kafka.produce_session import ProduceSession
 from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_batches import BatchChunkWriter
@@ -73,7 +74,7 @@ class KafkaTaskWriter:
     whole record batches encoded column-wise, sent by a
     :class:`~unaligned.kafka.produce_session.ProduceSession` on the process's kept connections)
     unless this process cannot use it
-    (:func:`unaligned.kafka.produce_session.unavailable_reason`, e.g. another kafka-python
+    (:func:`unaligned.kafka.produce_requests.unavailable_reason`, e.g. another kafka-python
     version); then every record is sent by a ``KafkaProducer``'s ``send``
     (:class:`~unaligned.kafka.transactions.TransactionalWriter`), and the reason is logged once
     per process. Both paths write the same records.
