@@ -192,25 +192,44 @@ def test_timestamp_columns_and_nulls() -> None:
     assert [r[3] for r in read_with_kafka_python([batch])] == [1, 77, 2_000]
 
 
-def test_batch_size_bounds_every_batch() -> None:
+def same_time_columns(rows: list[Row]) -> dict[str, Any]:
+    """:func:`columns` without a timestamp column: every record takes ``now_ms`` (the rows'
+    timestamps must all be that), as the sink encodes a chunk."""
+    (now,) = {r[3] for r in rows}
+    return {**{k: v for k, v in columns(rows).items() if k != "timestamps"}, "now_ms": now}
+
+
+@pytest.mark.parametrize("same_time", [False, True], ids=["timestamps", "one-time"])
+def test_batch_size_bounds_every_batch(same_time: bool) -> None:
     rng = random.Random(5)
-    rows = [(os.urandom(8), os.urandom(rng.randint(0, 400)), [], 10_000 + i) for i in range(3000)]
+    rows = [
+        (os.urandom(8), os.urandom(rng.randint(0, 400)), [], 10_000 if same_time else 10_000 + i)
+        for i in range(3000)
+    ]
+    # small records: more than 64 a batch (two-byte offset deltas)
+    rows += [(None, os.urandom(rng.randint(0, 6)), [], 10_000) for _ in range(3000)]
+    if not same_time:
+        rows[3000:] = [(k, v, h, 20_000 + i) for i, (k, v, h, _) in enumerate(rows[3000:])]
+    cols = same_time_columns if same_time else columns
     for batch_size in (200, 1_000, 16_384, 100_000):
-        batches = encode_record_batches(**columns(rows), batch_size=batch_size)
+        batches = encode_record_batches(**cols(rows), batch_size=batch_size)
         for encoded in batches:
             assert len(encoded.data) <= batch_size or encoded.record_count == 1
         # greedy: the next row would not have fit
         for encoded, after in zip(batches, batches[1:], strict=False):
             grown = encode_record_batches(
-                **columns(rows[encoded.start : after.start + 1]), batch_size=1 << 30
+                **cols(rows[encoded.start : after.start + 1]), batch_size=1 << 30
             )
             assert len(grown[0].data) > batch_size
         assert read_with_kafka_python(batches) == [(k, v, h, t) for k, v, h, t in rows]
+    assert max(b.record_count for b in batches) > 64
 
 
-def test_many_records_per_batch_need_multi_byte_offset_deltas() -> None:
-    rows = [(None, b"", [], 5 + (i % 3) * 10**9) for i in range(20_000)]
-    (batch,) = encode_record_batches(**columns(rows), batch_size=1 << 30)
+@pytest.mark.parametrize("same_time", [False, True], ids=["timestamps", "one-time"])
+def test_many_records_per_batch_need_multi_byte_offset_deltas(same_time: bool) -> None:
+    rows = [(None, b"", [], 5 if same_time else 5 + (i % 3) * 10**9) for i in range(20_000)]
+    cols = same_time_columns if same_time else columns
+    (batch,) = encode_record_batches(**cols(rows), batch_size=1 << 30)
     assert read_with_decoder([batch]) == [(None, b"", [], t) for _, _, _, t in rows]
     assert len(read_with_kafka_python([batch])) == 20_000
 

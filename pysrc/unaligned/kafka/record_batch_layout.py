@@ -274,25 +274,24 @@ def encode_records(
     end = int(record_start[-1] + record[-1])
     out = np.zeros(end, np.uint8)  # attributes bytes stay 0
 
-    pos = record_start
-    _put_varints(out, pos, zz_body, size_body)
-    pos = pos + size_body + 1
-    _put_varints(out, pos, zz_time, size_time)
-    pos += size_time
-    _put_varints(out, pos, zz_offset, size_offset)
-    pos += size_offset
-    _put_varints(out, pos, zz_key, size_key)
-    pos += size_key
-    _copy(out, pos, key_col.starts, key_col.sizes, key_col.data)
-    pos += key_col.sizes
-    _put_varints(out, pos, zz_value, size_value)
-    pos += size_value
-    _copy(out, pos, value_col.starts, value_col.sizes, value_col.data)
-    pos += value_col.sizes
-    _put_varints(out, pos, zz_count, size_count)
-    pos += size_count
+    # Where each field starts; then every varint of every record in one pass, the bytes after.
+    time_at = record_start + size_body + 1  # the attributes byte stays 0
+    offset_at = time_at + size_time
+    key_len_at = offset_at + size_offset
+    key_at = key_len_at + size_key
+    value_len_at = key_at + key_col.sizes
+    value_at = value_len_at + size_value
+    count_at = value_at + value_col.sizes
+    _put_varints(
+        out,
+        np.concatenate((record_start, time_at, offset_at, key_len_at, value_len_at, count_at)),
+        np.concatenate((zz_body, zz_time, zz_offset, zz_key, zz_value, zz_count)),
+        np.concatenate((size_body, size_time, size_offset, size_key, size_value, size_count)),
+    )
+    _copy(out, key_at, key_col.starts, key_col.sizes, key_col.data)
+    _copy(out, value_at, value_col.starts, value_col.sizes, value_col.data)
     if header_col is not None and len(header_col.rows):
-        _put_headers(out, pos, header_col)
+        _put_headers(out, count_at + size_count, header_col)
 
     batch_start = record_start[starts] - HEADER_SIZE
     batch_end = np.append(batch_start[1:], end)

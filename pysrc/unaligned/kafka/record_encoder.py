@@ -43,6 +43,9 @@ from unaligned.kafka.record_batch_layout import (
 DEFAULT_BATCH_SIZE = 16_384
 DEFAULT_MAX_REQUEST_SIZE = 1_048_576
 _GROUP_ROWS = 8_192
+#: Offset deltas (a record's position in its batch) below these take one and two varint bytes.
+_ONE_BYTE_OFFSETS = 64
+_TWO_BYTE_OFFSETS = 8_192
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,54 @@ def _headers_column(column: Any, rows: int) -> HeaderEntries | None:
 
 
 def _split(fixed: np.ndarray, timestamps: np.ndarray, varying: bool, bound: int) -> np.ndarray:
-    """First row of each batch: rows are added while the batch stays within ``bound`` bytes."""
+    """First row of each batch: rows are added while the batch stays within ``bound`` bytes
+    (greedy and exact: the next row would not have fit)."""
+    if not varying:
+        starts = _split_same_time(fixed, bound)
+        if starts is not None:
+            return starts
+    return _split_varying_time(fixed, timestamps, varying, bound)
+
+
+def _record_sizes(body: np.ndarray) -> np.ndarray:
+    """Whole record sizes: the body and its length varint."""
+    sizes: np.ndarray = body + varint_sizes(zigzag(body))
+    return sizes
+
+
+def _split_same_time(fixed: np.ndarray, bound: int) -> np.ndarray | None:
+    """:func:`_split` when every timestamp delta is 0 (one byte): a record's size then depends
+    on its position in the batch only through the offset delta, one byte for the first
+    ``_ONE_BYTE_OFFSETS`` records and two up to ``_TWO_BYTE_OFFSETS``; so two running sums
+    (every record at one and at two bytes) answer each batch with two binary searches.
+    ``None`` when a batch could hold more records than two-byte offset deltas cover."""
+    rows = len(fixed)
+    room = bound - HEADER_SIZE
+    cum1 = np.zeros(rows + 1, np.int64)  # record sizes with one-byte offset deltas
+    np.cumsum(_record_sizes(fixed + 2), out=cum1[1:])
+    cum2 = np.zeros(rows + 1, np.int64)  # ... with two-byte ones
+    np.cumsum(_record_sizes(fixed + 3), out=cum2[1:])
+    starts: list[int] = []
+    start = 0
+    while start < rows:
+        starts.append(start)
+        fit = int(cum1.searchsorted(cum1[start] + room, "right")) - 1 - start
+        if fit > _ONE_BYTE_OFFSETS:
+            rest = start + _ONE_BYTE_OFFSETS
+            left = room - int(cum1[rest] - cum1[start])
+            more = int(cum2.searchsorted(cum2[rest] + left, "right")) - 1 - rest
+            if more >= _TWO_BYTE_OFFSETS - _ONE_BYTE_OFFSETS:
+                return None
+            fit = _ONE_BYTE_OFFSETS + more
+        start += max(fit, 1)
+    return np.array(starts, np.int64)
+
+
+def _split_varying_time(
+    fixed: np.ndarray, timestamps: np.ndarray, varying: bool, bound: int
+) -> np.ndarray:
+    """:func:`_split` for any timestamps, one batch at a time (timestamp deltas are relative to
+    the batch's first record)."""
     rows = len(fixed)
     room = bound - HEADER_SIZE
     cum_lower = np.zeros(rows + 1, np.int64)  # sizes with 1-byte deltas and length: a lower bound
@@ -183,7 +233,7 @@ def _split(fixed: np.ndarray, timestamps: np.ndarray, varying: bool, bound: int)
             body = body + varint_sizes(zigzag(deltas))
         else:
             body = body + 1
-        total = np.cumsum(body + varint_sizes(zigzag(body)))
+        total = np.cumsum(_record_sizes(body))
         starts.append(start)
         start += max(int(np.searchsorted(total, room, "right")), 1)
     return np.array(starts, np.int64)
