@@ -9,20 +9,22 @@ source task and a sink task each pay it: at 250,000 records per micro-batch over
 the collections alone cost more CPU than our sink's encoding.
 
 :func:`freeze_long_lived_heap` runs once per worker process, at the start of its first source
-or sink task (everything we import is imported by then): one ``gc.collect()`` to free what
-start-up left behind, then ``gc.freeze()``, which moves every object still alive into the
-permanent generation that collections skip. From then on the daemon's collection between tasks
-walks only the objects created since (some 4,000: modules imported later, kept Kafka clients),
-about 11 ms instead of 70-125; the Python CPU of a Kafka -> Kafka query through our source and
-sink fell from about 8.1 to 6.0 CPU seconds per million records.
+or sink task (everything we import is imported by then), or after the first stream writer that
+Spark's planner or commit runner builds (daemon workers too, reused for every micro-batch): one
+``gc.collect()`` to free what start-up left behind, then ``gc.freeze()``, which moves every
+object still alive into the permanent generation that collections skip. From then on the
+daemon's collection between tasks walks only the objects created since (some 4,000: modules
+imported later, kept Kafka clients), about 11 ms instead of 70-125; the Python CPU of a
+Kafka -> Kafka query through our source and sink fell from about 8.1 to 6.0 CPU seconds per
+million records.
 
 What freezing changes: a frozen object is still freed by reference counting as usual; only a
 frozen object that later becomes part of an unreachable cycle is never reclaimed. The freeze
 comes right after a full collection, once per process, so at most what one task's start-up
 leaves in cycles stays: bounded, and never per task (freezing at every task would keep each
 task's unpickled reader or writer forever if it sat in a cycle). Only daemon-forked workers
-freeze (:func:`in_daemon_worker`); the driver's own Python processes (planning, commits) and a
-test calling a reader or writer directly are left alone.
+freeze (:func:`in_daemon_worker`); the user's driver process, the source runner (started on
+its own, not by the daemon) and a test calling a reader or writer directly are left alone.
 """
 
 from __future__ import annotations

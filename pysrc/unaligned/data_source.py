@@ -65,9 +65,14 @@ class UnalignedDataSource(DataSource):
         return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from unaligned._worker_gc import freeze_long_lived_heap
         from unaligned.sink.stream_writer_factory import build_stream_writer
 
-        return build_stream_writer(dict(self.options), schema)
+        writer = build_stream_writer(dict(self.options), schema)
+        # The planner and the commit runner are reused daemon workers too (after the build,
+        # so that what it imported and the Kafka clients it keeps are frozen with the rest).
+        freeze_long_lived_heap()
+        return writer
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if not {k.lower() for k in self.options} & _SUBSCRIPTION_KEYS:
