@@ -26,13 +26,13 @@ FORMAT = "bench-floor"
 
 class FloorWriter(DataSourceStreamArrowWriter):
     """Counts the rows of every Arrow batch it is given; commits and aborts nothing. Its
-    worker freezes its heap as our sink's does (:mod:`unaligned._worker_gc`), so that ours
+    worker tunes its memory as our sink's does (:mod:`unaligned._worker_memory`), so that ours
     minus the floor stays our sink's own work."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        from unaligned._worker_gc import freeze_long_lived_heap
+        from unaligned._worker_memory import tune_worker_memory
 
-        freeze_long_lived_heap()
+        tune_worker_memory()
         rows = 0
         for batch in iterator:
             rows += batch.num_rows

@@ -65,13 +65,13 @@ class UnalignedDataSource(DataSource):
         return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from unaligned._worker_gc import freeze_long_lived_heap
+        from unaligned._worker_memory import tune_worker_memory
         from unaligned.sink.stream_writer_factory import build_stream_writer
 
         writer = build_stream_writer(dict(self.options), schema)
         # The planner and the commit runner are reused daemon workers too (after the build,
         # so that what it imported and the Kafka clients it keeps are frozen with the rest).
-        freeze_long_lived_heap()
+        tune_worker_memory()
         return writer
 
     def reader(self, schema: StructType) -> DataSourceReader:

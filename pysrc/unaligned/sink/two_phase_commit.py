@@ -66,7 +66,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from unaligned import crash_points
-from unaligned._worker_gc import freeze_long_lived_heap
+from unaligned._worker_memory import tune_worker_memory
 from unaligned.barriers.barrier import read_barrier, wall_clock_ms
 from unaligned.barriers.driver_side import (
     after_barrier,
@@ -126,7 +126,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         if context is None:
             raise TaskContextError("the sink's write() must run in a Spark task")
-        freeze_long_lived_heap()
+        tune_worker_memory()
         batch_property = context.getLocalProperty(BATCH_ID_PROPERTY)
         if batch_property is None:
             raise TaskContextError(f"task local property {BATCH_ID_PROPERTY} is not set")

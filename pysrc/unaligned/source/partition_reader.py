@@ -24,7 +24,7 @@ from pyspark.sql.datasource import InputPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
-from unaligned._worker_gc import freeze_long_lived_heap
+from unaligned._worker_memory import tune_worker_memory
 from unaligned.errors import DataLossError, KafkaUnavailableError
 from unaligned.kafka.client_options import KafkaClientConfig
 from unaligned.kafka.columnar_fetch import install_columnar_fetch
@@ -133,7 +133,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     rng, tp = part.range, part.range.tp
     if rng.size == 0:
         return
-    freeze_long_lived_heap()
+    tune_worker_memory()
     consumer = open_consumer(part.kafka)
     try:
         reader = _RangeReader(part, consumer)

@@ -1,6 +1,6 @@
-"""freeze_long_lived_heap (_worker_gc.py): once per daemon-forked worker process, after a
-collection. Each case runs in a fresh Python process: freezing is process-wide and would outlive
-the test in pytest's own."""
+"""tune_worker_memory (_worker_memory.py): once per daemon-forked worker process, a collection,
+a freeze and glibc's trim threshold. Each case runs in a fresh Python process: both are
+process-wide and would outlive the test in pytest's own."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_garbage_is_collected_before_the_rest_is_frozen_once_per_process() -> No
         AS_DAEMON_WORKER
         + """
 import gc, os, weakref
-from unaligned._worker_gc import freeze_long_lived_heap, in_daemon_worker
+from unaligned._worker_memory import tune_worker_memory, in_daemon_worker
 
 class Node:
     pass
@@ -41,14 +41,14 @@ gc.disable()  # only the collections below run
 garbage = cycle()  # unreachable already: the collection before the freeze frees it
 kept = Node()
 kept.self = kept
-freeze_long_lived_heap()
+tune_worker_memory()
 assert garbage() is None
 frozen = gc.get_freeze_count()
 assert frozen > 1000  # the imported modules' objects, and kept
 assert all(o is not kept for o in gc.get_objects())  # frozen: no collection walks it
 
 later = cycle()  # created after the freeze: still collected as usual
-freeze_long_lived_heap()  # a second call in this process does nothing
+tune_worker_memory()  # a second call in this process does nothing
 assert gc.get_freeze_count() == frozen and later() is not None
 gc.collect()
 assert later() is None
@@ -56,7 +56,7 @@ assert later() is None
 pid = os.fork()
 if pid == 0:  # a forked worker freezes afresh, what it inherited included
     extra = [Node() for _ in range(10)]
-    freeze_long_lived_heap()
+    tune_worker_memory()
     os._exit(0 if gc.get_freeze_count() >= frozen + 10 else 1)
 _, status = os.waitpid(pid, 0)
 assert os.waitstatus_to_exitcode(status) == 0
@@ -64,14 +64,38 @@ assert os.waitstatus_to_exitcode(status) == 0
     )
 
 
-def test_nothing_is_frozen_outside_a_daemon_forked_worker() -> None:
+def test_nothing_is_tuned_outside_a_daemon_forked_worker() -> None:
     run_python(
         """
         import gc
-        from unaligned._worker_gc import freeze_long_lived_heap, in_daemon_worker
+        from unaligned._worker_memory import tune_worker_memory, in_daemon_worker
 
         assert not in_daemon_worker()
-        freeze_long_lived_heap()
+        tune_worker_memory()
         assert gc.get_freeze_count() == 0
         """
+    )
+
+
+def test_freed_memory_is_kept_for_the_next_chunk_instead_of_faulted_in_again() -> None:
+    run_python(
+        AS_DAEMON_WORKER
+        + """
+import resource
+import numpy as np
+from unaligned._worker_memory import tune_worker_memory
+
+def faults_per_chunk():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):  # a chunk: 16 MiB in 1 MiB arrays, allocated, written and freed
+        arrays = [np.ones(1 << 20, np.uint8) for _ in range(16)]
+        del arrays
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20
+
+untuned = faults_per_chunk()
+tune_worker_memory()
+tuned = faults_per_chunk()
+assert untuned > 2_000, untuned  # 4 KiB pages: 16 MiB is 4,096 of them
+assert tuned < untuned / 10, (tuned, untuned)
+"""
     )
