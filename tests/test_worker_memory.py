@@ -21,12 +21,12 @@ def run_python(code: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_garbage_is_collected_before_the_rest_is_frozen_once_per_process() -> None:
+def test_collects_then_freezes_and_again_once_many_old_objects_are_unfrozen() -> None:
     run_python(
         AS_DAEMON_WORKER
         + """
-import gc, os, weakref
-from unaligned._worker_memory import tune_worker_memory, in_daemon_worker
+import gc, weakref
+from unaligned._worker_memory import FREEZE_AT_OLD_OBJECTS, in_daemon_worker, tune_worker_memory
 
 class Node:
     pass
@@ -44,22 +44,23 @@ kept.self = kept
 tune_worker_memory()
 assert garbage() is None
 frozen = gc.get_freeze_count()
-assert frozen > 1000  # the imported modules' objects, and kept
+assert frozen > FREEZE_AT_OLD_OBJECTS  # the imported modules' objects, and kept
 assert all(o is not kept for o in gc.get_objects())  # frozen: no collection walks it
 
 later = cycle()  # created after the freeze: still collected as usual
-tune_worker_memory()  # a second call in this process does nothing
-assert gc.get_freeze_count() == frozen and later() is not None
-gc.collect()
+gc.collect()  # as PySpark's daemon does after a task
 assert later() is None
 
-pid = os.fork()
-if pid == 0:  # a forked worker freezes afresh, what it inherited included
-    extra = [Node() for _ in range(10)]
-    tune_worker_memory()
-    os._exit(0 if gc.get_freeze_count() >= frozen + 10 else 1)
-_, status = os.waitpid(pid, 0)
-assert os.waitstatus_to_exitcode(status) == 0
+few = [Node() for _ in range(FREEZE_AT_OLD_OBJECTS // 4)]
+gc.collect()  # old now, but too few to freeze again
+tune_worker_memory()
+assert gc.get_freeze_count() == frozen
+
+many = [Node() for _ in range(FREEZE_AT_OLD_OBJECTS)]  # modules imported later, clients kept
+gc.collect()
+tune_worker_memory()
+assert gc.get_freeze_count() >= frozen + FREEZE_AT_OLD_OBJECTS
+assert len(gc.get_objects(generation=2)) < 100
 """
     )
 

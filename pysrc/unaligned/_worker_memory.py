@@ -16,22 +16,24 @@ more CPU than our sink's encoding, both measured on this project's benchmark mac
   fault in and zero. A sink task of 31,250 records outside Spark: 3,700-3,900 page faults and
   9-10 ms of system time, 28 ms of CPU in all.
 
-:func:`tune_worker_memory` runs once per worker process, at the start of its first source or
-sink task (everything we import is imported by then), or after the first stream writer that
-Spark's planner or commit runner builds (daemon workers too, reused for every micro-batch):
+:func:`tune_worker_memory` runs at the start of every source and sink task, and after every
+stream writer that Spark's planner or commit runner builds (daemon workers too, reused for every
+micro-batch):
 
-1. ``gc.collect()`` to free what start-up left behind, then ``gc.freeze()``: every object still
-   alive moves into the permanent generation that collections skip, so the daemon's collection
-   between tasks walks only the objects created since (some 4,000: modules imported later, kept
-   Kafka clients), about 11 ms instead of 70-125. A frozen object is still freed by reference
-   counting as usual; only a frozen object that later becomes part of an unreachable cycle is
-   never reclaimed. The freeze comes right after a full collection, once per process, so at
-   most what one task's start-up leaves in cycles stays: bounded, never per task (freezing at
-   every task would keep each task's unpickled reader or writer forever if it sat in a cycle).
-2. ``mallopt``: allocations below ``MMAP_THRESHOLD`` come from the heap, and up to
-   ``TRIM_THRESHOLD`` of free heap is kept for the next chunk instead of being handed back: the
-   same task, 0 page faults, 1-2 ms of system time, 18-20 ms of CPU. A worker may so hold up to
-   that much freed memory between tasks. Only where the C library has glibc's ``mallopt``;
+1. When more than ``FREEZE_AT_OLD_OBJECTS`` unfrozen objects are old (generation 2: they lived
+   through a collection; on the first call, PySpark's and our imports): ``gc.collect()`` to free
+   the garbage among them, then ``gc.freeze()``, which moves every object still alive into the
+   permanent generation that collections skip. The daemon's collection between tasks then walks
+   only the objects created since (under 5,000: the next freeze takes in modules imported later
+   and Kafka clients a worker keeps), 1-10 ms instead of 70-125. A frozen object is still freed
+   by reference counting as usual; only a frozen object that later becomes part of an
+   unreachable cycle is never reclaimed: what one task's start-up leaves in cycles, at most once
+   per freeze, and freezes stop when the heap stops growing (freezing at every task would keep
+   every task's unpickled reader or writer forever if it sat in a cycle).
+2. Once per process, ``mallopt``: allocations below ``MMAP_THRESHOLD`` come from the heap, and up
+   to ``TRIM_THRESHOLD`` of free heap is kept for the next chunk instead of being handed back:
+   the same task, 0 page faults, 1-2 ms of system time, 18-20 ms of CPU. A worker may so hold up
+   to that much freed memory between tasks. Only where the C library has glibc's ``mallopt``;
    elsewhere this step is skipped.
 
 Together, the Python CPU of the query above fell from about 8.1 to 6.0 CPU seconds per million
@@ -58,7 +60,10 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 64 << 20
 
-_tuned_in_pid: int | None = None
+#: Old (generation 2) objects beyond which the next call collects and freezes (step 1).
+FREEZE_AT_OLD_OBJECTS = 5_000
+
+_malloc_tuned_in_pid: int | None = None
 
 
 def in_daemon_worker() -> bool:
@@ -72,24 +77,28 @@ def in_daemon_worker() -> bool:
 
 def tune_worker_memory() -> None:
     """Steps 1 and 2 of the module docstring, in a daemon-forked worker
-    (:func:`in_daemon_worker`), the first time this process calls it (a worker forked later
-    calls it afresh: the pid differs)."""
-    global _tuned_in_pid
-    pid = os.getpid()
-    if _tuned_in_pid == pid or not in_daemon_worker():
+    (:func:`in_daemon_worker`); step 2 once per process (a worker forked later takes it afresh:
+    the pid differs)."""
+    global _malloc_tuned_in_pid
+    if not in_daemon_worker():
         return
-    _tuned_in_pid = pid
-    started = time.perf_counter()
-    gc.collect()
-    gc.freeze()
-    kept = keep_freed_heap()
-    logger.debug(
-        "Python worker %d: froze %d long-lived objects, %s, in %.1f ms",
-        pid,
-        gc.get_freeze_count(),
-        "keeps freed heap" if kept else "no mallopt here",
-        (time.perf_counter() - started) * 1000,
-    )
+    pid = os.getpid()
+    if _malloc_tuned_in_pid != pid:
+        _malloc_tuned_in_pid = pid
+        if not keep_freed_heap():
+            logger.debug("Python worker %d: no glibc mallopt, freed memory is handed back", pid)
+    old = len(gc.get_objects(generation=2))
+    if old > FREEZE_AT_OLD_OBJECTS:
+        started = time.perf_counter()
+        gc.collect()
+        gc.freeze()
+        logger.debug(
+            "Python worker %d: %d old objects, %d frozen in all, in %.1f ms",
+            pid,
+            old,
+            gc.get_freeze_count(),
+            (time.perf_counter() - started) * 1000,
+        )
 
 
 def keep_freed_heap() -> bool:
