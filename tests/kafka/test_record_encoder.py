@@ -310,3 +310,15 @@ def test_group_starts_keep_batches_within_their_group() -> None:
     assert [(b.start, b.stop) for b in batches] == [(0, 3), (3, 7), (7, 10)]
     with pytest.raises(ValueError, match="start at row 0"):
         encode_record_batches(None, values, group_starts=[2])
+
+
+def test_payload_bytes_count_key_value_and_header_bytes_like_the_per_record_path() -> None:
+    keys = pa.array([b"key", None, "é".encode()], pa.binary())
+    values = pa.array(["x" * 100, None, "yz"])
+    headers = pa.array([[("hd", b"12345")], None, [("a", b""), ("é", b"1")]], HEADERS_TYPE)
+    per_row = [3 + 100 + 2 + 5, 0, 2 + 2 + 1 + 0 + 2 + 1]
+    (whole,) = encode_record_batches(keys, values, headers=headers)
+    assert whole.payload_bytes == sum(per_row)
+    one_each = encode_record_batches(keys, values, headers=headers, group_starts=[0, 1, 2])
+    assert [b.payload_bytes for b in one_each] == per_row
+    assert [b.payload_bytes for b in encode_record_batches(None, values)] == [102]

@@ -50,11 +50,14 @@ _TWO_BYTE_OFFSETS = 8_192
 
 @dataclass(frozen=True)
 class EncodedBatch:
-    """One encoded v2 record batch holding rows ``start`` to ``stop`` (exclusive) of the input."""
+    """One encoded v2 record batch holding rows ``start`` to ``stop`` (exclusive) of the input;
+    ``payload_bytes``: their key, value, header key and header value bytes (what a producer's
+    buffer counts, without framing; a null counts 0)."""
 
     data: bytes
     start: int
     stop: int
+    payload_bytes: int
 
     @property
     def record_count(self) -> int:
@@ -313,6 +316,11 @@ def encode_record_batches(
                 if hi > lo
             ]
         )
+    payload = np.zeros(rows + 1, np.int64)  # running sum of the rows' payload bytes
+    np.cumsum(key_col.sizes + value_col.sizes, out=payload[1:])
+    if header_col is not None and len(header_col.rows):
+        entry_bytes = header_col.keys.sizes + header_col.values.sizes
+        payload[1:] += np.cumsum(np.bincount(header_col.rows, entry_bytes, rows).astype(np.int64))
     # Encode groups of whole batches of about _GROUP_ROWS rows: the scatters into the output
     # then stay in the CPU cache (one pass over a million rows is several times slower).
     at = np.searchsorted(starts, np.arange(_GROUP_ROWS, rows, _GROUP_ROWS))
@@ -338,7 +346,7 @@ def encode_record_batches(
         )
         bounds = [lo + start for start in group_starts.tolist()] + [hi]
         batches += [
-            EncodedBatch(batch, start, stop)
+            EncodedBatch(batch, start, stop, int(payload[stop] - payload[start]))
             for batch, start, stop in zip(data, bounds[:-1], bounds[1:], strict=True)
         ]
     return batches

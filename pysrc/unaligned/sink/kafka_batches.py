@@ -49,16 +49,6 @@ from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
 
 
-def _lengths(column: pa.Array | None, rows: int) -> np.ndarray:
-    """Byte length of every value of a binary/string column (null: 0)."""
-    if column is None:
-        return np.zeros(rows, np.int64)
-    lengths: np.ndarray = np.asarray(
-        pc.binary_length(column).fill_null(0).to_numpy(zero_copy_only=False), np.int64
-    )
-    return lengths
-
-
 def _checked_headers(column: pa.Array | None) -> pa.Array | None:
     """The headers column, refusing a null header key or value as the per-record path does."""
     if column is None:
@@ -72,22 +62,6 @@ def _checked_headers(column: pa.Array | None) -> pa.Array | None:
             "the producer needs a string key and a binary value"
         )
     return column
-
-
-def payload_sizes(
-    keys: pa.Array | None, values: pa.Array, headers: pa.Array | None, rows: int
-) -> np.ndarray:
-    """Every row's key, value, header key and header value bytes (int64)."""
-    sizes: np.ndarray = _lengths(keys, rows) + _lengths(values, rows)
-    if headers is not None:
-        entries = pc.list_flatten(headers)
-        if len(entries):
-            entry_sizes = _lengths(pc.struct_field(entries, "key"), len(entries)) + _lengths(
-                pc.struct_field(entries, "value"), len(entries)
-            )
-            parents = pc.list_parent_indices(headers).to_numpy(zero_copy_only=False)
-            sizes += np.bincount(parents, weights=entry_sizes, minlength=rows).astype(np.int64)
-    return sizes
 
 
 def _rows_of(column: pa.Array | None, take: pa.Array | None) -> pa.Array | None:
@@ -137,7 +111,6 @@ class BatchChunkWriter:
             raise TransactionWriteError(
                 f"transaction {self._writer.transactional_id!r}: {exc}"
             ) from exc
-        sizes = payload_sizes(keys, values, headers, rows)
         compression, batch_size, max_request_size = self._writer.batch_settings()
         topic_bound = self._topic_bound({group.topic for group in groups}, compression)
         if topic_bound is not None and topic_bound[0] < max_request_size:
@@ -184,9 +157,6 @@ class BatchChunkWriter:
                 f"could not encode {rows} record(s) in transaction "
                 f"{self._writer.transactional_id!r}: {exc!r}"
             ) from exc
-        ordered_sizes = sizes if take is None else sizes[take.to_numpy()]
-        bounds = np.zeros(rows + 1, np.int64)
-        np.cumsum(ordered_sizes, out=bounds[1:])
         group_of = np.searchsorted(firsts, [b.start for b in batches], "right") - 1
         try:
             for batch, g in zip(batches, group_of.tolist(), strict=True):
@@ -195,7 +165,7 @@ class BatchChunkWriter:
                     groups[g].partition,
                     batch.data,
                     batch.record_count,
-                    int(bounds[batch.stop] - bounds[batch.start]),
+                    batch.payload_bytes,
                     wake_sender=False,
                 )
         finally:
