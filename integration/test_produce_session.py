@@ -147,6 +147,37 @@ def test_the_broker_stopped_mid_write_costs_no_record_and_no_duplicate(
     assert _committed_values(kafka, topic) == sent
 
 
+def test_waiting_for_acknowledgements_stops_at_the_bound_not_at_zero(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    """wait_unacknowledged (between chunks) returns as soon as at most the bound is in flight:
+    at once while the broker is stopped if the bytes in flight are within it, on timeout with
+    the bytes outstanding named if not; once the broker answers again, everything commits."""
+    topic = new_topic(partitions=1)
+    session = ProduceSession(client_kwargs, _tid("bound"))
+    try:
+        session.begin()
+        _send_rows(session, topic, 0, _values(0, 100), batch_size=4096)
+        session.flush()  # registered: what follows goes straight to Produce
+        os.kill(kafka.broker_pid, signal.SIGSTOP)
+        try:
+            _send_rows(session, topic, 0, _values(100, 400), batch_size=4096)
+            in_flight = session.unacknowledged_bytes()
+            assert in_flight == 400 * 50
+            session.wait_unacknowledged(in_flight, timeout_s=0.5)  # within the bound: at once
+            with pytest.raises(TransactionWriteError, match=f"{in_flight} bytes outstanding"):
+                session.wait_unacknowledged(in_flight - 1, timeout_s=0.5)
+        finally:
+            os.kill(kafka.broker_pid, signal.SIGCONT)
+        session.wait_unacknowledged(0)
+        assert session.unacknowledged_bytes() == 0
+        prepared = session.prepare()
+    finally:
+        session.close()
+    tc.commit_prepared(client_kwargs, prepared)
+    assert _committed_values(kafka, topic) == {0: _values(0, 500).to_pylist()}
+
+
 def test_abort_leaves_nothing_visible(
     kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
 ) -> None:

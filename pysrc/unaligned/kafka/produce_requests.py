@@ -171,6 +171,15 @@ class Requests:
         with self._settled:
             return self._settled.wait_for(lambda: self._outstanding == 0, timeout_s)
 
+    def wait_unacknowledged_at_most(self, limit_bytes: int, timeout_s: float) -> bool:
+        """Wait until at most ``limit_bytes`` payload bytes are unacknowledged (or nothing is
+        outstanding); ``False`` on timeout."""
+        with self._settled:
+            return self._settled.wait_for(
+                lambda: self._unacknowledged_bytes <= limit_bytes or self._outstanding == 0,
+                timeout_s,
+            )
+
     def unacknowledged_bytes(self) -> int:
         with self._lock:
             return self._unacknowledged_bytes
@@ -376,8 +385,7 @@ class Requests:
                 self._acknowledged += batch.record_count
             elif self._first_failure is None:
                 self._first_failure = error
-            if self._outstanding == 0:
-                self._settled.notify_all()
+            self._settled.notify_all()
 
 
 def _produce_error(result: Any, part: PartitionQueue) -> BaseException | None:

@@ -182,11 +182,28 @@ class ProduceSession:
 
         Raises :class:`TransactionWriteError` if ``timeout_s`` (default: ``delivery.timeout.ms``
         and a little) passes first or a batch failed."""
-        requests = self._open_requests("flush")
+        self._wait_for_acknowledgements("flush", None, timeout_s)
+
+    def wait_unacknowledged(self, at_most_bytes: int, timeout_s: float | None = None) -> None:
+        """Block until at most ``at_most_bytes`` payload bytes are sent and unacknowledged (the
+        bound of a producer's buffer: the batches sent last stay in flight while the next chunk
+        is encoded, where :meth:`flush` would drain them all). Raises as :meth:`flush`."""
+        self._wait_for_acknowledgements("wait for acknowledgements", at_most_bytes, timeout_s)
+
+    def _wait_for_acknowledgements(
+        self, action: str, at_most_bytes: int | None, timeout_s: float | None
+    ) -> None:
+        """:meth:`flush` (``at_most_bytes`` ``None``: everything) and
+        :meth:`wait_unacknowledged`."""
+        requests = self._open_requests(action)
         if timeout_s is None:
             timeout_s = self._settings["delivery_timeout_ms"] / 1000 + _FLUSH_SLACK_S
         requests.pump()
-        if not requests.wait_settled(timeout_s):
+        if at_most_bytes is None:
+            done = requests.wait_settled(timeout_s)
+        else:
+            done = requests.wait_unacknowledged_at_most(at_most_bytes, timeout_s)
+        if not done:
             raise TransactionWriteError(
                 f"records of transaction {self._transactional_id!r} were not acknowledged within "
                 f"{timeout_s} s ({requests.unacknowledged_bytes()} bytes outstanding)"

@@ -204,6 +204,12 @@ class TransactionalWriter:
         with self._lock:
             return self._unacknowledged_bytes
 
+    def wait_unacknowledged(self, at_most_bytes: int) -> None:
+        """:meth:`flush` when more than ``at_most_bytes`` payload bytes are unacknowledged
+        (``KafkaProducer`` has no wait for part of its buffer)."""
+        if self.unacknowledged_bytes() > at_most_bytes:
+            self.flush()
+
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until every record sent so far is acknowledged or failed.
 

@@ -134,9 +134,7 @@ class KafkaTaskWriter:
 
     def between_chunks(self) -> None:
         """Keep at most ``maxUnacknowledgedBytes`` sent but unacknowledged between chunks."""
-        writer = self._open_writer()
-        if writer.unacknowledged_bytes() > self._target.max_unacknowledged_bytes:
-            writer.flush()
+        self._open_writer().wait_unacknowledged(self._target.max_unacknowledged_bytes)
 
     def prepare(self) -> dict[str, Any]:
         prepared = self._open_writer().prepare()

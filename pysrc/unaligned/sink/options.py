@@ -22,7 +22,7 @@ Sink options (case-insensitive, like every Spark option):
                                        <= the brokers' ``transaction.max.timeout.ms``
 ``chunkRows``               1000       smallest chunk a task writes between two checks
                                        (:mod:`unaligned.barriers.chunking`)
-``maxUnacknowledgedBytes``  1 MiB      a task flushes its producer between chunks beyond this
+``maxUnacknowledgedBytes``  1 MiB      between chunks a task waits until at most this is unacked
 ``minBatchesToRetain``      100        commit records kept after their batch finished
 ``compression``             snappy     Parquet codec of the file sink
 ``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
