@@ -22,7 +22,7 @@ Sink options (case-insensitive, like every Spark option):
                                        <= the brokers' ``transaction.max.timeout.ms``
 ``chunkRows``               1000       smallest chunk a task writes between two checks
                                        (:mod:`unaligned.barriers.chunking`)
-``maxUnacknowledgedBytes``  1 MiB      between chunks a task waits until at most this is unacked
+``maxUnacknowledgedBytes``  4 MiB      between chunks a task waits until at most this is unacked
 ``minBatchesToRetain``      100        commit records kept after their batch finished
 ``compression``             snappy     Parquet codec of the file sink
 ``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
@@ -59,7 +59,7 @@ from unaligned.kafka.client_options import producer_kwargs
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 DEFAULT_CHUNK_ROWS = 1000
-DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 1024 * 1024
+DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 4 * 1024 * 1024
 DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 DEFAULT_COMPRESSION = "snappy"
 PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
