@@ -100,3 +100,15 @@ assert untuned > 2_000, untuned  # 4 KiB pages: 16 MiB is 4,096 of them
 assert tuned < untuned / 10, (tuned, untuned)
 """
     )
+
+
+def test_pyspark_daemon_still_collects_between_tasks() -> None:
+    """What the tuning answers: PySpark's daemon, run as ``__main__`` (``-m pyspark.daemon``),
+    collects after every task of a reused worker (pinned in ARCHITECTURE.md)."""
+    import inspect
+
+    import pyspark.daemon
+
+    source = inspect.getsource(pyspark.daemon)
+    assert "gc.collect()" in inspect.getsource(pyspark.daemon.manager)
+    assert 'if __name__ == "__main__":\n    manager()' in source
