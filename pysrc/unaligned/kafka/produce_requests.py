@@ -166,19 +166,17 @@ class Requests:
             self._stopped = True
         self._manager.call_soon(self._fail_queued, kafka_errors.KafkaError("the session stopped"))
 
-    def wait_settled(self, timeout_s: float) -> bool:
-        """Wait until every queued batch is acknowledged or failed; ``False`` on timeout."""
-        with self._settled:
-            return self._settled.wait_for(lambda: self._outstanding == 0, timeout_s)
+    def wait_settled(self, timeout_s: float, at_most_bytes: int | None = None) -> bool:
+        """Wait until every queued batch is acknowledged or failed, or, given ``at_most_bytes``,
+        until at most that many payload bytes are unacknowledged; ``False`` on timeout."""
 
-    def wait_unacknowledged_at_most(self, limit_bytes: int, timeout_s: float) -> bool:
-        """Wait until at most ``limit_bytes`` payload bytes are unacknowledged (or nothing is
-        outstanding); ``False`` on timeout."""
+        def settled() -> bool:
+            if self._outstanding == 0:
+                return True
+            return at_most_bytes is not None and self._unacknowledged_bytes <= at_most_bytes
+
         with self._settled:
-            return self._settled.wait_for(
-                lambda: self._unacknowledged_bytes <= limit_bytes or self._outstanding == 0,
-                timeout_s,
-            )
+            return self._settled.wait_for(settled, timeout_s)
 
     def unacknowledged_bytes(self) -> int:
         with self._lock:

@@ -199,11 +199,7 @@ class ProduceSession:
         if timeout_s is None:
             timeout_s = self._settings["delivery_timeout_ms"] / 1000 + _FLUSH_SLACK_S
         requests.pump()
-        if at_most_bytes is None:
-            done = requests.wait_settled(timeout_s)
-        else:
-            done = requests.wait_unacknowledged_at_most(at_most_bytes, timeout_s)
-        if not done:
+        if not requests.wait_settled(timeout_s, at_most_bytes):
             raise TransactionWriteError(
                 f"records of transaction {self._transactional_id!r} were not acknowledged within "
                 f"{timeout_s} s ({requests.unacknowledged_bytes()} bytes outstanding)"
