@@ -106,15 +106,15 @@ def _bytes_column(column: Any, what: str, rows: int) -> ByteColumn:
     return ByteColumn(lengths, offsets[:-1], data)
 
 
-def _timestamps(column: Any, rows: int, now_ms: int | None) -> tuple[np.ndarray, bool]:
-    """Timestamps in ms (nulls: now) and whether they can differ between rows."""
+def _timestamps(column: Any, rows: int, now_ms: int | None) -> np.ndarray:
+    """Timestamps in ms (nulls: now)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     if column is None:
-        return np.full(rows, now, np.int64), False
+        return np.full(rows, now, np.int64)
     if isinstance(column, np.ndarray):
         if len(column) != rows:
             raise ValueError(f"timestamp column has {len(column)} rows, expected {rows}")
-        return column.astype(np.int64), True
+        return column.astype(np.int64)
     arr = _combined(column)
     if len(arr) != rows:
         raise ValueError(f"timestamp column has {len(arr)} rows, expected {rows}")
@@ -126,7 +126,7 @@ def _timestamps(column: Any, rows: int, now_ms: int | None) -> tuple[np.ndarray,
     elif not pa.types.is_integer(arr.type):
         raise SchemaMismatchError(f"Kafka record timestamps must be int64 ms, not {arr.type}")
     values: np.ndarray = arr.fill_null(now).to_numpy(zero_copy_only=False).astype(np.int64)
-    return values, True
+    return values
 
 
 def _headers_column(column: Any, rows: int) -> HeaderEntries | None:
@@ -169,14 +169,14 @@ def _headers_column(column: Any, rows: int) -> HeaderEntries | None:
 # --- splitting ------------------------------------------------------------------------------------
 
 
-def _split(fixed: np.ndarray, timestamps: np.ndarray, varying: bool, bound: int) -> np.ndarray:
+def _split(fixed: np.ndarray, timestamps: np.ndarray, bound: int) -> np.ndarray:
     """First row of each batch: rows are added while the batch stays within ``bound`` bytes
     (greedy and exact: the next row would not have fit)."""
-    if not varying:
+    if len(timestamps) and timestamps.min() == timestamps.max():
         starts = _split_same_time(fixed, bound)
         if starts is not None:
             return starts
-    return _split_varying_time(fixed, timestamps, varying, bound)
+    return _split_varying_time(fixed, timestamps, bound)
 
 
 def _record_sizes(body: np.ndarray) -> np.ndarray:
@@ -213,9 +213,7 @@ def _split_same_time(fixed: np.ndarray, bound: int) -> np.ndarray | None:
     return np.array(starts, np.int64)
 
 
-def _split_varying_time(
-    fixed: np.ndarray, timestamps: np.ndarray, varying: bool, bound: int
-) -> np.ndarray:
+def _split_varying_time(fixed: np.ndarray, timestamps: np.ndarray, bound: int) -> np.ndarray:
     """:func:`_split` for any timestamps, one batch at a time (timestamp deltas are relative to
     the batch's first record)."""
     rows = len(fixed)
@@ -231,11 +229,8 @@ def _split_varying_time(
         if len(offset_sizes) < window:
             offset_sizes = varint_sizes(zigzag(np.arange(max(window, 2 * len(offset_sizes)))))
         body = fixed[start : start + window] + offset_sizes[: min(window, rows - start)]
-        if varying:
-            deltas = timestamps[start : start + window] - timestamps[start]
-            body = body + varint_sizes(zigzag(deltas))
-        else:
-            body = body + 1
+        deltas = timestamps[start : start + window] - timestamps[start]
+        body = body + varint_sizes(zigzag(deltas))
         total = np.cumsum(_record_sizes(body))
         starts.append(start)
         start += max(int(np.searchsorted(total, room, "right")), 1)
@@ -279,7 +274,7 @@ def encode_record_batches(
     if rows == 0:
         return []
     header_col = _headers_column(headers, rows)
-    ts, varying = _timestamps(timestamps, rows, now_ms)
+    ts = _timestamps(timestamps, rows, now_ms)
     state = producer or ProducerState()
 
     zz_key = zigzag(key_col.lengths)
@@ -304,14 +299,14 @@ def encode_record_batches(
         )
     bound = min(batch_size, max_request_size)
     if group_starts is None:
-        starts = _split(fixed, ts, varying, bound)
+        starts = _split(fixed, ts, bound)
     else:
         edges = [int(g) for g in group_starts] + [rows]
         if edges[0] != 0:
             raise ValueError(f"group_starts must start at row 0, not {edges[0]}")
         starts = np.concatenate(
             [
-                lo + _split(fixed[lo:hi], ts[lo:hi], varying, bound)
+                lo + _split(fixed[lo:hi], ts[lo:hi], bound)
                 for lo, hi in zip(edges, edges[1:], strict=False)
                 if hi > lo
             ]
