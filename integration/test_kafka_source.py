@@ -57,7 +57,7 @@ def offsets_of(rows: Iterable[Any]) -> list[tuple[int, int]]:
 
 def ranges_of(planned: Iterable[Any]) -> list[tuple[int, int, int]]:
     """(partition, start, exclusive end) of every planned input partition."""
-    return [(p.range.tp.partition, p.range.start, p.range.end) for p in planned]
+    return [(r.tp.partition, r.start, r.end) for p in planned for r in p.ranges]
 
 
 def produce_numbered(
@@ -348,7 +348,7 @@ def test_a_flaky_listing_keeps_a_topic_and_a_real_deletion_drops_it(
     assert second["offsets"] == {kept: {"0": 5}, deleted: {"0": 10}}
     left_out.append(deleted)  # and one more while the batch is planned
     assert [
-        (str(p.range.tp), p.range.start, p.range.end) for p in reader.partitions(first, second)
+        (str(r.tp), r.start, r.end) for p in reader.partitions(first, second) for r in p.ranges
     ] == [
         (f"{kept}-0", 5, 5),
         (f"{deleted}-0", 5, 10),
@@ -504,10 +504,11 @@ def test_an_unknown_option_is_rejected_by_name(spark: Any, kafka: EmbeddedKafka)
         kafka_stream(spark, kafka, "anything", maxOffsetPerTriger="10")
 
 
-def test_the_reader_plans_one_task_per_partition_in_stable_order(
+def test_the_reader_plans_its_read_tasks_in_stable_order(
     kafka: EmbeddedKafka, new_topic: TopicFactory
 ) -> None:
-    """Driver-side planning against the real broker, without Spark."""
+    """Driver-side planning against the real broker, without Spark: ``readTasks`` tasks, the
+    topic-partitions dealt round robin in (topic, partition) order, empty ranges included."""
     first, second = new_topic(partitions=3), new_topic(partitions=2)  # names sort in this order
     ts = now_ms()
     kafka.produce(first, [(1, None, b"x%d" % i, None, ts) for i in range(5)])
@@ -516,6 +517,7 @@ def test_the_reader_plans_one_task_per_partition_in_stable_order(
         "subscribe": f"{second},{first}",
         "kafka.bootstrap.servers": kafka.bootstrap_servers,
         "startingOffsets": "earliest",
+        "readTasks": "2",
     }
     reader = KafkaStreamReader(SourceOptions.parse(options))
     start = reader.initialOffset()
@@ -527,19 +529,18 @@ def test_the_reader_plans_one_task_per_partition_in_stable_order(
         "idleBarrier": 0,
         "barrierToken": token,
         "queryStart": starting,  # the first batch's end records where the query started
+        "readTasks": 2,  # recorded once: a restart elsewhere keeps the same task of each
     }
     end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
     assert end["offsets"] == {first: {"0": 0, "1": 5, "2": 0}, second: {"0": 3, "1": 0}}
     assert end["barrierToken"] == token  # kept from batch to batch
     assert end["queryStart"] == starting
     planned = reader.partitions(start, end)
-    assert [(p.index, str(p.range.tp), p.range.start, p.range.end) for p in planned] == [
-        (0, f"{first}-0", 0, 0),
-        (1, f"{first}-1", 0, 5),
-        (2, f"{first}-2", 0, 0),
-        (3, f"{second}-0", 0, 3),
-        (4, f"{second}-1", 0, 0),
+    assert [(p.index, [(str(r.tp), r.start, r.end) for r in p.ranges]) for p in planned] == [
+        (0, [(f"{first}-0", 0, 0), (f"{first}-2", 0, 0), (f"{second}-1", 0, 0)]),
+        (1, [(f"{first}-1", 0, 5), (f"{second}-0", 0, 3)]),
     ]
+    assert end["readTasks"] == 2
     assert pickle.loads(pickle.dumps(planned[1])) == planned[1]
     assert pickle.loads(pickle.dumps(reader))._options == reader._options  # no live consumer inside
     assert reader.latestOffset(end, ReadAllAvailable()) is end  # nothing new: no batch

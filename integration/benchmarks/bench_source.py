@@ -63,7 +63,7 @@ def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> floa
     for partition, end in sorted(end_offsets.items()):
         part = KafkaInputPartition(
             0,
-            OffsetRange(TopicPartitionId(topic, partition), 0, end),
+            (OffsetRange(TopicPartitionId(topic, partition), 0, end),),
             options.kafka,
             False,
             True,

@@ -101,7 +101,9 @@ def test_a_drain_of_a_query_at_rest_runs_one_final_checkpoint_batch(checkpoint: 
     request_stop(checkpoint, drain=True)
     end = reader.latestOffset(start, ALL)
     assert end["idleBarrier"] == 1 and end["endOfData"] is True and end["drained"] is True
-    assert [(p.range.start, p.range.end) for p in reader.partitions(start, end)] == [(100, 100)]
+    assert [[(r.start, r.end) for r in p.ranges] for p in reader.partitions(start, end)] == [
+        [(100, 100)]
+    ]
     assert finished_batch(checkpoint) is None
 
 

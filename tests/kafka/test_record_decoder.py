@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from record_batch_builder import Record, build_batch, control_batch
 from unaligned.errors import RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_columns import columns_from_consumer_records
-from unaligned.kafka.record_decoder import decode_record_batches
+from unaligned.kafka.record_decoder import decode_legacy_batches, decode_record_batches
 
 TP = TopicPartitionId("events", 3)
 
@@ -90,6 +91,42 @@ def test_records_before_the_fetch_offset_are_dropped() -> None:
     assert decoded.columns is not None
     assert decoded.columns.offsets.tolist() == list(range(104, 110))
     assert decoded.next_fetch_offset == 110
+
+
+def test_the_end_offset_stops_the_walk_and_drops_records_at_or_after_it() -> None:
+    first = build_batch(0, random_records(random.Random(4), 10))
+    second = build_batch(10, random_records(random.Random(5), 10))
+    third = build_batch(20, random_records(random.Random(6), 10))
+    decoded = decode_record_batches(first + second + third, TP, 3, end_offset=15)
+    assert decoded.columns is not None
+    assert decoded.columns.offsets.tolist() == list(range(3, 15))
+    # the second batch holds the end: it is read whole; the third starts at the end: not read
+    assert decoded.next_fetch_offset == 20
+    assert decoded.bytes_read == len(first) + len(second)
+
+
+def test_an_end_inside_a_compaction_gap_finishes_the_range() -> None:
+    """Offsets [5, 40) hold no record (compacted away): a range ending at 30 is done once the
+    batch at 40 is seen, not fetched again from 5."""
+    first = build_batch(0, random_records(random.Random(7), 5))
+    later = build_batch(40, random_records(random.Random(8), 5))
+    decoded = decode_record_batches(first + later, TP, 0, end_offset=30)
+    assert decoded.columns is not None and decoded.columns.offsets.tolist() == [0, 1, 2, 3, 4]
+    assert decoded.next_fetch_offset == 30
+
+
+def test_message_format_v1_is_decoded_with_kafka_pythons_records() -> None:
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 30)
+    for offset in range(5, 10):
+        value = f"v{offset}".encode()
+        builder.append(offset, timestamp=1_700_000_000_000 + offset, key=None, value=value)
+    decoded = decode_legacy_batches(bytes(builder.build()), 6, end_offset=9)
+    assert decoded.columns is not None
+    assert decoded.columns.offsets.tolist() == [6, 7, 8]
+    assert decoded.columns.values.to_pylist() == [b"v6", b"v7", b"v8"]
+    assert decoded.columns.keys.to_pylist() == [None, None, None]
+    assert decoded.columns.timestamps_ms.tolist() == [1_700_000_000_000 + o for o in (6, 7, 8)]
+    assert decoded.next_fetch_offset == 10
 
 
 def test_a_trailing_partial_batch_is_left_for_the_next_fetch() -> None:

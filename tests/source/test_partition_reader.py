@@ -30,7 +30,7 @@ def input_partition(start: int, end: int) -> KafkaInputPartition:
     )
     return KafkaInputPartition(
         index=2,
-        range=OffsetRange(TopicPartitionId("events", 3), start, end),
+        ranges=(OffsetRange(TopicPartitionId("events", 3), start, end),),
         kafka=options.kafka,
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
@@ -44,7 +44,11 @@ def test_an_input_partition_survives_the_pickling_spark_ships_it_with() -> None:
     shipped = serializer.loads(serializer.dumps(part))
     assert shipped == part
     assert type(shipped) is KafkaInputPartition
-    assert (shipped.range.start, shipped.range.end, shipped.include_headers) == (10, 20, True)
+    assert (shipped.ranges[0].start, shipped.ranges[0].end, shipped.include_headers) == (
+        10,
+        20,
+        True,
+    )
 
 
 def test_an_empty_range_reads_nothing_and_never_connects() -> None:

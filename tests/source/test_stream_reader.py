@@ -30,7 +30,7 @@ def offset(
 
 
 def ranges(planned: Iterable[Any]) -> list[tuple[str, int, int]]:
-    return [(str(p.range.tp), p.range.start, p.range.end) for p in planned]
+    return [(str(r.tp), r.start, r.end) for p in planned for r in p.ranges]
 
 
 def positions(end: Mapping[str, Any]) -> dict[str, dict[str, int]]:

@@ -2,8 +2,9 @@
 
 - :mod:`.client_options`: ``kafka.*`` options for consumers and producers.
 - :mod:`.connections`: consumers, offset look-ups, broker errors.
-- :mod:`.columnar_fetch`, :mod:`.record_decoder`, :mod:`.record_fields`: fetch responses
-  decoded into Arrow columns with numpy.
+- :mod:`.range_fetch`: ``Fetch`` requests for a read task's offset ranges on kept connections;
+  :mod:`.record_decoder`, :mod:`.record_fields`: their answers decoded into Arrow columns with
+  numpy.
 - :mod:`.transactions`, :mod:`.transaction_coordinator`: task-side transactional writes and the
   driver-side commit of prepared transactions.
 """

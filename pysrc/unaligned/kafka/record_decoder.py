@@ -5,8 +5,9 @@ Speed: kafka-python decodes every record in Python (about 40,000 records/s per c
 batch by batch: framing, CRC, compression, log-append time, control batches and read_committed
 filtering of aborted transactions, as the Java consumer does. The records of the batches it
 keeps are decoded all at once with numpy by :mod:`unaligned.kafka.record_fields`, so record keys
-and values never become Python objects. :mod:`unaligned.kafka.columnar_fetch` plugs the decoder into
-kafka-python's consumer.
+and values never become Python objects. The read tasks (:mod:`unaligned.source.partition_reader`)
+call it on the answers of :mod:`unaligned.kafka.range_fetch`, bounded by the task's range end;
+message format v0/v1 goes through :func:`decode_legacy_batches`.
 
 Memory: one fetch response is decoded at a time (at most ``max.partition.fetch.bytes``); its
 :class:`~unaligned.source.arrow_rows.RecordColumns` are cut into bounded Arrow batches by
@@ -21,12 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from kafka.record import MemoryRecords
 from kafka.record.util import calc_crc32c
 
 from kafka import codec as kafka_codec
 from unaligned.errors import LegacyRecordFormatError, RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.kafka.record_columns import RecordColumns
+from unaligned.kafka.record_columns import RecordColumns, columns_from_consumer_records
 from unaligned.kafka.record_fields import RecordScan, decode_fields, read_varint
 
 
@@ -132,10 +134,13 @@ def decode_record_batches(
     aborted_transactions: Iterable[Any] = (),
     check_crcs: bool = False,
     include_headers: bool = False,
+    end_offset: int | None = None,
 ) -> DecodedFetch:
     """Decode the complete v2 record batches in one partition's fetch response.
 
-    Records before ``fetch_offset`` are dropped (a compressed batch arrives whole). Control
+    Records before ``fetch_offset`` are dropped (a compressed batch arrives whole); with
+    ``end_offset`` (exclusive), so are records at or after it, and the walk stops at the first
+    batch that starts there: nothing past a task's range is decoded. Control
     batches are skipped; with ``read_committed``, so are the batches of aborted transactions
     (``aborted_transactions``: the fetch response's ``(producer_id, first_offset)`` list).
     ``next_fetch_offset`` is the offset after the last complete batch, so it moves past
@@ -155,6 +160,9 @@ def decode_record_batches(
             end = pos + _LOG_OVERHEAD + struct.unpack_from(">i", data, pos + 8)[0]
             if end > len(data):
                 break  # partial batch: the next fetch starts with it
+            if end_offset is not None and struct.unpack_from(">q", data, pos)[0] >= end_offset:
+                next_fetch = max(next_fetch, end_offset)  # [next_fetch, end) holds no record
+                break  # the range ends before this batch
             if data[pos + 16] != 2:
                 raise LegacyRecordFormatError(f"message format v{data[pos + 16]}")
             if end - pos < _HEADER.size:
@@ -191,4 +199,28 @@ def decode_record_batches(
         return DecodedFetch(None, next_fetch, epoch, pos)
     combined, heads = scan.buffer_and_heads(data)
     columns = decode_fields(combined, heads, scan, fetch_offset, include_headers, tp)
+    if end_offset is not None:
+        columns = columns.before(end_offset)
     return DecodedFetch(columns if len(columns) else None, next_fetch, epoch, pos)
+
+
+def decode_legacy_batches(
+    buffer: bytes,
+    fetch_offset: int,
+    *,
+    include_headers: bool = False,
+    end_offset: int | None = None,
+) -> DecodedFetch:
+    """Message format v0/v1 (written by clients before Kafka 0.11), decoded record by record
+    with kafka-python's public ``kafka.record`` module: slow, but such topics are rare. Records
+    outside ``[fetch_offset, end_offset)`` are dropped; no transactions exist in these formats."""
+    records: list[Any] = []
+    next_fetch = fetch_offset
+    records_view = MemoryRecords(buffer)
+    while (batch := records_view.next_batch()) is not None:
+        for record in batch:
+            next_fetch = max(next_fetch, record.offset + 1)
+            if record.offset >= fetch_offset and (end_offset is None or record.offset < end_offset):
+                records.append(record)
+    columns = columns_from_consumer_records(records, include_headers) if records else None
+    return DecodedFetch(columns, next_fetch, -1, len(buffer))

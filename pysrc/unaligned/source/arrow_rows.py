@@ -2,10 +2,8 @@
 
 The schema is Spark's Kafka source schema
 (:func:`unaligned.kafka.record_columns.kafka_source_schema`). Records arrive as
-:class:`RecordColumns` (one partition, offset order): from the fast decoder in
-:mod:`unaligned.kafka.record_decoder` (plugged into kafka-python's fetcher by
-:mod:`unaligned.kafka.columnar_fetch`), or from kafka-python's ``ConsumerRecord``s through
-:func:`columns_from_consumer_records` when that hook cannot be installed.
+:class:`RecordColumns` (one partition, offset order) from the decoder in
+:mod:`unaligned.kafka.record_decoder`.
 
 Memory: :func:`to_arrow_batches` cuts columns into Arrow batches of at most
 :data:`MAX_BATCH_ROWS` rows and about :data:`MAX_BATCH_BYTES` bytes.

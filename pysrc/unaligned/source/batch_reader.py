@@ -36,7 +36,7 @@ class KafkaBatchReader(DataSourceReader):
             assert ending is not None
             start = KafkaSourceOffset(positions)
             end = KafkaSourceOffset({tp: ending[tp] for tp in positions if tp in ending})
-            return planner.plan(start, end)
+            return planner.plan(start, end, planner.read_tasks())
         finally:
             planner.stop()
 

@@ -2,9 +2,11 @@
 
 Every range is ``[start, end)`` of one topic-partition with an **exclusive** end, in *next
 offset to read* positions (see :mod:`unaligned.source.offsets`): ``[7, 7)`` has nothing to read.
-:func:`split_ranges` turns a batch's ranges into read tasks (one per topic-partition in a
-stable order, empty ranges included, unless ``minPartitions`` / ``maxRecordsPerPartition``
-split them); :func:`rate_limit` and friends implement Spark's ``maxOffsetsPerTrigger``,
+:func:`group_ranges` turns a batch's ranges into read tasks: ``readTasks`` tasks, each with
+several topic-partitions (round robin in (topic, partition) order, so a topic-partition stays on
+its task index while the partitions and the count stay the same), or, with ``minPartitions`` /
+``maxRecordsPerPartition``, one task per piece of :func:`split_ranges`; :func:`rate_limit` and
+friends implement Spark's ``maxOffsetsPerTrigger``,
 ``minOffsetsPerTrigger`` and ``maxTriggerDelay``.
 """
 
@@ -98,6 +100,27 @@ def split_ranges(
             start += length
             remaining -= length
     return out
+
+
+def group_ranges(
+    ranges: Sequence[OffsetRange],
+    read_tasks: int | None,
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[tuple[OffsetRange, ...]]:
+    """The ranges of each read task, in task order.
+
+    With ``min_partitions`` or ``max_records_per_partition``: one task per piece of
+    :func:`split_ranges` (Spark's splitting; a partition's offsets may then move between task
+    indexes). Otherwise ``min(read_tasks, len(ranges))`` tasks (``None``: one per range), range
+    ``i`` of the (topic, partition) order on task ``i % tasks``, empty ranges included: a
+    topic-partition keeps its task index from batch to batch.
+    """
+    if min_partitions is not None or max_records_per_partition is not None or read_tasks is None:
+        return [(piece,) for piece in split_ranges(ranges, min_partitions, max_records_per_partition)]
+    ordered = sorted(ranges)
+    count = max(1, min(read_tasks, len(ordered)))
+    return [tuple(ordered[i::count]) for i in range(count)] if ordered else []
 
 
 # --- read limits ----------------------------------------------------------------------------

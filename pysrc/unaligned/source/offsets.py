@@ -16,6 +16,12 @@ The initial offset therefore records its own positions as ``queryStart``, the en
 planned from it copies them, and planning a batch whose end carries ``queryStart`` reads from
 there instead of from the start Spark passes (see :meth:`KafkaSourceOffset.batch_start`).
 
+``readTasks`` (optional) is the number of read tasks chosen when the query first started
+(:func:`unaligned.source.offset_ranges.group_ranges`), copied to every later offset, so a restart
+on another host keeps every topic-partition on the same task index (the per-key order of the
+sink's pending channel state depends on it); offsets written without it plan one task per
+topic-partition.
+
 ``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
 when channel state is pending and no record arrived (:mod:`unaligned.barriers.idle`); a change
 in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
@@ -194,6 +200,9 @@ class KafkaSourceOffset:
     (or frozen by a drain); ``None``: unbounded."""
     drained: bool = False
     """Whether ``ending`` was frozen by a drain (:mod:`unaligned.finishing.source_side`)."""
+    read_tasks: int | None = None
+    """Read tasks per batch, fixed when the query first started; ``None``: one task per
+    topic-partition (offsets written before the count was recorded)."""
 
     @classmethod
     def initial(
@@ -201,11 +210,17 @@ class KafkaSourceOffset:
         positions: Mapping[TopicPartitionId, int],
         barrier_token: str,
         ending: Mapping[TopicPartitionId, int] | None = None,
+        read_tasks: int | None = None,
     ) -> KafkaSourceOffset:
-        """A new query's start offset: it records its own positions as the query start, and
-        the resolved ends of a bounded query."""
+        """A new query's start offset: it records its own positions as the query start, the
+        resolved ends of a bounded query, and the read-task count."""
         return cls(
-            positions, 0, barrier_token, dict(positions), None if ending is None else dict(ending)
+            positions,
+            0,
+            barrier_token,
+            dict(positions),
+            None if ending is None else dict(ending),
+            read_tasks=read_tasks,
         )
 
     def finished(self) -> set[TopicPartitionId]:
@@ -249,6 +264,7 @@ class KafkaSourceOffset:
             self.query_start if self.is_query_start() else None,
             self.ending,
             self.drained,
+            self.read_tasks,
         )
 
     def is_query_start(self) -> bool:
@@ -278,6 +294,7 @@ class KafkaSourceOffset:
             query_start=self.query_start,
             ending=self.ending,
             drained=self.drained,
+            read_tasks=self.read_tasks,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -300,6 +317,8 @@ class KafkaSourceOffset:
                 result["endOfData"] = True
             if self.drained:
                 result["drained"] = True
+        if self.read_tasks is not None:
+            result["readTasks"] = self.read_tasks
         return result
 
     @classmethod
@@ -344,11 +363,18 @@ class KafkaSourceOffset:
             raise OffsetFormatError(
                 f"{what}: finished / endOfData / drained without ending: {value!r}"
             )
-        return cls(positions, barrier, token, query_start, ending, drained)
+        read_tasks = value.get("readTasks")
+        if read_tasks is not None and (
+            isinstance(read_tasks, bool) or not isinstance(read_tasks, int) or read_tasks < 1
+        ):
+            raise OffsetFormatError(
+                f"{what}: readTasks must be a whole number >= 1, got {read_tasks!r}"
+            )
+        return cls(positions, barrier, token, query_start, ending, drained, read_tasks)
 
 
 _OPTIONAL_KEYS = frozenset(
-    {"barrierToken", "queryStart", "ending", "finished", "endOfData", "drained"}
+    {"barrierToken", "queryStart", "ending", "finished", "endOfData", "drained", "readTasks"}
 )
 
 

@@ -18,6 +18,10 @@ Accepted (meanings as in Spark's Kafka source):
 - ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (Spark time string,
   default ``15m``), ``minPartitions``, ``maxRecordsPerPartition``, ``includeHeaders``,
   ``failOnDataLoss`` (default true);
+- ``readTasks`` (ours: read tasks per batch, each reading several topic-partitions; default the
+  cores of the host that starts the query, see
+  :func:`unaligned.source.offset_ranges.group_ranges`); not with ``minPartitions`` /
+  ``maxRecordsPerPartition``, which split partitions instead;
 - ``kafkaConsumer.pollTimeoutMs`` (default 120000: how long a task waits without progress),
   ``fetchOffset.numRetries`` and ``fetchOffset.retryIntervalMs`` (retries of the driver's offset
   lookups), ``groupIdPrefix`` (like ``kafka.group.id``: end offsets are committed to a consumer
@@ -132,6 +136,7 @@ _OPTIONS: dict[str, _Option] = {
         _Option("failOnDataLoss", "fail_on_data_loss", parse_bool),
         _Option("includeHeaders", "include_headers", parse_bool),
         _Option("minPartitions", "min_partitions", parse_positive),
+        _Option("readTasks", "read_tasks", parse_positive),
         _Option("maxRecordsPerPartition", "max_records_per_partition", parse_positive),
         _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", parse_positive),
         _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", parse_positive),
@@ -222,6 +227,9 @@ class SourceOptions:
     include_headers: bool = False
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    read_tasks: int | None = None
+    """Read tasks per batch as the user set it; ``None``: chosen when the query first starts
+    (:meth:`unaligned.source.stream_reader.KafkaStreamReader.initialOffset`)."""
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
@@ -285,6 +293,13 @@ class SourceOptions:
         return parsed
 
     def _check_consistency(self) -> None:
+        if self.read_tasks is not None and (
+            self.min_partitions is not None or self.max_records_per_partition is not None
+        ):
+            raise OptionError(
+                "option 'readTasks' groups topic-partitions into tasks, options 'minPartitions' "
+                "and 'maxRecordsPerPartition' split them: set one or the other"
+            )
         low, high = self.min_offsets_per_trigger, self.max_offsets_per_trigger
         if low is not None and high is not None and low > high:
             raise OptionError(

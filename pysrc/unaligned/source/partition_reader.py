@@ -1,14 +1,19 @@
-"""The Kafka source's executor side: one Spark task reads one offset range into Arrow batches.
+"""The Kafka source's executor side: one Spark task reads its offset ranges into Arrow batches.
 
-:class:`~unaligned.source.stream_reader.KafkaStreamReader` plans a :class:`KafkaInputPartition` per
-task on the driver; Spark pickles it (and the reader) to a Python worker, where
-:func:`read_partition` runs on a fresh, unpickled reader. Everything the read needs is therefore
-in the input partition (a frozen dataclass of picklable values), never in the driver reader's
-state: the read opens its own consumer from the partition's :class:`KafkaClientConfig`.
+:class:`~unaligned.source.stream_reader.KafkaStreamReader` plans a :class:`KafkaInputPartition`
+per task on the driver: one or more topic-partitions, each with its range
+(:mod:`unaligned.source.read_tasks`). Spark pickles it to a Python worker, where
+:func:`read_partition` runs on a fresh, unpickled reader, so everything the read needs is in the
+input partition (a frozen dataclass of picklable values), never in the driver reader's state.
 
-Offsets are "next offset to read" positions; a task reads exactly ``[start, end)``. Records that
-are gone before the task reads them (retention, delete-records, a recreated topic) are data loss:
-:func:`on_data_loss` applies ``failOnDataLoss`` (the driver's planning uses it too).
+Offsets are "next offset to read" positions; a task reads exactly ``[start, end)`` of each of
+its ranges, and yields each partition's records in offset order (partitions interleave). The
+records come from ``Fetch`` requests over the worker process's kept admin client
+(:mod:`unaligned.kafka.range_fetch`), every partition's byte bound sized from what is left of
+its range, and are decoded up to the range's end only (:mod:`unaligned.kafka.record_decoder`).
+Records that are gone before the task reads them (retention, delete-records, a recreated
+topic) are data loss: :func:`on_data_loss` applies ``failOnDataLoss`` (the driver's planning
+uses it too). See ARCHITECTURE.md, "The source".
 """
 
 from __future__ import annotations
@@ -19,37 +24,42 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+from kafka.errors import OffsetOutOfRangeError
 from pyspark.sql.datasource import InputPartition
 
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTopicPartition
-from kafka import errors as kafka_errors
 from unaligned._worker_memory import tune_worker_memory
-from unaligned.errors import DataLossError, KafkaUnavailableError
+from unaligned.errors import DataLossError, KafkaUnavailableError, LegacyRecordFormatError
+from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.client_options import KafkaClientConfig
-from unaligned.kafka.columnar_fetch import install_columnar_fetch
-from unaligned.kafka.connections import open_consumer
-from unaligned.kafka.record_columns import RecordColumns, columns_from_consumer_records
-from unaligned.source.arrow_rows import MAX_BATCH_ROWS, to_arrow_batches
+from unaligned.kafka.connections import OffsetLookup
+from unaligned.kafka.range_fetch import FetchAnswer, FetchWanted, RangeFetcher, fetch_settings
+from unaligned.kafka.record_decoder import DecodedFetch, decode_legacy_batches, decode_record_batches
+from unaligned.source.arrow_rows import to_arrow_batches
 from unaligned.source.offset_ranges import OffsetRange
 
 logger = logging.getLogger(__name__)
 
-#: How long one ``poll()`` blocks; progress is checked between polls.
-POLL_SLICE_MS = 200
+#: The first fetch of a partition whose record size this process has not seen yet.
+PROBE_BYTES = 256 * 1024
+#: Added to every byte bound: the batch that holds a range's last offset arrives whole.
+SLACK_BYTES = 32 * 1024
+#: Pause between two rounds that brought nothing (a leader moving, a broker restarting).
+RETRY_PAUSE_S = 0.05
+
+_BYTES_PER_OFFSET: dict[str, float] = {}
+"""Bytes per offset last seen per topic in this worker process: the first fetch of a later
+task is sized from it instead of :data:`PROBE_BYTES`."""
 
 
 @dataclass(frozen=True)
 class KafkaInputPartition(InputPartition):
-    """One read task: offsets ``[range.start, range.end)`` of one topic-partition.
-
-    ``index`` is the task's position in the batch; without ``minPartitions`` /
-    ``maxRecordsPerPartition`` splitting, task ``i`` reads the ``i``-th topic-partition in
-    (topic, partition) order every batch.
-    """
+    """One read task: offsets ``[start, end)`` of each of ``ranges`` (distinct topic-partitions,
+    or pieces of one partition with ``minPartitions``). ``index`` is the task's position in the
+    batch; which topic-partitions a task index reads is stable while the partitions and the
+    task count stay the same (:mod:`unaligned.source.read_tasks`)."""
 
     index: int
-    range: OffsetRange
+    ranges: tuple[OffsetRange, ...]
     kafka: KafkaClientConfig
     include_headers: bool
     fail_on_data_loss: bool
@@ -68,105 +78,159 @@ def on_data_loss(fail_on_data_loss: bool, message: str) -> None:
     )
 
 
-class _RangeReader:
-    """Reads offsets ``[start, end)`` of one partition with one consumer (see read_partition)."""
+class _RangeState:
+    """Where one range's read stands: the next offset to read and its progress clock."""
 
-    def __init__(self, part: KafkaInputPartition, consumer: KafkaConsumer) -> None:
+    def __init__(self, rng: OffsetRange, max_bytes: int) -> None:
+        self.rng = rng
+        self.next_offset = rng.start
+        self.last_progress = time.monotonic()
+        self.max_bytes = max_bytes
+        self.grow = 1  # doubled while answers bring no complete batch
+
+    @property
+    def done(self) -> bool:
+        return self.next_offset >= self.rng.end
+
+    def wanted(self) -> FetchWanted:
+        """The next fetch: what is left of the range at this topic's bytes per offset."""
+        per_offset = _BYTES_PER_OFFSET.get(self.rng.tp.topic)
+        left = self.rng.end - self.next_offset
+        guess = PROBE_BYTES if per_offset is None else int(left * per_offset * 1.02) + SLACK_BYTES
+        bound = min(self.max_bytes, guess * self.grow)
+        return FetchWanted(self.rng.tp, self.next_offset, max(bound, 1))
+
+    def advanced(self, decoded: DecodedFetch) -> None:
+        if decoded.next_fetch_offset > self.next_offset:
+            offsets = decoded.next_fetch_offset - self.next_offset
+            _BYTES_PER_OFFSET[self.rng.tp.topic] = decoded.bytes_read / offsets
+            self.next_offset = decoded.next_fetch_offset
+            self.last_progress = time.monotonic()
+            self.grow = 1
+        else:  # a batch larger than the bound, cut off: ask for more next time
+            self.grow = min(self.grow * 2, 1 << 16)
+
+
+class _TaskRead:
+    """One task's read: fetch rounds over its unfinished ranges until every one is done."""
+
+    def __init__(self, part: KafkaInputPartition, fetcher: RangeFetcher) -> None:
         self.part = part
-        self.tp = part.range.tp
-        self.consumer = consumer
-        self.ktp = KafkaTopicPartition(self.tp.topic, self.tp.partition)
-        self.timeout_ms = part.kafka.request_timeout_ms
-        self.columnar = install_columnar_fetch(consumer, part.include_headers)
-        consumer.assign([self.ktp])
-        consumer.seek(self.ktp, part.range.start)
+        self.fetcher = fetcher
+        kwargs = part.kafka.consumer_kwargs()
+        self.check_crcs = bool(kwargs.get("check_crcs", True))
+        max_bytes = int(kwargs["max_partition_fetch_bytes"])
+        self.states = [_RangeState(r, max_bytes) for r in part.ranges if r.size > 0]
 
-    def poll(self) -> list[RecordColumns]:
-        """The records of one poll (possibly none), as columns."""
-        polled = self.consumer.poll(
-            timeout_ms=POLL_SLICE_MS, max_records=1 if self.columnar else MAX_BATCH_ROWS
-        )
-        items = polled.get(self.ktp, [])
-        if self.columnar or not items:
-            return list(items)
-        return [columns_from_consumer_records(items, self.part.include_headers)]
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            todo = [s for s in self.states if not s.done]
+            if not todo:
+                return
+            # a range whose last answer was cut off goes first: the broker returns a first
+            # batch larger than the bound only for the first partition of a request
+            todo.sort(key=lambda s: -s.grow)
+            answers = self.fetcher.fetch([s.wanted() for s in todo])
+            progressed = False
+            for state in todo:
+                before = state.next_offset
+                yield from self._answer(state, answers[state.rng.tp])
+                progressed |= state.next_offset > before
+            if not progressed:
+                time.sleep(RETRY_PAUSE_S)
 
-    def position(self) -> int:
-        return int(self.consumer.position(self.ktp, timeout_ms=self.timeout_ms))
+    def _answer(self, state: _RangeState, answer: FetchAnswer) -> Iterator[pa.RecordBatch]:
+        tp, rng = state.rng.tp, state.rng
+        if answer.error is None:
+            decoded = self._decode(state, answer)
+            state.advanced(decoded)
+            if decoded.columns is not None and len(decoded.columns):
+                yield from to_arrow_batches(decoded.columns, tp, self.part.include_headers)
+        elif not answer.retriable and not isinstance(answer.error, OffsetOutOfRangeError):
+            raise KafkaUnavailableError(
+                f"Kafka refused to read {tp} at offset {state.next_offset} "
+                f"(range [{rng.start}, {rng.end})): {answer.error!r}"
+            )
+        elif isinstance(answer.error, OffsetOutOfRangeError):
+            self._skip_lost(state)
+            return
+        if state.done or (time.monotonic() - state.last_progress) * 1000 <= self.part.poll_timeout_ms:
+            return
+        if not self._lost_below(state):
+            raise KafkaUnavailableError(
+                f"no records of {tp} at offsets [{state.next_offset}, {rng.end}) arrived from "
+                f"Kafka at {self.part.kafka.bootstrap_servers} within "
+                f"kafkaConsumer.pollTimeoutMs={self.part.poll_timeout_ms}"
+                + ("" if answer.error is None else f" (last answer: {answer.error!r})")
+            )
+        self._skip_lost(state)
 
-    def skip_lost(self, next_offset: int) -> int:
-        """An out-of-range position: DataLossError, or (failOnDataLoss=false) seek past the gap.
-        Returns the new next offset to read."""
-        end = self.part.range.end
-        earliest = self.consumer.beginning_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
+    def _decode(self, state: _RangeState, answer: FetchAnswer) -> DecodedFetch:
+        kwargs = {"include_headers": self.part.include_headers, "end_offset": state.rng.end}
+        try:
+            return decode_record_batches(
+                answer.records,
+                state.rng.tp,
+                state.next_offset,
+                read_committed=self.part.kafka.read_committed,
+                aborted_transactions=answer.aborted_transactions,
+                check_crcs=self.check_crcs,
+                **kwargs,
+            )
+        except LegacyRecordFormatError:
+            return decode_legacy_batches(answer.records, state.next_offset, **kwargs)
+
+    def _offsets(self) -> OffsetLookup:
+        return OffsetLookup(self.part.kafka)
+
+    def _lost_below(self, state: _RangeState) -> bool:
+        lookup = self._offsets()
+        try:
+            return lookup.earliest([state.rng.tp])[state.rng.tp] > state.next_offset
+        finally:
+            lookup.close()
+
+    def _skip_lost(self, state: _RangeState) -> None:
+        """An out-of-range position: DataLossError, or (failOnDataLoss=false) go on past the
+        gap."""
+        tp, end, next_offset = state.rng.tp, state.rng.end, state.next_offset
+        lookup = self._offsets()
+        try:
+            earliest = lookup.earliest([tp])[tp]
+            latest = lookup.latest([tp])[tp] if earliest <= next_offset else -1
+        finally:
+            lookup.close()
         if earliest > next_offset:
-            skip_to: int = min(earliest, end)
+            skip_to = min(earliest, end)
             message = (
-                f"records of {self.tp} at offsets [{next_offset}, {skip_to}) are gone before the "
+                f"records of {tp} at offsets [{next_offset}, {skip_to}) are gone before the "
                 "query read them (retention or deleted records)"
             )
         else:
-            latest = self.consumer.end_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
             skip_to = end
             message = (
-                f"offset {next_offset} of {self.tp} is outside the partition's offsets "
+                f"offset {next_offset} of {tp} is outside the partition's offsets "
                 f"[{earliest}, {latest}) (topic recreated?): records [{next_offset}, {end}) "
                 "are lost"
             )
         on_data_loss(self.part.fail_on_data_loss, message)
-        if skip_to < end:
-            self.consumer.seek(self.ktp, skip_to)
-        return skip_to
-
-    def lost_below(self, next_offset: int) -> bool:
-        earliest = self.consumer.beginning_offsets([self.ktp], timeout_ms=self.timeout_ms)[self.ktp]
-        return bool(earliest > next_offset)
+        state.next_offset = skip_to
+        state.last_progress = time.monotonic()
 
 
 def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
-    """Read exactly offsets ``[start, end)`` of one partition as Arrow batches.
+    """Read exactly offsets ``[start, end)`` of every range of ``part`` as Arrow batches.
 
-    Stops when the consumer's position reaches ``end`` even if no record carries the last
-    offsets (transaction markers and aborted records occupy offsets: SPARK-25005). Fails with
-    KafkaUnavailableError after ``kafkaConsumer.pollTimeoutMs`` without progress.
+    A range is done when the next offset to read reaches its end even if no record carries the
+    last offsets (transaction markers and aborted records occupy offsets: SPARK-25005). Fails
+    with :class:`KafkaUnavailableError` after ``kafkaConsumer.pollTimeoutMs`` without progress
+    on a range.
     """
-    rng, tp = part.range, part.range.tp
-    if rng.size == 0:
+    if all(r.size == 0 for r in part.ranges):
         return
     tune_worker_memory()
-    consumer = open_consumer(part.kafka)
-    try:
-        reader = _RangeReader(part, consumer)
-        next_offset = rng.start
-        last_progress = time.monotonic()
-        while next_offset < rng.end:
-            before = next_offset
-            try:
-                for columns in reader.poll():
-                    columns = columns.before(rng.end)
-                    if len(columns):
-                        yield from to_arrow_batches(columns, tp, part.include_headers)
-                        next_offset = int(columns.offsets[-1]) + 1
-            except kafka_errors.OffsetOutOfRangeError:
-                next_offset = reader.skip_lost(next_offset)
-            # The position moves past transaction markers and aborted records as well.
-            next_offset = max(next_offset, reader.position())
-            now = time.monotonic()
-            if next_offset > before:
-                last_progress = now
-            elif (now - last_progress) * 1000 > part.poll_timeout_ms:
-                if not reader.lost_below(next_offset):
-                    raise KafkaUnavailableError(
-                        f"no records of {tp} at offsets [{next_offset}, {rng.end}) arrived from "
-                        f"Kafka at {part.kafka.bootstrap_servers} within "
-                        f"kafkaConsumer.pollTimeoutMs={part.poll_timeout_ms}"
-                    )
-                next_offset = reader.skip_lost(next_offset)
-                last_progress = now
-    except kafka_errors.KafkaTimeoutError as exc:
-        raise KafkaUnavailableError(
-            f"Kafka at {part.kafka.bootstrap_servers} did not answer while reading {tp} "
-            f"[{rng.start}, {rng.end}): {exc!r}"
-        ) from exc
-    finally:
-        consumer.close(autocommit=False, timeout_ms=1000)
+    kwargs = part.kafka.consumer_kwargs()
+    settings = fetch_settings(kwargs, part.kafka.read_committed)
+    with shared_admin_client(kwargs) as admin:
+        fetcher = RangeFetcher(admin._manager, settings)
+        yield from _TaskRead(part, fetcher).batches()

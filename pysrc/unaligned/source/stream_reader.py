@@ -3,7 +3,8 @@
 Driver side (one :class:`KafkaStreamReader` per query run, kept across batches): it discovers
 partitions (:mod:`unaligned.source.partition_discovery`), resolves the starting position
 (:mod:`unaligned.source.position_resolution`), computes each batch's end offsets under the read
-limits, and plans one task per topic-partition. Executor side (:meth:`KafkaStreamReader.read`):
+limits, and plans the batch's read tasks (``readTasks`` tasks, each with several
+topic-partitions: :func:`~unaligned.source.offset_ranges.group_ranges`). Executor side (:meth:`KafkaStreamReader.read`):
 :func:`~unaligned.source.partition_reader.read_partition` runs on a fresh, unpickled reader per
 task and uses only what the :class:`~unaligned.source.partition_reader.KafkaInputPartition`
 carries.
@@ -63,6 +64,7 @@ and finish as bounded input, with ``"drained": true`` in the offsets).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -86,9 +88,9 @@ from unaligned.source.group_offsets import GroupOffsets
 from unaligned.source.offset_ranges import (
     OffsetRange,
     available_records,
+    group_ranges,
     min_rows_delay_passed,
     rate_limit,
-    split_ranges,
 )
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
@@ -136,7 +138,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         positions, ending = self.resolve_range()
         if self._token is None:
             self._token = new_token()
-        return KafkaSourceOffset.initial(positions, self._token, ending).to_json()
+        read_tasks = self.read_tasks()
+        logger.info(
+            "reading %d topic-partitions with %d read tasks per batch (readTasks%s)",
+            len(positions),
+            min(read_tasks, max(1, len(positions))),
+            "" if self._options.read_tasks is not None else ": the cores of this host",
+        )
+        return KafkaSourceOffset.initial(positions, self._token, ending, read_tasks).to_json()
+
+    def read_tasks(self) -> int:
+        """Read tasks per batch for a new query: ``readTasks``, else the cores of the host
+        that plans the batches. Spark tells a Python source nothing about its executors (the
+        source runner sees no SparkConf), so on a cluster whose executors have more cores than
+        this host, set ``readTasks`` (README, "Read tasks")."""
+        return self._options.read_tasks or os.cpu_count() or 1
 
     def resolve_range(
         self,
@@ -299,8 +315,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- planning ---------------------------------------------------------------------------
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaInputPartition]:
-        """One task per topic-partition of ``end`` in (topic, partition) order, empty ranges
-        included; split further with minPartitions / maxRecordsPerPartition."""
+        """The batch's read tasks: the topic-partitions of ``end`` grouped into the query's
+        ``readTasks`` (recorded in the offsets when it first started; an explicit option wins),
+        empty ranges included; or split with minPartitions / maxRecordsPerPartition."""
         finish = KafkaSourceOffset.from_json(end, "the end offset from Spark's offset log")
         passed = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
         # A batch planned before any latestOffset is Spark re-running the last batch of an
@@ -310,27 +327,29 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = finish.batch_start(passed)
         if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []
-        return self.plan(begin, finish)
+        return self.plan(begin, finish, self._options.read_tasks or finish.read_tasks)
 
     def plan(
-        self, begin: KafkaSourceOffset, finish: KafkaSourceOffset
+        self, begin: KafkaSourceOffset, finish: KafkaSourceOffset, read_tasks: int | None
     ) -> list[KafkaInputPartition]:
-        """The read tasks from ``begin`` to ``finish`` (also used by the batch reader)."""
-        pieces = split_ranges(
+        """The read tasks from ``begin`` to ``finish`` (also used by the batch reader);
+        ``read_tasks`` ``None``: one per topic-partition."""
+        groups = group_ranges(
             self._plan_ranges(begin, finish),
+            read_tasks,
             self._options.min_partitions,
             self._options.max_records_per_partition,
         )
         return [
             KafkaInputPartition(
                 index=i,
-                range=piece,
+                ranges=group,
                 kafka=self._options.kafka,
                 include_headers=self._options.include_headers,
                 fail_on_data_loss=self._options.fail_on_data_loss,
                 poll_timeout_ms=self._options.poll_timeout_ms,
             )
-            for i, piece in enumerate(pieces)
+            for i, group in enumerate(groups)
         ]
 
     def _plan_ranges(
