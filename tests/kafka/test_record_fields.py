@@ -89,6 +89,34 @@ def test_records_of_batches_sharing_one_buffer_decode_as_kafka_python_does() -> 
     assert decoded(scan, data, 150) == expected[50:]  # records before the fetch offset dropped
 
 
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [100],  # one size: the length changes only as the deltas need more varint bytes
+        [100, 100, 100, 37],  # runs broken every fourth record
+        [0, 1, 63, 64, 300],  # lengths that vary: the loop takes over
+        [5] * 50 + [900] * 30 + [5],  # two long runs, then a short one
+    ],
+)
+def test_record_starts_found_in_runs_of_one_length_match_kafka_python(sizes: list[int]) -> None:
+    """10,000 records in one batch: offset and timestamp deltas pass the 64 and 8,192 varint
+    boundaries, so even equal payloads make records of three lengths."""
+    records: list[Record] = [(b"k", b"v" * sizes[i % len(sizes)], []) for i in range(10_000)]
+    data = batch(records, 1_000)
+    scan = RecordScan()
+    scan.add(0, 10_000, 1_000, False, data, HEADER_SIZE, len(data))
+    assert decoded(scan, data, 0) == kafka_pythons(data, 0)
+
+
+def test_a_batch_whose_lengths_do_not_add_up_is_refused() -> None:
+    data = batch([(b"k", b"v" * 100, [])] * 100, 1_000)
+    scan = RecordScan()
+    with pytest.raises(IndexError):
+        scan.add(0, 101, 1_000, False, data, HEADER_SIZE, len(data))
+    with pytest.raises(IndexError):
+        RecordScan().add(0, 100, 1_000, False, data + b"\x02x", HEADER_SIZE, len(data) + 2)
+
+
 def test_decompressed_batches_in_their_own_buffers_keep_their_order() -> None:
     first, second = batch(mixed_records(30), 1_000), batch(mixed_records(30), 2_000)
     scan = RecordScan(compressed=True)

@@ -9,6 +9,7 @@ from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offset_ranges import (
     OffsetRange,
     available_records,
+    group_ranges,
     min_rows_delay_passed,
     rate_limit,
     split_ranges,
@@ -28,6 +29,34 @@ A0, A1, A2, B0 = (
 def test_offset_range_rejects_a_negative_size() -> None:
     with pytest.raises(ValueError):
         OffsetRange(A0, 5, 4)
+
+
+def test_read_tasks_deal_the_partitions_round_robin_in_stable_order_including_empty() -> None:
+    ranges = [OffsetRange(B0, 0, 10), OffsetRange(A1, 3, 3), OffsetRange(A0, 0, 5)]
+    ranges.append(OffsetRange(A2, 1, 2))
+    grouped = group_ranges(ranges, 2)
+    assert grouped == [
+        (OffsetRange(A0, 0, 5), OffsetRange(A2, 1, 2)),
+        (OffsetRange(A1, 3, 3), OffsetRange(B0, 0, 10)),
+    ]
+    # the same partitions in the next batch (other offsets, any order): the same task each
+    later = [OffsetRange(tp, 10, 20) for tp in (A2, B0, A0, A1)]
+    assert [[r.tp for r in task] for task in group_ranges(later, 2)] == [[A0, A2], [A1, B0]]
+
+
+def test_more_read_tasks_than_partitions_is_one_task_per_partition() -> None:
+    ranges = [OffsetRange(A0, 0, 5), OffsetRange(A1, 0, 5)]
+    assert group_ranges(ranges, 8) == [(OffsetRange(A0, 0, 5),), (OffsetRange(A1, 0, 5),)]
+    assert group_ranges(ranges, None) == group_ranges(ranges, 8)
+    assert group_ranges([], 4) == []
+
+
+def test_splitting_options_make_one_task_per_piece() -> None:
+    ranges = [OffsetRange(A0, 0, 10), OffsetRange(A1, 0, 2)]
+    assert group_ranges(ranges, None, min_partitions=4) == [
+        (piece,) for piece in split_ranges(ranges, min_partitions=4)
+    ]
+    assert len(group_ranges(ranges, None, min_partitions=4)) == 4
 
 
 def test_split_without_options_is_one_range_per_partition_in_stable_order_including_empty() -> None:

@@ -41,6 +41,18 @@ def test_source_offset_round_trips_through_json_text() -> None:
     assert KafkaSourceOffset.from_json(text, "x") == offset
 
 
+def test_the_read_task_count_is_recorded_once_and_carried_to_every_later_offset() -> None:
+    start = KafkaSourceOffset.initial({A0: 0, A1: 0}, "tok", read_tasks=3)
+    assert start.to_json()["readTasks"] == 3
+    later = start.next({A0: 5, A1: 5}, 0).next({A0: 9, A1: 9}, 1)
+    assert later.read_tasks == 3
+    assert KafkaSourceOffset.from_json(json.dumps(later.to_json()), "x") == later
+    # offsets written before the count was recorded: one task per topic-partition
+    assert KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0}, "x").read_tasks is None
+    with pytest.raises(OffsetFormatError, match="readTasks"):
+        KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "readTasks": 0}, "x")
+
+
 def test_source_offset_json_is_deterministic_with_numeric_partition_order() -> None:
     a = KafkaSourceOffset({TopicPartitionId("t", 10): 1, TopicPartitionId("t", 2): 1, B0: 1})
     b = KafkaSourceOffset({B0: 1, TopicPartitionId("t", 2): 1, TopicPartitionId("t", 10): 1})

@@ -216,6 +216,16 @@ def test_min_offsets_above_max_offsets_is_contradictory() -> None:
         parse(minOffsetsPerTrigger="20", maxOffsetsPerTrigger="10")
 
 
+def test_read_tasks_is_a_positive_count_and_excludes_the_splitting_options() -> None:
+    assert parse(readTasks="4").read_tasks == 4
+    assert parse().read_tasks is None  # chosen when the query first starts
+    with pytest.raises(OptionError, match="readTasks"):
+        parse(readTasks="0")
+    for splitting in ("minPartitions", "maxRecordsPerPartition"):
+        with pytest.raises(OptionError, match=f"'readTasks'.*'{splitting}'|set one or the other"):
+            parse(readTasks="2", **{splitting: "10"})
+
+
 def test_unknown_option_is_rejected_by_name() -> None:
     with pytest.raises(OptionError, match="unknown option 'maxOffsetPerTrigger'"):
         parse(maxOffsetPerTrigger="10")

@@ -2,9 +2,9 @@
 
 :mod:`unaligned.kafka.record_decoder` walks a fetch response batch by batch (framing, CRC,
 compression, transactions) and adds each batch's records to a :class:`RecordScan`, which finds
-where every record begins with one short Python loop (the only per-record Python code on the read
-path). :func:`decode_fields` then decodes the fields of all records at once with numpy, so keys
-and values never become Python objects.
+where every record begins: runs of records of one length with numpy, the rest with one short
+Python loop per record. :func:`decode_fields` then decodes the fields of all records at once
+with numpy, so keys and values never become Python objects.
 
 A v2 record: length varint, attributes int8, timestamp delta varlong, offset delta varint, key
 and value (varint length, -1 for null, then the bytes), header count varint, then per header a
@@ -26,14 +26,40 @@ from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
 _HEADERS_TYPE: pa.DataType = kafka_arrow_schema(True).field("headers").type
 
 
-def _walk(buf: bytes, pos: int, end: int, count: int, base: int, heads: list[int]) -> None:
-    """Append where each record of one batch begins (at its length varint), as ``base`` +
-    position in ``buf``. The loop body is kept minimal: it
-    is the only per-record Python code on the read path. Lengths are never negative, so a
-    zig-zag length is the varint value shifted right by one."""
+def _walk(buf: bytes, pos: int, end: int, count: int) -> np.ndarray:
+    """Where each record of one batch begins (at its length varint), as positions in ``buf``.
+
+    Runs of records of one length (fixed-size payloads: a record's length then changes only
+    when its offset or timestamp delta needs another varint byte) are found with numpy: from a
+    record of stride ``s``, the starts ``pos + i * s`` are checked at once, and every predicted
+    start that holds the same length varint as the first is a record of the same length (by
+    induction from the first); the run ends at the first that does not. Where runs are short
+    (lengths that vary), the rest of the batch takes one short Python loop per record, the only
+    per-record Python code on the read path. Lengths are never negative, so a zig-zag length is
+    the varint value shifted right by one."""
+    runs: list[np.ndarray] = []
+    window = np.frombuffer(buf, np.uint8)
+    found = 0
+    short_runs = 0
+    while found < count and short_runs < _SHORT_RUNS:
+        length, after = _length_at(buf, pos)
+        stride = after - pos + length
+        n = min(count - found, (end - pos) // stride) if stride > 0 else 0
+        if n < _MIN_RUN:
+            break
+        starts = np.arange(pos, pos + n * stride, stride, dtype=np.int64)
+        same = window[starts] == window[pos]
+        for k in range(1, after - pos):
+            same &= window[starts + k] == window[pos + k]
+        run = n if bool(same.all()) else int(np.argmin(same))
+        runs.append(starts[:run])
+        found += run
+        pos += run * stride
+        short_runs = short_runs + 1 if run < _MIN_RUN else 0
+    heads: list[int] = []
     append = heads.append
-    for _ in range(count):
-        append(pos + base)
+    for _ in range(count - found):
+        append(pos)
         b = buf[pos]
         if b < 0x80:
             pos += 1 + (b >> 1)
@@ -42,21 +68,34 @@ def _walk(buf: bytes, pos: int, end: int, count: int, base: int, heads: list[int
         if b2 < 0x80:
             pos += 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
             continue
-        value = (b & 0x7F) | ((b2 & 0x7F) << 7)
-        shift = 14
-        pos += 2
-        while True:
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
-        if value & 1:
-            raise IndexError("negative record length")
-        pos += value >> 1
+        value, pos = _length_at(buf, pos)
+        pos += value
     if pos != end:
         raise IndexError("record lengths do not add up to the batch length")
+    runs.append(np.array(heads, np.int64))
+    return np.concatenate(runs) if len(runs) > 1 else runs[0]
+
+
+#: A run shorter than this is not worth numpy's per-call cost; after :data:`_SHORT_RUNS` such
+#: runs in a row the batch's lengths vary and the loop takes the rest.
+_MIN_RUN = 8
+_SHORT_RUNS = 2
+
+
+def _length_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """(record length, position after its varint); IndexError for a negative length."""
+    value = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    if value & 1:
+        raise IndexError("negative record length")
+    return value >> 1, pos
 
 
 def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +192,7 @@ class RecordScan:
     """The records to decode from one fetch response, added batch by batch in offset order:
     where each record begins and its batch's header values."""
 
-    heads: list[int] = field(default_factory=list)  # record starts (at the length varint)
+    heads: list[np.ndarray] = field(default_factory=list)  # record starts, one array a batch
     counts: list[int] = field(default_factory=list)
     bases: list[int] = field(default_factory=list)
     times: list[int] = field(default_factory=list)  # first timestamp, or the log-append time
@@ -176,7 +215,7 @@ class RecordScan:
         """Add one batch: ``count`` records from ``base_offset`` in ``buf[start:end]`` (its own
         ``buf`` when decompressed: set :attr:`compressed`). ``time_ms`` is the batch's first
         timestamp, or with ``log_append`` the broker's time. IndexError: corrupt lengths."""
-        _walk(buf, start, end, count, 0, self.heads)
+        self.heads.append(_walk(buf, start, end, count))
         self.sections.append((buf, start, end))
         self.counts.append(count)
         self.bases.append(base_offset)
@@ -184,7 +223,7 @@ class RecordScan:
         self.log_append.append(log_append)
 
     def buffer_and_heads(self, data: bytes) -> tuple[bytes, np.ndarray]:
-        heads = np.array(self.heads, np.int64)
+        heads = np.concatenate(self.heads) if self.heads else np.empty(0, np.int64)
         if not self.compressed:
             return data, heads
         combined = b"".join(memoryview(buf)[lo:hi] for buf, lo, hi in self.sections)

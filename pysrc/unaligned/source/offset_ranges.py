@@ -117,7 +117,9 @@ def group_ranges(
     topic-partition keeps its task index from batch to batch.
     """
     if min_partitions is not None or max_records_per_partition is not None or read_tasks is None:
-        return [(piece,) for piece in split_ranges(ranges, min_partitions, max_records_per_partition)]
+        return [
+            (piece,) for piece in split_ranges(ranges, min_partitions, max_records_per_partition)
+        ]
     ordered = sorted(ranges)
     count = max(1, min(read_tasks, len(ordered)))
     return [tuple(ordered[i::count]) for i in range(count)] if ordered else []

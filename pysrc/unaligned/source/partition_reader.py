@@ -33,7 +33,11 @@ from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.client_options import KafkaClientConfig
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.range_fetch import FetchAnswer, FetchWanted, RangeFetcher, fetch_settings
-from unaligned.kafka.record_decoder import DecodedFetch, decode_legacy_batches, decode_record_batches
+from unaligned.kafka.record_decoder import (
+    DecodedFetch,
+    decode_legacy_batches,
+    decode_record_batches,
+)
 from unaligned.source.arrow_rows import to_arrow_batches
 from unaligned.source.offset_ranges import OffsetRange
 
@@ -154,7 +158,10 @@ class _TaskRead:
         elif isinstance(answer.error, OffsetOutOfRangeError):
             self._skip_lost(state)
             return
-        if state.done or (time.monotonic() - state.last_progress) * 1000 <= self.part.poll_timeout_ms:
+        if (
+            state.done
+            or (time.monotonic() - state.last_progress) * 1000 <= self.part.poll_timeout_ms
+        ):
             return
         if not self._lost_below(state):
             raise KafkaUnavailableError(
@@ -166,7 +173,7 @@ class _TaskRead:
         self._skip_lost(state)
 
     def _decode(self, state: _RangeState, answer: FetchAnswer) -> DecodedFetch:
-        kwargs = {"include_headers": self.part.include_headers, "end_offset": state.rng.end}
+        headers, end = self.part.include_headers, state.rng.end
         try:
             return decode_record_batches(
                 answer.records,
@@ -175,10 +182,13 @@ class _TaskRead:
                 read_committed=self.part.kafka.read_committed,
                 aborted_transactions=answer.aborted_transactions,
                 check_crcs=self.check_crcs,
-                **kwargs,
+                include_headers=headers,
+                end_offset=end,
             )
         except LegacyRecordFormatError:
-            return decode_legacy_batches(answer.records, state.next_offset, **kwargs)
+            return decode_legacy_batches(
+                answer.records, state.next_offset, include_headers=headers, end_offset=end
+            )
 
     def _offsets(self) -> OffsetLookup:
         return OffsetLookup(self.part.kafka)

@@ -4,7 +4,8 @@ Driver side (one :class:`KafkaStreamReader` per query run, kept across batches):
 partitions (:mod:`unaligned.source.partition_discovery`), resolves the starting position
 (:mod:`unaligned.source.position_resolution`), computes each batch's end offsets under the read
 limits, and plans the batch's read tasks (``readTasks`` tasks, each with several
-topic-partitions: :func:`~unaligned.source.offset_ranges.group_ranges`). Executor side (:meth:`KafkaStreamReader.read`):
+topic-partitions: :func:`~unaligned.source.offset_ranges.group_ranges`). Executor side
+(:meth:`KafkaStreamReader.read`):
 :func:`~unaligned.source.partition_reader.read_partition` runs on a fresh, unpickled reader per
 task and uses only what the :class:`~unaligned.source.partition_reader.KafkaInputPartition`
 carries.
