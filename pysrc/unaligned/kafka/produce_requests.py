@@ -39,10 +39,9 @@ import kafka.errors as kafka_errors
 from kafka.protocol.producer import ProduceRequest
 
 import kafka
+from unaligned.kafka.client_internals import PINNED_KAFKA_PYTHON
 from unaligned.kafka.coordinator_requests import FIRST_BACKOFF_S, MAX_BACKOFF_S, CoordinatorRequests
 
-#: The kafka-python version whose connection manager this module drives (setup.cfg pins it).
-PINNED_KAFKA_PYTHON = "3.0.12"
 #: Produce requests in flight per partition (the broker keeps the last 5 batches per producer).
 MAX_IN_FLIGHT = 5
 #: Produce requests in flight per broker connection; the session's kept client allows one more

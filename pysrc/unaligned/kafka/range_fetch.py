@@ -21,8 +21,8 @@ start offset and high watermark, or the error. Answer rules (the caller retries,
 
 Versions: ``Fetch`` v4 (isolation level, aborted transactions) to v12 (topic names; v13 would
 need topic ids), no incremental fetch sessions (``session_epoch`` -1), as kafka-python's own
-fetcher caps them. Private kafka-python names: ``KafkaAdminClient._manager`` (``run``,
-``send``, ``cluster``), pinned by ``tests/kafka/test_range_fetch.py``.
+fetcher caps them. The connection manager comes from
+:func:`unaligned.kafka.client_internals.connection_manager` (a private kafka-python name).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import InputPartition
 from unaligned._worker_memory import tune_worker_memory
 from unaligned.errors import DataLossError, KafkaUnavailableError, LegacyRecordFormatError
 from unaligned.kafka.admin_clients import shared_admin_client
+from unaligned.kafka.client_internals import connection_manager, read_sockets_in_large_pieces
 from unaligned.kafka.client_options import KafkaClientConfig
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.range_fetch import FetchAnswer, FetchWanted, RangeFetcher, fetch_settings
@@ -239,8 +240,9 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     if all(r.size == 0 for r in part.ranges):
         return
     tune_worker_memory()
+    read_sockets_in_large_pieces()
     kwargs = part.kafka.consumer_kwargs()
     settings = fetch_settings(kwargs, part.kafka.read_committed)
     with shared_admin_client(kwargs) as admin:
-        fetcher = RangeFetcher(admin._manager, settings)
+        fetcher = RangeFetcher(connection_manager(admin), settings)
         yield from _TaskRead(part, fetcher).batches()
