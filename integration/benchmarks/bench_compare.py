@@ -50,6 +50,7 @@ from benchmarks.compare import (
     table,
     throughput,
 )
+from benchmarks.floor_source import register as register_floor_source
 from benchmarks.peer_connector import ensure_connector
 
 WARMUP_RECORDS = 80_000
@@ -109,6 +110,7 @@ def main() -> dict[str, Any]:
     ):
         work = Path(tmp)
         spark = connectors.spark_session("bench-compare", jars)
+        register_floor_source(spark)
         try:
             report["machine"] = inputs.machine_info(spark, connector)
             report["spark_master"] = spark.sparkContext.master

@@ -85,12 +85,27 @@ def _throughput(w: Mapping[str, Any]) -> str:
             f"{o['ours_over_peer_tuned']:.2f} / {o['ours_over_peer_tuned_in_batches']:.2f}",
         ]
 
+    notes = [f"kcat reads the input at {w['kcat_read_records_per_s']:,} records/s"]
+    for output, o in w["outputs"].items():
+        if "pair_ratios_over_peer_tuned" in o:
+            ratios = o["pair_ratios_over_peer_tuned"]
+            notes.append(
+                f"{output}: ours/tuned per round {', '.join(f'{r:.2f}' for r in ratios)} "
+                f"(median {statistics.median(ratios):.2f})"
+            )
+        if "floor_source" in o:
+            f = o["floor_source"]
+            notes.append(
+                f"{output}: floor source (a Python source that reads nothing) "
+                f"{f['best_records_per_s']:,} / {f['best_records_per_s_in_batches']:,}; "
+                f"ours/floor {f['ours_over_floor']:.2f} / {f['ours_over_floor_in_batches']:.2f}"
+            )
     return _block(
         f"workload 1: records/s, {w['records']:,} records, best of {w['repeats']} "
         "(wall / in batches)",
         THROUGHPUT,
         (row(output, o) for output, o in w["outputs"].items()),
-        f"kcat reads the input at {w['kcat_read_records_per_s']:,} records/s",
+        *notes,
     )
 
 

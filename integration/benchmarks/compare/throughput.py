@@ -9,8 +9,11 @@ in turn (peer, peer-tuned, ours), ``repeats`` times, so noise hits all of them a
 Records/s, two ways, each the best of a contender's runs: *wall* = records / time from
 ``start()`` to the end of ``awaitTermination()`` (query start-up and the planning between batches
 included), *in batches* = records / the sum of the batches' ``durationMs.triggerExecution``.
-Ratios ours/peer and ours/peer-tuned of both. kcat reading the whole input topic once
-(``kcat -C -e -o beginning``, output to ``/dev/null``) gives the practical limit of a reader on
+Ratios ours/peer and ours/peer-tuned of both, and per repeat (``pair_ratios``: ours over
+peer-tuned in the same round). On the no-op output a fourth contender runs, the floor source
+(:mod:`benchmarks.floor_source`: a Python source that reads nothing and yields the same rows in
+the same read tasks): ours/floor is what reading Kafka costs us. kcat reading the whole input
+topic once (``kcat -C -e -o beginning``, output to ``/dev/null``) gives the practical limit of a reader on
 this machine.
 """
 
@@ -24,6 +27,7 @@ from typing import Any
 from benchmarks.compare import connectors
 from benchmarks.compare.inputs import PARTITIONS, kcat_read_seconds, produce, uniform_counts
 from benchmarks.compare.progress import rows_and_batch_seconds
+from benchmarks.floor_source import FORMAT as FLOOR_FORMAT
 
 MAX_OFFSETS = 250_000
 OUTPUTS = ("noop", "kafka", "parquet")
@@ -73,11 +77,13 @@ def run(spark: Any, kafka: Any, work: Path, records: int, repeats: int) -> dict[
         f"{kcat_s:.1f} s ({records / kcat_s:,.0f} records/s)",
         flush=True,
     )
+    floor = connectors.Connector("floor", FLOOR_FORMAT, {"records": str(records)})
     outputs: dict[str, Any] = {}
     for output in OUTPUTS:
-        runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in connectors.ALL}
+        contenders = (*connectors.ALL, floor) if output == "noop" else connectors.ALL
+        runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in contenders}
         for _ in range(repeats):
-            for connector in connectors.ALL:
+            for connector in contenders:
                 result = _one_query(spark, kafka, connector, output, topic, work)
                 if result["rows"] != records:
                     raise RuntimeError(f"{connector.name} read {result['rows']} of {records}")
@@ -88,8 +94,13 @@ def run(spark: Any, kafka: Any, work: Path, records: int, repeats: int) -> dict[
                     f"{result['records_per_s_in_batches']:>9,} in {result['batches']} batches",
                     flush=True,
                 )
+        floor_runs = runs.pop("floor", [])
         best = {name: max(r["records_per_s"] for r in rs) for name, rs in runs.items()}
         best_in = {n: max(r["records_per_s_in_batches"] for r in rs) for n, rs in runs.items()}
+        pairs = [
+            round(o["records_per_s"] / t["records_per_s"], 2)
+            for o, t in zip(runs["ours"], runs["peer-tuned"], strict=True)
+        ]
         outputs[output] = {
             "best_records_per_s": best,
             "best_records_per_s_in_batches": best_in,
@@ -97,8 +108,19 @@ def run(spark: Any, kafka: Any, work: Path, records: int, repeats: int) -> dict[
             "ours_over_peer_tuned": round(best["ours"] / best["peer-tuned"], 2),
             "ours_over_peer_in_batches": round(best_in["ours"] / best_in["peer"], 2),
             "ours_over_peer_tuned_in_batches": round(best_in["ours"] / best_in["peer-tuned"], 2),
+            "pair_ratios_over_peer_tuned": pairs,
             "runs": runs,
         }
+        if floor_runs:
+            floor_best = max(r["records_per_s"] for r in floor_runs)
+            floor_in = max(r["records_per_s_in_batches"] for r in floor_runs)
+            outputs[output]["floor_source"] = {
+                "best_records_per_s": floor_best,
+                "best_records_per_s_in_batches": floor_in,
+                "ours_over_floor": round(best["ours"] / floor_best, 2),
+                "ours_over_floor_in_batches": round(best_in["ours"] / floor_in, 2),
+                "runs": floor_runs,
+            }
     kafka.delete_topic(topic)
     return {
         "records": records,
