@@ -13,8 +13,8 @@ Ratios ours/peer and ours/peer-tuned of both, and per repeat (``pair_ratios``: o
 peer-tuned in the same round). On the no-op output a fourth contender runs, the floor source
 (:mod:`benchmarks.floor_source`: a Python source that reads nothing and yields the same rows in
 the same read tasks): ours/floor is what reading Kafka costs us. kcat reading the whole input
-topic once (``kcat -C -e -o beginning``, output to ``/dev/null``) gives the practical limit of a reader on
-this machine.
+topic once (``kcat -C -e -o beginning``, output to ``/dev/null``) gives the practical limit of
+a reader on this machine.
 """
 
 from __future__ import annotations
