@@ -118,6 +118,8 @@ def test_a_second_run_continues_without_duplicates(
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("topic", output)
         .option("transactionalIdPrefix", f"it-{output}")
+        .option("maxUnacknowledgedBytes", "64KB")  # README's size spellings, one parser
+        .option("kafka.batch.size", "16KiB")
     )
     _run_to_end(writer(), checkpoint_dir)
     kafka.produce(source_topic, [(0, None, f"b{i}".encode(), None, None) for i in range(50)])
@@ -128,7 +130,7 @@ def test_a_second_run_continues_without_duplicates(
 
 @pytest.mark.parametrize(
     "case",
-    ["acks", "timeout_above_broker_max", "value_type", "missing_topic"],
+    ["acks", "timeout_above_broker_max", "value_type", "missing_topic", "typo", "typo_mode"],
 )
 def test_bad_input_is_refused_before_any_data_moves(
     case: str,
@@ -153,7 +155,18 @@ def test_bad_input_is_refused_before_any_data_moves(
         )
     elif case == "value_type":
         df = df.select("key", F.length("value").alias("value"))
-        expected = "SchemaMismatchError: Kafka sink input column 'value' has type int"
+        expected = (
+            "SchemaMismatchError: Kafka sink input column 'value' has type int; it must be "
+            "string or binary: convert it with CAST(value AS STRING) or CAST(value AS BINARY)"
+        )
+    elif case == "typo":
+        options["alignedCheckpointTimout"] = "5s"
+        expected = (
+            "unknown option 'alignedcheckpointtimout' for the unaligned sink; known options: "
+        )
+    elif case == "typo_mode":
+        options["checkpointMod"] = "aligned"
+        expected = "unknown option 'checkpointmod' for the unaligned sink; known options: "
     else:
         options["topic"] = f"{output}-missing"
         expected = f"TopicNotFoundError: Kafka sink option 'topic' = '{output}-missing'"
@@ -163,6 +176,9 @@ def test_bad_input_is_refused_before_any_data_moves(
     with pytest.raises(StreamingQueryException) as raised:
         _run_to_end(writer, checkpoint_dir, timeout_s=120)
         raise AssertionError("the query ran to the end")
-    assert expected in str(raised.value)
+    assert expected.lower() in str(raised.value).lower()
+    if case.startswith("typo"):
+        for known in ("alignedCheckpointTimeout", "checkpointMode", "maxUnacknowledgedBytes"):
+            assert known in str(raised.value)
     assert kafka.end_offsets(output) == {0: 0}
     assert CommitLog.under_checkpoint(str(checkpoint_dir)).decided_batch_ids() == []

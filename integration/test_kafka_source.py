@@ -590,3 +590,20 @@ def test_first_batch_rerun_after_a_restart_reads_from_the_original_latest_start(
     following = restarted.latestOffset(end, ReadAllAvailable())
     assert ranges_of(restarted.partitions(end, following)) == [(0, 15, 25), (1, 15, 25)]
     restarted.stop()
+
+
+def test_a_starting_offset_beyond_the_log_end_is_refused_saying_so(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    produce_numbered(kafka, topic, 1, 0, 108)
+    df = kafka_stream(spark, kafka, topic, startingOffsets=json.dumps({topic: {"0": 900}}))
+    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
+    with pytest.raises(Exception) as excinfo:
+        query.awaitTermination(QUERY_TIMEOUT_S)
+    message = str(excinfo.value)
+    assert (
+        "OptionError: option 'startingOffsets' names offsets beyond the end of the log "
+        f"({topic}-0: offset 900, log end 108)"
+    ) in message, message
+    assert "went back" not in message
