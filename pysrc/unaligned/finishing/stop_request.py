@@ -8,7 +8,9 @@
 Written by :func:`unaligned.stop` or ``unaligned stop CHECKPOINT [--drain]`` (from any host);
 ``honouredBy`` is added by the query's source when it acts on the request at a barrier, and
 ``completedBatchId`` by the sink when a drain's final checkpoint has committed. Which requests a
-later run acts on again is in :mod:`.source_side`. A new request replaces the old.
+later run acts on again is in :mod:`.source_side`. A new request replaces the old. A stopper
+that sees the query end before its request completed records it again without ``honouredBy``
+(:func:`rearm`): the next run acts on it.
 
 How the source finds it: Spark gives a Python source no checkpoint location, but its offsets
 carry the query's ``barrierToken``. The sink's driver side (which knows the checkpoint) and the
@@ -119,6 +121,17 @@ def mark_completed(checkpoint_location: str, batch_id: int) -> None:
         atomic_write(_location(checkpoint_location), done.to_json())
 
 
+def rearm(checkpoint_location: str, request: StopRequest) -> None:
+    """The query ended before ``request`` completed: record it again as not yet honoured (if it
+    is still the recorded one), so that the next run acts on it at its first barrier."""
+    current = read_request(checkpoint_location)
+    if current is not None and current.same_request(request) and current.completed_batch is None:
+        atomic_write(
+            _location(checkpoint_location),
+            StopRequest(request.drain, request.requested_at_ms).to_json(),
+        )
+
+
 def withdraw(checkpoint_location: str, request: StopRequest) -> None:
     """Remove the recorded request if it is still ``request`` (not a newer one)."""
     current = read_request(checkpoint_location)
@@ -135,10 +148,10 @@ def query_key(query_id: str) -> str:
     return query_id.replace("-", "")
 
 
-def _link_path(token: str) -> Path:
+def _link_path(token: str, directory: Path | None = None) -> Path:
     if not token.isalnum():
         raise ValueError(f"barrier token {token!r} must be alphanumeric")
-    return hint_dir() / f"{token}.checkpoint"
+    return (hint_dir() if directory is None else directory) / f"{token}.checkpoint"
 
 
 def link(token: str, checkpoint_location: str) -> None:
@@ -156,9 +169,10 @@ def link(token: str, checkpoint_location: str) -> None:
     os.replace(temp, path)
 
 
-def linked_checkpoint(token: str) -> str | None:
-    """The checkpoint linked to ``token`` on this host, or ``None``."""
+def linked_checkpoint(token: str, directory: Path | None = None) -> str | None:
+    """The checkpoint linked to ``token`` on this host (in ``directory``, default the hint
+    directory of now), or ``None``."""
     try:
-        return _link_path(token).read_text() or None
+        return _link_path(token, directory).read_text() or None
     except OSError:
         return None
