@@ -30,7 +30,8 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from unaligned._fs import Location, atomic_write, read_bytes, resolve_location
+from unaligned._checksum import sealed_json, verified
+from unaligned._fs import Location, atomic_write, describe, read_bytes, resolve_location
 from unaligned.barriers.idle import hint_dir
 
 logger = logging.getLogger(__name__)
@@ -59,11 +60,14 @@ class StopRequest:
             document["honouredAtMs"] = self.honoured_at_ms
         if self.completed_batch is not None:
             document["completedBatchId"] = self.completed_batch
-        return json.dumps(document).encode()
+        return sealed_json(document)
 
     @classmethod
     def from_json(cls, data: bytes) -> StopRequest:
-        document = json.loads(data)
+        """Raises ``ValueError`` when the file fails its checksum (one without is read)."""
+        document, problem = verified(json.loads(data))
+        if problem is not None:
+            raise ValueError(problem)
         honoured_at = document.get("honouredAtMs")
         completed = document.get("completedBatchId")
         return cls(
@@ -92,15 +96,17 @@ def request_stop(checkpoint_location: str, drain: bool) -> StopRequest:
 
 
 def read_request(checkpoint_location: str) -> StopRequest | None:
-    """The recorded request, or ``None``. An unreadable file is ignored with a warning: a
-    half-written request never stops a query."""
+    """The recorded request, or ``None``. An unreadable file, or one that fails its checksum, is
+    ignored with a warning naming it: a damaged request never stops a query."""
     data = read_bytes(_location(checkpoint_location))
     if data is None:
         return None
     try:
         return StopRequest.from_json(data)
-    except (ValueError, KeyError, TypeError) as exc:
-        logger.warning("ignoring unreadable stop request under %s: %r", checkpoint_location, exc)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        logger.warning(
+            "ignoring the stop request %s: %s", describe(_location(checkpoint_location)), exc
+        )
         return None
 
 
