@@ -607,3 +607,38 @@ def test_a_starting_offset_beyond_the_log_end_is_refused_saying_so(
         f"({topic}-0: offset 900, log end 108)"
     ) in message, message
     assert "went back" not in message
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_topic_deleted_and_recreated_while_stopped_is_never_skipped_silently(
+    spark: Any,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Path,
+    fail_on_data_loss: bool,
+) -> None:
+    topic = new_topic(partitions=1)
+    produce_numbered(kafka, topic, 1, 0, 10)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    df = kafka_stream(spark, kafka, topic, failOnDataLoss=str(fail_on_data_loss).lower())
+    run_available_now(df, out, checkpoint)
+    assert len(read_back(spark, out)) == 10
+    kafka.delete_topic(topic)
+    kafka.create_topic(topic, partitions=1)
+    produce_numbered(kafka, topic, 1, 100, 15)  # grown past the saved position (10)
+
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as excinfo:
+            run_available_now(df, out, checkpoint)
+        message = str(excinfo.value)
+        assert f"DataLossError: topic '{topic}' was deleted and re-created: its topic id was" in (
+            message
+        )
+        assert "Set failOnDataLoss=false to read the new topic from its earliest offset" in message
+        assert len(read_back(spark, out)) == 10
+    else:
+        run_available_now(df, out, checkpoint)
+        values = sorted(r["value"] for r in read_back(spark, out))
+        assert values == sorted(
+            [b"v%d" % i for i in range(10)] + [b"v%d" % i for i in range(100, 115)]
+        )

@@ -16,6 +16,10 @@ The initial offset therefore records its own positions as ``queryStart``, the en
 planned from it copies them, and planning a batch whose end carries ``queryStart`` reads from
 there instead of from the start Spark passes (see :meth:`KafkaSourceOffset.batch_start`).
 
+``topicIds`` (optional) maps each topic to Kafka's topic id of when the offset was planned: a
+topic deleted and re-created under the same name has another id, which the stream reader
+treats as data loss (:meth:`unaligned.source.stream_reader.KafkaStreamReader._plan_ranges`).
+
 ``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
 when channel state is pending and no record arrived (:mod:`unaligned.barriers.idle`); a change
 in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
@@ -194,6 +198,9 @@ class KafkaSourceOffset:
     (or frozen by a drain); ``None``: unbounded."""
     drained: bool = False
     """Whether ``ending`` was frozen by a drain (:mod:`unaligned.finishing.source_side`)."""
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
+    """Kafka's topic id of each topic when this offset was planned (KIP-516): a topic deleted
+    and re-created under the same name has another id. Empty in offsets written without."""
 
     @classmethod
     def initial(
@@ -249,6 +256,7 @@ class KafkaSourceOffset:
             self.query_start if self.is_query_start() else None,
             self.ending,
             self.drained,
+            self.topic_ids,
         )
 
     def is_query_start(self) -> bool:
@@ -300,6 +308,8 @@ class KafkaSourceOffset:
                 result["endOfData"] = True
             if self.drained:
                 result["drained"] = True
+        if self.topic_ids:
+            result["topicIds"] = dict(sorted(self.topic_ids.items()))
         return result
 
     @classmethod
@@ -344,11 +354,18 @@ class KafkaSourceOffset:
             raise OffsetFormatError(
                 f"{what}: finished / endOfData / drained without ending: {value!r}"
             )
-        return cls(positions, barrier, token, query_start, ending, drained)
+        topic_ids = value.get("topicIds", {})
+        if not isinstance(topic_ids, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in topic_ids.items()
+        ):
+            raise OffsetFormatError(
+                f"{what}: topicIds must map topic names to ids, got {topic_ids!r}"
+            )
+        return cls(positions, barrier, token, query_start, ending, drained, topic_ids)
 
 
 _OPTIONAL_KEYS = frozenset(
-    {"barrierToken", "queryStart", "ending", "finished", "endOfData", "drained"}
+    {"barrierToken", "queryStart", "ending", "finished", "endOfData", "drained", "topicIds"}
 )
 
 
