@@ -277,8 +277,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _identified(self, offset: KafkaSourceOffset) -> KafkaSourceOffset:
         """``offset`` with the topic id of each of its topics as the broker gives it now (one
         metadata request per planned batch); :meth:`_plan_ranges` compares them."""
-        current = self._lookup.topic_ids({tp.topic for tp in offset.positions})
-        return replace(offset, topic_ids={**offset.topic_ids, **current})
+        topics = {tp.topic for tp in offset.positions}
+        known = {t: i for t, i in offset.topic_ids.items() if t in topics}
+        return replace(offset, topic_ids={**known, **self._lookup.topic_ids(topics)})
 
     def _size_batch(
         self, froms: dict[TopicPartitionId, int], end: dict[TopicPartitionId, int]
