@@ -249,12 +249,13 @@ def test_a_query_that_ends_during_the_drain_raises_and_keeps_the_request_for_its
     assert not query.stopped
 
 
+@pytest.mark.parametrize("ended_s_ago", [60, 0])  # a run that ended long ago / just now
 def test_cli_stop_of_a_query_not_running_says_so_within_seconds_and_withdraws(
-    checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch, ended_s_ago: int
 ) -> None:
     monkeypatch.setattr(waiting, "STALE_S", 0.5)
     plan(checkpoint, 0)
-    beat_at_ms = int(time.time() * 1000) - 60_000  # the query's last run, a minute ago
+    beat_at_ms = int(time.time() * 1000) - ended_s_ago * 1000  # the last beat of its last run
     (checkpoint / "unaligned").mkdir()
     (checkpoint / "unaligned" / "source-heartbeat.json").write_text(
         json.dumps({"barrierToken": TOKEN, "atMs": beat_at_ms})

@@ -11,9 +11,11 @@ driver-local link from its barrier token (:mod:`.stop_request`), so it writes on
 sink's first commit or a stopper on the same host linked the token. When the query stops or its
 driver dies, the thread dies with the process and the file goes stale.
 
-``unaligned stop`` (:func:`unaligned.finishing.waiting.wait_for_stop`) reads it to tell a query
-that is not running from one running but not at a barrier yet: a heartbeat older than
-:data:`STALE_S` (wall clocks of two hosts) means not running. Writing is best effort: a failed
+``unaligned stop`` (:func:`unaligned.finishing.waiting.stop_from_elsewhere`) reads it to tell a
+query that is not running from one running but not at a barrier yet: a heartbeat that does not
+change for :data:`STALE_S` (by the stopper's own clock) means not running. :func:`beating`
+compares the time in the file with this host's clock instead (for tests and tools on the
+driver host). Writing is best effort: a failed
 write is logged at debug level and tried again at the next tick.
 """
 

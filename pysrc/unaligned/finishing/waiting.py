@@ -31,13 +31,7 @@ from unaligned.finishing.final_checkpoint import (
     last_logged_batch,
     spark_committed,
 )
-from unaligned.finishing.heartbeat import (
-    HEARTBEAT_FILE,
-    INTERVAL_S,
-    STALE_S,
-    beating,
-    read_heartbeat,
-)
+from unaligned.finishing.heartbeat import HEARTBEAT_FILE, INTERVAL_S, STALE_S, read_heartbeat
 from unaligned.finishing.stop_request import (
     STOP_FILE,
     StopRequest,
@@ -182,23 +176,29 @@ def _progress(checkpoint_location: str, request: StopRequest) -> tuple[bool, boo
 
 class _HeartbeatWatch:
     """``is_active`` for a stopper outside the query's process: the source's heartbeat
-    (:mod:`.heartbeat`) is fresh. For its first :data:`~.heartbeat.STALE_S` it also says yes:
-    the source starts beating once the stopper has linked its token on this host."""
+    (:mod:`.heartbeat`) was rewritten within the last :data:`~.heartbeat.STALE_S` of this
+    process's clock (no clock of another host is compared). A heartbeat left by a run that
+    ended just before counts only once it changes; the first :data:`~.heartbeat.STALE_S` are
+    a grace period (the source starts beating once the stopper linked its token)."""
 
     def __init__(self, checkpoint_location: str, say: Callable[[str], None]) -> None:
         self._checkpoint = checkpoint_location
         self._say = say
-        self._started = time.time()
+        beat = read_heartbeat(checkpoint_location)
+        self._last_value = None if beat is None else beat.at_ms
+        self._last_change = time.monotonic()
         self.seen = False
-        """Whether a fresh heartbeat was seen: the query ran during the stop."""
+        """Whether the heartbeat changed during the stop: the query ran."""
 
     def active(self) -> bool:
-        if beating(self._checkpoint):
+        beat = read_heartbeat(self._checkpoint)
+        now = time.monotonic()
+        if beat is not None and beat.at_ms != self._last_value:
+            self._last_value, self._last_change = beat.at_ms, now
             if not self.seen:
                 self._say("the query is running; waiting for its next barrier")
             self.seen = True
-            return True
-        return not self.seen and time.time() - self._started < STALE_S
+        return now - self._last_change < STALE_S
 
 
 def stop_from_elsewhere(
