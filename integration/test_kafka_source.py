@@ -522,15 +522,19 @@ def test_the_reader_plans_one_task_per_partition_in_stable_order(
     token = start["barrierToken"]  # chosen once per query; names its idle-barrier hint
     assert isinstance(token, str) and token.isalnum()
     starting = {first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}}
+    ids = start["topicIds"]  # Kafka's topic ids: a re-created topic has another one
+    assert sorted(ids) == [first, second] and len(set(ids.values())) == 2
     assert start == {
         "offsets": starting,
         "idleBarrier": 0,
         "barrierToken": token,
         "queryStart": starting,  # the first batch's end records where the query started
+        "topicIds": ids,
     }
     end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
     assert end["offsets"] == {first: {"0": 0, "1": 5, "2": 0}, second: {"0": 3, "1": 0}}
     assert end["barrierToken"] == token  # kept from batch to batch
+    assert end["topicIds"] == ids
     assert end["queryStart"] == starting
     planned = reader.partitions(start, end)
     assert [(p.index, str(p.range.tp), p.range.start, p.range.end) for p in planned] == [
