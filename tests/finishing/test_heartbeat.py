@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 from pathlib import Path
 
@@ -61,3 +62,10 @@ def test_a_deleted_checkpoint_is_never_recreated(checkpoint: Path) -> None:
     (checkpoint / "metadata").unlink()
     write_heartbeat(str(checkpoint), "tok")
     assert not (checkpoint / "unaligned").exists()
+
+
+def test_a_beating_heartbeat_pickles_without_its_thread(checkpoint: Path) -> None:
+    heartbeat = SourceHeartbeat(interval_s=0.02)
+    heartbeat.watch("tok2")
+    copy = pickle.loads(pickle.dumps(heartbeat))
+    assert copy._thread is None and copy._token is None

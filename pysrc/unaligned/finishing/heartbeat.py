@@ -90,6 +90,11 @@ class SourceHeartbeat:
         self._links: Path | None = None
         self._thread: threading.Thread | None = None
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickles without the thread (Spark pickles the stream reader into its read tasks);
+        a copy starts its own thread at its first :meth:`watch`."""
+        return {**self.__dict__, "_token": None, "_links": None, "_thread": None}
+
     def watch(self, token: str | None) -> None:
         """Beat for the query of ``token`` (the first token seen; later calls change nothing)."""
         if token is None or self._thread is not None:
