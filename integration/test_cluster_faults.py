@@ -355,6 +355,8 @@ def _speculation_config(
         slow_partition=SLOW_PARTITION,
         slow_ms_per_row=15,  # 3 s per slow task attempt, the others take a fraction of a second
         slow_attempts=slow_attempts,
+        # one read task per input partition, so that the slow partition's task is slow alone
+        source_options={"readTasks": str(len(SPEC_COUNTS))},
         **extra,
     )
 

@@ -524,16 +524,20 @@ def test_the_reader_plans_its_read_tasks_in_stable_order(
     token = start["barrierToken"]  # chosen once per query; names its idle-barrier hint
     assert isinstance(token, str) and token.isalnum()
     starting = {first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}}
+    ids = start["topicIds"]  # Kafka's topic ids: a re-created topic has another one
+    assert sorted(ids) == [first, second] and len(set(ids.values())) == 2
     assert start == {
         "offsets": starting,
         "idleBarrier": 0,
         "barrierToken": token,
         "queryStart": starting,  # the first batch's end records where the query started
         "readTasks": 2,  # recorded once: a restart elsewhere keeps the same task of each
+        "topicIds": ids,
     }
     end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
     assert end["offsets"] == {first: {"0": 0, "1": 5, "2": 0}, second: {"0": 3, "1": 0}}
     assert end["barrierToken"] == token  # kept from batch to batch
+    assert end["topicIds"] == ids
     assert end["queryStart"] == starting
     planned = reader.partitions(start, end)
     assert [(p.index, [(str(r.tp), r.start, r.end) for r in p.ranges]) for p in planned] == [
@@ -591,3 +595,55 @@ def test_first_batch_rerun_after_a_restart_reads_from_the_original_latest_start(
     following = restarted.latestOffset(end, ReadAllAvailable())
     assert ranges_of(restarted.partitions(end, following)) == [(0, 15, 25), (1, 15, 25)]
     restarted.stop()
+
+
+def test_a_starting_offset_beyond_the_log_end_is_refused_saying_so(
+    spark: Any, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    produce_numbered(kafka, topic, 1, 0, 108)
+    df = kafka_stream(spark, kafka, topic, startingOffsets=json.dumps({topic: {"0": 900}}))
+    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
+    with pytest.raises(Exception) as excinfo:
+        query.awaitTermination(QUERY_TIMEOUT_S)
+    message = str(excinfo.value)
+    assert (
+        "OptionError: option 'startingOffsets' names offsets beyond the end of the log "
+        f"({topic}-0: offset 900, log end 108)"
+    ) in message, message
+    assert "went back" not in message
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_topic_deleted_and_recreated_while_stopped_is_never_skipped_silently(
+    spark: Any,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Path,
+    fail_on_data_loss: bool,
+) -> None:
+    topic = new_topic(partitions=1)
+    produce_numbered(kafka, topic, 1, 0, 10)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    df = kafka_stream(spark, kafka, topic, failOnDataLoss=str(fail_on_data_loss).lower())
+    run_available_now(df, out, checkpoint)
+    assert len(read_back(spark, out)) == 10
+    kafka.delete_topic(topic)
+    kafka.create_topic(topic, partitions=1)
+    produce_numbered(kafka, topic, 1, 100, 15)  # grown past the saved position (10)
+
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as excinfo:
+            run_available_now(df, out, checkpoint)
+        message = str(excinfo.value)
+        assert f"DataLossError: topic '{topic}' was deleted and re-created: its topic id was" in (
+            message
+        )
+        assert "Set failOnDataLoss=false to read the new topic from its earliest offset" in message
+        assert len(read_back(spark, out)) == 10
+    else:
+        run_available_now(df, out, checkpoint)
+        values = sorted(r["value"] for r in read_back(spark, out))
+        assert values == sorted(
+            [b"v%d" % i for i in range(10)] + [b"v%d" % i for i in range(100, 115)]
+        )

@@ -33,6 +33,8 @@ class FakeLookup:
         self.unclear: set[str] = set()
         self.confirmed: list[list[str]] = []
         self.listings = 0
+        self.ids: dict[str, str] = {}
+        """Topic ids (KIP-516) the broker gives; a topic without one here has none."""
 
     def flake_next_listing(
         self, topics: Iterable[str] = (), partitions: Iterable[TopicPartitionId] = ()
@@ -50,6 +52,9 @@ class FakeLookup:
             for t, ps in self.partitions.items()
             if t not in topics
         }
+
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        return {t: self.ids[t] for t in names if t in self.partitions and t in self.ids}
 
     def confirm_topics(self, names: Iterable[str]) -> dict[str, tuple[int, ...] | None]:
         wanted = sorted(set(names))

@@ -3,6 +3,12 @@
 Every parser takes the option's name as the user should see it (Spark's spelling, with its
 ``kafka.`` prefix where it has one) and the raw string, and raises :class:`OptionError` in one
 style: ``option 'NAME' must be <what it accepts>, got 'RAW'``.
+
+One parser per kind of value, used by the source, the sink and the ``kafka.*`` settings we
+map: :func:`parse_bytes` for every size (``4MB``, ``4MiB``, ``4m``, ``64KB``, ``1048576``;
+``KB``/``MB``/``GB`` are powers of 2 as in Spark's byte strings, so ``4MB`` = ``4MiB`` =
+4,194,304 bytes), :func:`parse_duration_ms` for every duration (``500``, ``500ms``, ``30s``,
+``15m``, ``1h``; a bare number is milliseconds).
 """
 
 from __future__ import annotations
@@ -24,16 +30,17 @@ _TIME_UNITS_MS = {
     "h": 3_600_000,
     "d": 86_400_000,
 }
-_BYTE_UNITS = {
+# Powers of 2 as in Spark's byte strings (``JavaUtils.byteStringAsBytes``): MB = MiB = 2**20.
+_BYTE_UNITS: dict[str, int] = {
     "": 1,
     "b": 1,
-    "k": 1024,
-    "kb": 1024,
-    "m": 1024**2,
-    "mb": 1024**2,
-    "g": 1024**3,
-    "gb": 1024**3,
+    **{
+        f"{letter}{suffix}": 1024**power
+        for power, letter in enumerate("kmgt", 1)
+        for suffix in ("", "b", "ib")
+    },
 }
+_SIZE_EXAMPLES = "a size like 1048576, 64KB, 4MB, 4MiB or 4m (KB, MB, GB: powers of 2)"
 
 
 def invalid(name: str, accepts: str, raw: str) -> OptionError:
@@ -70,23 +77,28 @@ def parse_non_negative(name: str, raw: str) -> int:
     return parse_int(name, raw, 0)
 
 
-def parse_duration_ms(name: str, raw: str) -> int:
+def parse_duration_ms(name: str, raw: str, minimum: int = 0) -> int:
     """Spark's time strings (``Utils.timeStringAsMs``): ``500``, ``500ms``, ``10s``, ``15m``, ...
-    A bare number is milliseconds."""
+    A bare number is milliseconds. At least ``minimum`` ms."""
     match = re.fullmatch(r"\s*(\d+)\s*([a-z]+)?\s*", raw.lower())
     if match is None or (match.group(2) is not None and match.group(2) not in _TIME_UNITS_MS):
         raise invalid(name, "a duration like 500ms, 30s, 15m or 1h", raw)
-    return int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
+    value = int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
+    if value < minimum:
+        raise invalid(name, f"a duration of at least {minimum} ms", raw)
+    return value
 
 
-def parse_bytes(name: str, raw: str) -> int:
-    """A size like Spark's byte strings: ``1048576``, ``512k``, ``64MB``, ``1g`` (powers of 2)."""
-    text = raw.strip().lower()
-    number = text.rstrip("kmgb")
-    unit = text[len(number) :]
-    if not number.isdigit() or unit not in _BYTE_UNITS:
-        raise invalid(name, "a size like 1048576, 512k or 64MB", raw)
-    return int(number) * _BYTE_UNITS[unit]
+def parse_bytes(name: str, raw: str, minimum: int = 0) -> int:
+    """A size: ``1048576``, ``64KB``, ``4MB``, ``4MiB``, ``4m``, ``1g`` (any case; ``KB``/``MB``/
+    ``GB``/``TB`` and ``KiB``/``MiB``/... are the same powers of 2). At least ``minimum``."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", raw.lower())
+    if match is None or match.group(2) not in _BYTE_UNITS:
+        raise invalid(name, _SIZE_EXAMPLES, raw)
+    value = int(match.group(1)) * _BYTE_UNITS[match.group(2)]
+    if value < minimum:
+        raise invalid(name, f"a size of at least {minimum} bytes", raw)
+    return value
 
 
 def parse_choice(name: str, raw: str, allowed: Collection[str]) -> str:

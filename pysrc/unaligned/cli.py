@@ -164,24 +164,23 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _stop(checkpoint: str, drain: bool, timeout_s: float) -> int:
     """``unaligned stop``: 0 once the stop completed, 2 for a path that is not a checkpoint of
-    a ``format("unaligned")`` query, 3 when it did not complete in time."""
-    from unaligned.errors import NotACheckpointError, StopTimeoutError
+    a ``format("unaligned")`` query, 3 when it did not complete in time, 4 when the query is
+    not running or ended before the stop completed."""
+    from unaligned.errors import NotACheckpointError, QueryNotRunningError, StopTimeoutError
     from unaligned.finishing.final_checkpoint import finished_batch, last_logged_batch
-    from unaligned.finishing.stop_request import request_stop
-    from unaligned.finishing.waiting import barrier_token, wait_for_stop
+    from unaligned.finishing.waiting import stop_from_elsewhere
 
     try:
-        barrier_token(checkpoint)
+        stop_from_elsewhere(checkpoint, drain, timeout_s, lambda line: print(line, flush=True))
     except NotACheckpointError as exc:
         print(f"unaligned stop: {exc}", file=sys.stderr)
         return 2
-    request = request_stop(checkpoint, drain)
-    print(f"stop requested (drain={drain}); waiting for the query's next barrier", flush=True)
-    try:
-        wait_for_stop(checkpoint, request, timeout_s)
     except StopTimeoutError as exc:
         print(f"unaligned stop: {exc}", file=sys.stderr)
         return 3
+    except QueryNotRunningError as exc:
+        print(f"unaligned stop: {exc}", file=sys.stderr)
+        return 4
     if drain:
         print(f"drained: final checkpoint {finished_batch(checkpoint)} committed; nothing is open")
     else:

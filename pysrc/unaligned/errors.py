@@ -131,6 +131,14 @@ class StopTimeoutError(UnalignedError, TimeoutError):
     """
 
 
+class QueryNotRunningError(UnalignedError, RuntimeError):
+    """A stop found the query not running, or the query ended before the stop completed.
+
+    The message says which, and whether the request stays recorded under the checkpoint (it
+    does when the query ended after the request was made: its next run honours it).
+    """
+
+
 # --- test harness ---------------------------------------------------------------------------
 
 

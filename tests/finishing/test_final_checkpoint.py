@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from unaligned.errors import CommitLogError
 from unaligned.finishing.final_checkpoint import (
     at_rest,
     clear_stale_marker,
@@ -40,6 +42,21 @@ def test_the_finished_marker_names_the_final_batch(tmp_path: Path) -> None:
     mark_finished(str(tmp_path), 7)
     mark_finished(str(tmp_path), 7)  # idempotent (a roll-forward after a crash)
     assert finished_batch(str(tmp_path)) == 7
+
+
+def test_a_finished_marker_changed_after_it_was_written_is_an_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    mark_finished(str(tmp_path), 7)
+    path = tmp_path / "unaligned" / "finished.json"
+    document = json.loads(path.read_text())
+    document["finalBatchId"] = 9
+    path.write_text(json.dumps(document))
+    with pytest.raises(CommitLogError, match=f"finished marker {path}: its content does not match"):
+        finished_batch(str(tmp_path))
+    document.pop("checksum")  # an earlier version's marker: read as it is
+    path.write_text(json.dumps(document))
+    assert finished_batch(str(tmp_path)) == 9
 
 
 def spark_logs(checkpoint: Path, planned: int, committed: int | None) -> None:

@@ -3,6 +3,7 @@ finds them."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -60,7 +61,27 @@ def test_a_half_written_request_is_ignored_with_a_warning(
     path.write_text('{"drain": tr')
     with caplog.at_level(logging.WARNING):
         assert read_request(str(tmp_path / "ck")) is None
-    assert "ignoring unreadable stop request" in caplog.text
+    assert f"ignoring the stop request {path}" in caplog.text
+
+
+def test_a_request_changed_after_it_was_written_is_ignored_naming_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpoint = str(tmp_path / "ck")
+    request_stop(checkpoint, drain=False)
+    path = tmp_path.joinpath("ck", *STOP_FILE)
+    document = json.loads(path.read_text())
+    document["drain"] = True
+    path.write_text(json.dumps(document))
+    with caplog.at_level(logging.WARNING):
+        assert read_request(checkpoint) is None
+    assert f"ignoring the stop request {path}: its content does not match its checksum" in (
+        caplog.text
+    )
+    document.pop("checksum")  # written by an earlier version: read as it is
+    path.write_text(json.dumps(document))
+    request = read_request(checkpoint)
+    assert request is not None and request.drain
 
 
 def test_the_link_names_the_checkpoint_of_a_token_on_this_host(hint_dir: Path) -> None:

@@ -4,6 +4,7 @@ in the way Spark, the sink and the source would."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -12,15 +13,23 @@ from pathlib import Path
 import pytest
 
 from unaligned.barriers.idle import HINT_DIR_ENV
-from unaligned.errors import NotACheckpointError, StopTimeoutError
+from unaligned.errors import NotACheckpointError, QueryNotRunningError, StopTimeoutError
+from unaligned.finishing import waiting
 from unaligned.finishing.final_checkpoint import mark_finished
+from unaligned.finishing.heartbeat import write_heartbeat
 from unaligned.finishing.stop_request import (
     linked_checkpoint,
     mark_honoured,
     read_request,
     request_stop,
 )
-from unaligned.finishing.waiting import await_finished, barrier_token, stop, wait_for_stop
+from unaligned.finishing.waiting import (
+    await_finished,
+    barrier_token,
+    stop,
+    stop_from_elsewhere,
+    wait_for_stop,
+)
 
 TOKEN = "tok"
 
@@ -31,13 +40,19 @@ class FakeQuery:
         self.stopped = False
         self.lastProgress: dict[str, object] | None = None
         self.status = {"message": "Initializing sources"}
+        self.failure: Exception | None = None
 
     def stop(self) -> None:
         self.stopped = True
         self.isActive = False
 
+    def fail(self, failure: Exception) -> None:
+        self.failure = failure
+        self.isActive = False
+
     def awaitTermination(self) -> None:
-        return None
+        if self.failure is not None:
+            raise self.failure
 
 
 @pytest.fixture
@@ -162,12 +177,12 @@ def test_stop_returns_once_honoured_and_at_rest_and_withdraws_its_request(
 def test_a_stop_that_is_not_honoured_in_time_says_what_it_waited_for(checkpoint: Path) -> None:
     plan(checkpoint, 0)
     request = request_stop(str(checkpoint), drain=True)
-    with pytest.raises(StopTimeoutError, match="no barrier of the query honoured") as raised:
-        wait_for_stop(str(checkpoint), request, timeout_s=0.3)
+    with pytest.raises(StopTimeoutError, match="the query is running but no barrier") as raised:
+        wait_for_stop(str(checkpoint), request, 0.3, lambda: True)
     assert "stop.json" in str(raised.value) and "withdraw" in str(raised.value)
     mark_honoured(str(checkpoint), request, "reader")
     with pytest.raises(StopTimeoutError, match="final checkpoint has not committed"):
-        wait_for_stop(str(checkpoint), request, timeout_s=0.3)
+        wait_for_stop(str(checkpoint), request, 0.3, lambda: True)
     assert read_request(str(checkpoint)) is not None  # stays recorded
 
 
@@ -180,3 +195,104 @@ def test_stop_refuses_a_path_that_is_not_a_checkpoint_of_ours(checkpoint: Path) 
         barrier_token(str(checkpoint))
     plan(checkpoint, 1)
     assert barrier_token(str(checkpoint)) == TOKEN
+
+
+class TransformationFailed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("failed", [True, False])
+def test_stop_of_a_query_that_is_not_active_fails_at_once_and_requests_nothing(
+    checkpoint: Path, failed: bool
+) -> None:
+    plan(checkpoint, 0)
+    query = FakeQuery()
+    if failed:
+        query.fail(TransformationFailed("boom"))
+        with pytest.raises(TransformationFailed, match="boom"):
+            stop(query, str(checkpoint), drain=True, timeout_s=30)
+    else:
+        query.stop()
+        with pytest.raises(QueryNotRunningError, match="the query is not active"):
+            stop(query, str(checkpoint), drain=True, timeout_s=30)
+    assert read_request(str(checkpoint)) is None
+
+
+@pytest.mark.parametrize("failed", [True, False])
+def test_a_query_that_ends_during_the_drain_raises_and_keeps_the_request_for_its_next_run(
+    checkpoint: Path, failed: bool
+) -> None:
+    plan(checkpoint, 0)
+    query = FakeQuery()
+
+    def honour_then_end() -> None:
+        while (request := read_request(str(checkpoint))) is None:
+            time.sleep(0.05)
+        mark_honoured(str(checkpoint), request, "reader")
+        time.sleep(0.3)
+        if failed:
+            query.fail(TransformationFailed("the transformation raised"))
+        else:
+            query.isActive = False  # stopped by someone else
+
+    worker = in_background(honour_then_end)
+    expected = TransformationFailed if failed else QueryNotRunningError
+    with pytest.raises(expected) as raised:
+        stop(query, str(checkpoint), drain=True, timeout_s=30)
+    worker.join()
+    if not failed:
+        assert "the query ended after a barrier honoured it" in str(raised.value)
+        assert "the next run from this checkpoint honours it" in str(raised.value)
+    kept = read_request(str(checkpoint))
+    assert kept is not None and kept.drain
+    assert kept.honoured_by is None  # recorded again: the next run acts on it
+    assert not query.stopped
+
+
+@pytest.mark.parametrize("ended_s_ago", [60, 0])  # a run that ended long ago / just now
+def test_cli_stop_of_a_query_not_running_says_so_within_seconds_and_withdraws(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch, ended_s_ago: int
+) -> None:
+    monkeypatch.setattr(waiting, "STALE_S", 0.5)
+    plan(checkpoint, 0)
+    beat_at_ms = int(time.time() * 1000) - ended_s_ago * 1000  # the last beat of its last run
+    (checkpoint / "unaligned").mkdir()
+    (checkpoint / "unaligned" / "source-heartbeat.json").write_text(
+        json.dumps({"barrierToken": TOKEN, "atMs": beat_at_ms})
+    )
+    lines: list[str] = []
+    with pytest.raises(QueryNotRunningError) as raised:
+        stop_from_elsewhere(str(checkpoint), True, 200, lines.append)  # not its 200 s timeout
+    assert "the query is not running: its source's heartbeat" in str(raised.value)
+    assert re.search(r"source-heartbeat\.json was last written \d+ s ago", str(raised.value))
+    assert "the request was withdrawn" in str(raised.value)
+    assert read_request(str(checkpoint)) is None
+    assert lines == ["stop requested (drain=True)"]
+
+
+def test_cli_stop_of_a_running_query_waits_for_its_barrier(checkpoint: Path) -> None:
+    plan(checkpoint, 0)
+    commit(checkpoint, 0)
+    lines: list[str] = []
+    done = threading.Event()
+
+    def running_source() -> None:
+        beats = 0
+        while not done.is_set():
+            write_heartbeat(str(checkpoint), TOKEN)
+            beats += 1
+            request = read_request(str(checkpoint))
+            if beats == 10 and request is not None:
+                mark_honoured(str(checkpoint), request, "reader")
+            time.sleep(0.1)
+
+    worker = in_background(running_source)
+    try:
+        stop_from_elsewhere(str(checkpoint), False, 30, lines.append)
+    finally:
+        done.set()
+        worker.join()
+    assert lines == [
+        "stop requested (drain=False)",
+        "the query is running; waiting for its next barrier",
+    ]

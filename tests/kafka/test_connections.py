@@ -120,6 +120,19 @@ def test_confirm_topics_retries_a_failed_request_on_a_new_admin_client(
     assert "isolation_level" not in built[0] and "allow_auto_create_topics" not in built[0]
 
 
+def test_kafka_python_cluster_metadata_still_keeps_topic_ids() -> None:
+    """Pinned: ``OffsetLookup.topic_ids`` reads ``KafkaConsumer._client.cluster.topic_id``
+    (kafka-python's ClusterMetadata, filled from MetadataResponse v10+)."""
+    from kafka.cluster import ClusterMetadata
+    from kafka.net.compat import KafkaNetClient
+
+    from kafka import KafkaConsumer
+
+    assert ClusterMetadata().topic_id("nothing") is None
+    assert KafkaConsumer.DEFAULT_CONFIG["kafka_client"] is KafkaNetClient
+    assert isinstance(KafkaNetClient.cluster, property)
+
+
 def test_a_pickled_lookup_carries_no_live_client() -> None:
     import pickle
 

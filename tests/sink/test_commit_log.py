@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from unaligned._checksum import sealed_json
 from unaligned._fs import atomic_write, resolve_location
 from unaligned.channel_state.refs import FileChannelState, InlineChannelState
 from unaligned.errors import CommitLogError
@@ -114,7 +115,7 @@ def test_unknown_version_refused(tmp_path: Path) -> None:
     doc["version"] = 99
     commits = tmp_path / "unaligned" / "commits"
     commits.mkdir(parents=True)
-    (commits / "1.json").write_text(json.dumps(doc))
+    (commits / "1.json").write_bytes(sealed_json(doc))  # a later version's sealed record
     with pytest.raises(CommitLogError, match="version 99"):
         log.read(1)
 
@@ -176,7 +177,31 @@ def test_channel_state_refs_are_objects_and_their_json_is_unchanged() -> None:
     assert isinstance(inline, InlineChannelState) and inline.inline_avro == b"Obj\x01"
     assert isinstance(file, FileChannelState) and file.start_row == 4 and file.remaining_rows == 6
     assert file.uri == "file:///ck/unaligned/channel-state/barrier-2/task-1.avro"
-    assert record.to_json() == RECORD_WITH_CHANNEL_STATE
+    # Written again, the same bytes with the checksum added in its sorted place.
+    assert record.to_json() == RECORD_WITH_CHANNEL_STATE.replace(
+        b', "decidedAtMs"',
+        b', "checksum": "sha256:9a0e2ec1b832c5f4e870813120f2ffe6b341fd129f339013ba9b17f8c79850e9"'
+        b', "decidedAtMs"',
+    )
+    assert CommitRecord.from_json(record.to_json(), "3.json") == record
+
+
+def test_a_record_changed_after_it_was_written_stops_naming_the_file(tmp_path: Path) -> None:
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    assert log.write(_record(2))
+    path = tmp_path / "unaligned" / "commits" / "2.json"
+    doc = json.loads(path.read_bytes())
+    doc["prepared"][0]["partition"] = 1  # edited into other valid JSON
+    path.write_text(json.dumps(doc, sort_keys=True))
+    with pytest.raises(CommitLogError) as raised:
+        log.read(2)
+    message = str(raised.value)
+    assert message.startswith(f"commit record {path}: its content does not match its checksum")
+    assert "was changed after it was written" in message
+    doc.pop("checksum")  # a record of an earlier version, without one, is read as it is
+    path.write_text(json.dumps(doc))
+    record = log.read(2)
+    assert record is not None and record.prepared[0]["partition"] == 1
 
 
 def test_a_malformed_channel_state_ref_makes_the_record_unreadable() -> None:

@@ -74,10 +74,29 @@ def test_the_value_column_is_required(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "column, data_type, wanted",
     [
-        ("Value", IntegerType(), "'Value' has type int; it must be string or binary"),
-        ("key", LongType(), "'key' has type bigint; it must be string or binary"),
-        ("topic", BinaryType(), "'topic' has type binary; it must be string"),
-        ("partition", LongType(), "'partition' has type bigint; it must be int"),
+        (
+            "Value",
+            IntegerType(),
+            "'Value' has type int; it must be string or binary: convert it with "
+            "CAST(Value AS STRING) or CAST(Value AS BINARY), "
+            'e.g. selectExpr("CAST(Value AS STRING) AS Value", ...)',
+        ),
+        (
+            "key",
+            LongType(),
+            "'key' has type bigint; it must be string or binary: convert it with "
+            "CAST(key AS STRING) or CAST(key AS BINARY)",
+        ),
+        (
+            "topic",
+            BinaryType(),
+            "'topic' has type binary; it must be string: convert it with CAST(topic AS STRING)",
+        ),
+        (
+            "partition",
+            LongType(),
+            "'partition' has type bigint; it must be int: convert it with CAST(partition AS INT)",
+        ),
         (
             "headers",
             ArrayType(StringType()),

@@ -94,15 +94,21 @@ def test_refused_with_the_option_named(options: dict[str, str], names: str) -> N
     [
         (
             {**KAFKA, "kafka.transaction.timeout.ms": "soon"},
-            "option 'kafka.transaction.timeout.ms' must be a whole number, got 'soon'",
+            "option 'kafka.transaction.timeout.ms' must be a duration like 500ms, 30s, 15m or 1h, "
+            "got 'soon'",
         ),
         (
             {**KAFKA, "kafka.transaction.timeout.ms": "0"},
-            "option 'kafka.transaction.timeout.ms' must be a whole number >= 1, got '0'",
+            "option 'kafka.transaction.timeout.ms' must be a duration of at least 1 ms, got '0'",
         ),
         ({**KAFKA, "chunkrows": "-5"}, "option 'chunkRows' must be a whole number >= 1"),
         ({**KAFKA, "minbatchestoretain": "0"}, "option 'minBatchesToRetain' must be"),
         ({**KAFKA, "maxinflightbytes": "lots"}, "option 'maxInflightBytes' must be a size"),
+        (
+            {**KAFKA, "maxunacknowledgedbytes": "lots"},
+            "option 'maxUnacknowledgedBytes' must be a size",
+        ),
+        ({**KAFKA, "maxunacknowledgedbytes": "0"}, "option 'maxUnacknowledgedBytes' must be"),
         ({**KAFKA, "alignedcheckpointtimeout": "soon"}, "option 'alignedCheckpointTimeout'"),
         ({**KAFKA, "checkpointmode": "loose"}, "option 'checkpointMode' must be one of"),
         ({**CHECKPOINT, "path": "/tmp/o", "compression": "rar"}, "option 'compression' must be"),
@@ -127,6 +133,66 @@ def test_kafka_client_settings_refused_by_name(extra: dict[str, str], names: str
     assert isinstance(target, KafkaTarget)
     with pytest.raises(OptionError, match=names):
         target.client_kwargs()
+
+
+@pytest.mark.parametrize(
+    "typo, spelled",
+    [("alignedcheckpointtimout", "alignedCheckpointTimout"), ("checkpointmod", "checkpointMod")],
+)
+def test_unknown_option_refused_with_the_known_ones(typo: str, spelled: str) -> None:
+    with pytest.raises(SinkConfigurationError) as raised:
+        SinkOptions.parse({**KAFKA, spelled: "x"})
+    message = str(raised.value)
+    assert message.startswith(f"unknown option '{spelled}' for the unaligned sink; known options: ")
+    for known in (
+        "alignedCheckpointTimeout",
+        "checkpointMode",
+        "maxUnacknowledgedBytes",
+        "kafka.*",
+    ):
+        assert known in message
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({**KAFKA, "compression": "zstd"}, "option 'compression' applies to the file sink only"),
+        (
+            {**CHECKPOINT, "path": "/tmp/o", "transactionalIdPrefix": "p"},
+            "option 'transactionalIdPrefix' applies to the Kafka sink only",
+        ),
+    ],
+)
+def test_option_of_the_other_target_refused(options: dict[str, str], message: str) -> None:
+    with pytest.raises(SinkConfigurationError, match=message):
+        SinkOptions.parse(options)
+
+
+def test_every_size_option_takes_the_same_spellings() -> None:
+    """README's own `4MB`, `64KB`, `256MB` and `kafka.batch.size 1MB` all parse, as powers of 2."""
+    options = SinkOptions.parse(
+        {
+            **KAFKA,
+            "maxUnacknowledgedBytes": "64KB",
+            "maxInflightBytes": "4MiB",
+            "channelStateInlineThreshold": "20k",
+            "kafka.batch.size": "1MB",
+            "kafka.max.request.size": "2m",
+            "kafka.linger.ms": "1s",
+            "kafka.transaction.timeout.ms": "10m",
+        }
+    )
+    target = options.target
+    assert isinstance(target, KafkaTarget)
+    assert target.max_unacknowledged_bytes == 64 * 1024
+    assert options.alignment.max_inflight_bytes == 4 * 1024 * 1024
+    assert options.alignment.inline_threshold_bytes == 20 * 1024
+    assert target.transaction_timeout_ms == 600_000
+    kwargs = target.client_kwargs()
+    assert kwargs["batch_size"] == 1024 * 1024
+    assert kwargs["max_request_size"] == 2 * 1024 * 1024
+    assert kwargs["linger_ms"] == 1000
+    assert kwargs["transaction_timeout_ms"] == 600_000
 
 
 def test_secrets_never_in_repr() -> None:

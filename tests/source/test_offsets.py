@@ -53,6 +53,16 @@ def test_the_read_task_count_is_recorded_once_and_carried_to_every_later_offset(
         KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "readTasks": 0}, "x")
 
 
+def test_topic_ids_round_trip_and_are_carried_to_the_next_offset() -> None:
+    offset = KafkaSourceOffset({A0: 5}, topic_ids={"a": "AAAAAAAAAAAAAAAAAAAAAA"})
+    assert offset.to_json()["topicIds"] == {"a": "AAAAAAAAAAAAAAAAAAAAAA"}
+    assert KafkaSourceOffset.from_json(offset.to_json(), "x") == offset
+    assert offset.next({A0: 9}, 0).topic_ids == {"a": "AAAAAAAAAAAAAAAAAAAAAA"}
+    assert "topicIds" not in KafkaSourceOffset({A0: 5}).to_json()  # as earlier versions wrote
+    with pytest.raises(OffsetFormatError, match="topicIds must map topic names to ids"):
+        KafkaSourceOffset.from_json({**offset.to_json(), "topicIds": {"a": 1}}, "x")
+
+
 def test_source_offset_json_is_deterministic_with_numeric_partition_order() -> None:
     a = KafkaSourceOffset({TopicPartitionId("t", 10): 1, TopicPartitionId("t", 2): 1, B0: 1})
     b = KafkaSourceOffset({B0: 1, TopicPartitionId("t", 2): 1, TopicPartitionId("t", 10): 1})

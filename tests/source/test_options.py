@@ -238,6 +238,27 @@ def test_target_batch_duration_takes_a_duration() -> None:
         parse(targetBatchDuration="fast")
 
 
+def test_sizes_and_durations_use_the_same_parsers_as_the_sink() -> None:
+    options = SourceOptions.parse(
+        {
+            **BASE,
+            "kafkaConsumer.pollTimeoutMs": "2m",
+            "fetchOffset.retryIntervalMs": "1s",
+            "kafka.max.partition.fetch.bytes": "4MB",
+            "kafka.fetch.max.bytes": "64MiB",
+            "kafka.request.timeout.ms": "45s",
+        }
+    )
+    assert options.poll_timeout_ms == 120_000
+    assert options.fetch_offset_retry_interval_ms == 1000
+    kwargs = options.kafka.consumer_kwargs()
+    assert kwargs["max_partition_fetch_bytes"] == 4 * 1024 * 1024
+    assert kwargs["fetch_max_bytes"] == 64 * 1024 * 1024
+    assert kwargs["request_timeout_ms"] == 45_000
+    with pytest.raises(OptionError, match="option 'kafka.fetch.max.bytes' must be a size like"):
+        parse(kafka__fetch__max__bytes="big")
+
+
 # --- kafka.* ------------------------------------------------------------------------------
 
 

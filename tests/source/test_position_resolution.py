@@ -58,3 +58,16 @@ def test_ending_offsets_must_name_every_partition_and_not_be_below_the_start() -
 def test_an_unbounded_query_has_no_ends() -> None:
     lookup, options = _bounded({0: 40})
     assert resolve_range(options, lookup) == ({TP("t", 0): 0}, None)  # type: ignore[arg-type]
+
+
+def test_a_starting_offset_beyond_the_log_end_says_so() -> None:
+    lookup, options = _bounded({0: 108, 1: 40}, startingOffsets='{"t": {"0": 900, "1": 40}}')
+    with pytest.raises(OptionError) as raised:
+        resolve_range(options, lookup)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(
+        "option 'startingOffsets' names offsets beyond the end of the log "
+        "(t-0: offset 900, log end 108); give an offset at most the log end"
+    )
+    assert "went back" not in str(raised.value)
+    lookup, at_end = _bounded({0: 108}, startingOffsets='{"t": {"0": 108}}')
+    assert resolve_range(at_end, lookup)[0] == {TP("t", 0): 108}  # type: ignore[arg-type]

@@ -45,6 +45,56 @@ def hint_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
+# --- a topic deleted and re-created under the same name (another topic id) -------------------
+
+
+@pytest.mark.parametrize("new_end", [60, 500])  # re-created shorter / grown past the position
+def test_a_recreated_topic_stops_the_query_naming_both_ids(new_end: int) -> None:
+    lookup, reader = _two_topics_read_to(300)
+    lookup.ids = {"a": "idA", "b": "idB1"}
+    start = offset({"a": {0: 0}, "b": {0: 0}})
+    first = reader.latestOffset(start, ReadAllAvailable())
+    assert first["topicIds"] == {"a": "idA", "b": "idB1"}
+    reader.partitions(start, first)
+    lookup.ids["b"] = "idB2"  # deleted and re-created while the query was stopped
+    lookup.ends = {TP("a", 0): 300, TP("b", 0): new_end}
+    second = reader.latestOffset(first, ReadAllAvailable())
+    assert second["topicIds"] == {"a": "idA", "b": "idB2"}
+    with pytest.raises(DataLossError) as raised:
+        reader.partitions(first, second)
+    message = str(raised.value)
+    assert "topic 'b' was deleted and re-created: its topic id was idB1" in message
+    assert "(up to offsets {0: 300}) and is idB2 now" in message
+    assert "Set failOnDataLoss=false to read the new topic from its earliest offset" in message
+    assert "went back" not in message
+
+
+def test_a_recreated_topic_is_read_from_its_start_without_fail_on_data_loss(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lookup, reader = _two_topics_read_to(300, failOnDataLoss="false")
+    lookup.ids = {"a": "idA", "b": "idB1"}
+    first = offset({"a": {0: 300}, "b": {0: 300}})
+    first = {**first, "topicIds": {"a": "idA", "b": "idB1"}}
+    lookup.ids["b"] = "idB2"
+    lookup.ends = {TP("a", 0): 300, TP("b", 0): 500}
+    second = reader.latestOffset(first, ReadAllAvailable())
+    with caplog.at_level("WARNING"):
+        planned = ranges(reader.partitions(first, second))
+    assert planned == [("a-0", 300, 300), ("b-0", 0, 500)]  # none of the new topic skipped
+    assert "topic 'b' was deleted and re-created" in caplog.text
+    third = reader.latestOffset(second, ReadAllAvailable())
+    assert third == second  # nothing new: the id is the new one from now on
+
+
+def test_offsets_without_topic_ids_are_not_compared() -> None:
+    lookup, reader = _two_topics_read_to(300)
+    start = offset({"a": {0: 100}, "b": {0: 100}})  # an earlier version's offset
+    lookup.ids = {"a": "idA", "b": "idB"}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert ranges(reader.partitions(start, end)) == [("a-0", 100, 300), ("b-0", 100, 300)]
+
+
 # --- scenario 7: a metadata refresh that leaves out a known topic ----------------------------
 
 

@@ -6,7 +6,8 @@
   driver-local link through which the source finds it.
 - :mod:`.source_side`: what the source does with a request: hold at a barrier, or drain to a
   frozen end.
-- :mod:`.waiting`: what users call: :func:`await_finished` and :func:`stop`.
+- :mod:`.heartbeat`: the source's heartbeat under the checkpoint (is the query running?).
+- :mod:`.waiting`: what users call: :func:`await_finished` and :func:`stop`; ``unaligned stop``.
 """
 
 from __future__ import annotations

@@ -25,8 +25,17 @@ import logging
 import time
 from typing import Any
 
-from unaligned._fs import Location, atomic_write, numbered_files, read_bytes, resolve_location
+from unaligned._checksum import sealed_json, verified
+from unaligned._fs import (
+    Location,
+    atomic_write,
+    describe,
+    numbered_files,
+    read_bytes,
+    resolve_location,
+)
 from unaligned.barriers.offset_log import OFFSETS_DIR
+from unaligned.errors import CommitLogError
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +58,24 @@ def _marker(checkpoint_location: str) -> Location:
 def mark_finished(checkpoint_location: str, batch_id: int) -> None:
     """Step 3: the final checkpoint ``batch_id`` is done and nothing is pending (idempotent)."""
     document = {"finalBatchId": batch_id, "finishedAtMs": int(time.time() * 1000)}
-    atomic_write(_marker(checkpoint_location), json.dumps(document).encode())
+    atomic_write(_marker(checkpoint_location), sealed_json(document))
     logger.info("final checkpoint %d committed: the query has finished", batch_id)
 
 
 def finished_batch(checkpoint_location: str) -> int | None:
-    """The batch id the ``finished`` marker names, else ``None`` (no marker)."""
-    data = read_bytes(_marker(checkpoint_location))
+    """The batch id the ``finished`` marker names, else ``None`` (no marker). A marker that
+    fails its checksum or cannot be read is a :class:`CommitLogError` naming the file."""
+    location = _marker(checkpoint_location)
+    data = read_bytes(location)
     if data is None:
         return None
-    return int(json.loads(data)["finalBatchId"])
+    try:
+        document, problem = verified(json.loads(data))
+        if problem is None:
+            return int(document["finalBatchId"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        problem = f"it is unreadable: {exc!r}"
+    raise CommitLogError(f"finished marker {describe(location)}: {problem}")
 
 
 def clear_stale_marker(checkpoint_location: str, batch_id: int) -> None:

@@ -14,6 +14,9 @@ One :class:`SourceStops` per driver-side reader (one per query run). At every
   (:mod:`.final_checkpoint`). A drain of a query whose input already ended only records that
   it was honoured.
 
+The reader also keeps the query's heartbeat (:mod:`.heartbeat`) from the first barrier token
+it sees, so that ``unaligned stop`` can tell a running query from one that is not.
+
 A request is acted on once per run. A stop without drain honoured by an earlier run is spent (that
 run stopped). A drain honoured by an earlier run that never completed and whose frozen end never
 reached Spark's offset log (a crash in between) is honoured again, at the latest offsets of then.
@@ -36,6 +39,7 @@ from dataclasses import replace
 from unaligned import crash_points
 from unaligned.crash_points import CrashPoint
 from unaligned.finishing.final_checkpoint import remove_marker
+from unaligned.finishing.heartbeat import SourceHeartbeat
 from unaligned.finishing.stop_request import (
     POLL_INTERVAL_S,
     StopRequest,
@@ -53,9 +57,13 @@ class SourceStops:
     """Stop requests as the driver-side reader of one query run sees them."""
 
     def __init__(
-        self, bounded_by_options: bool, clock: Callable[[], float] = time.monotonic
+        self,
+        bounded_by_options: bool,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: SourceHeartbeat | None = None,
     ) -> None:
         self._bounded_by_options = bounded_by_options
+        self._heartbeat = SourceHeartbeat() if heartbeat is None else heartbeat
         self._clock = clock
         self._reader_id: str | None = None
         self._next_poll = 0.0
@@ -65,6 +73,7 @@ class SourceStops:
 
     def planned(self, end: KafkaSourceOffset) -> None:
         """A batch ending at ``end`` was planned by this reader."""
+        self._heartbeat.watch(end.barrier_token)
         if end.drained:
             self._saw_drain = True
 
@@ -83,6 +92,7 @@ class SourceStops:
     def poll(self, begin: KafkaSourceOffset) -> tuple[str, StopRequest] | None:
         """(checkpoint, request) when a stop request waits to be acted on by this reader; read
         at most once per :data:`POLL_INTERVAL_S`."""
+        self._heartbeat.watch(begin.barrier_token)
         now = self._clock()
         if begin.barrier_token is None or now < self._next_poll:
             return None

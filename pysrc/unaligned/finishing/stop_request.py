@@ -8,7 +8,9 @@
 Written by :func:`unaligned.stop` or ``unaligned stop CHECKPOINT [--drain]`` (from any host);
 ``honouredBy`` is added by the query's source when it acts on the request at a barrier, and
 ``completedBatchId`` by the sink when a drain's final checkpoint has committed. Which requests a
-later run acts on again is in :mod:`.source_side`. A new request replaces the old.
+later run acts on again is in :mod:`.source_side`. A new request replaces the old. A stopper
+that sees the query end before its request completed records it again without ``honouredBy``
+(:func:`rearm`): the next run acts on it.
 
 How the source finds it: Spark gives a Python source no checkpoint location, but its offsets
 carry the query's ``barrierToken``. The sink's driver side (which knows the checkpoint) and the
@@ -28,7 +30,8 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from unaligned._fs import Location, atomic_write, read_bytes, resolve_location
+from unaligned._checksum import sealed_json, verified
+from unaligned._fs import Location, atomic_write, describe, read_bytes, resolve_location
 from unaligned.barriers.idle import hint_dir
 
 logger = logging.getLogger(__name__)
@@ -57,11 +60,14 @@ class StopRequest:
             document["honouredAtMs"] = self.honoured_at_ms
         if self.completed_batch is not None:
             document["completedBatchId"] = self.completed_batch
-        return json.dumps(document).encode()
+        return sealed_json(document)
 
     @classmethod
     def from_json(cls, data: bytes) -> StopRequest:
-        document = json.loads(data)
+        """Raises ``ValueError`` when the file fails its checksum (one without is read)."""
+        document, problem = verified(json.loads(data))
+        if problem is not None:
+            raise ValueError(problem)
         honoured_at = document.get("honouredAtMs")
         completed = document.get("completedBatchId")
         return cls(
@@ -90,15 +96,17 @@ def request_stop(checkpoint_location: str, drain: bool) -> StopRequest:
 
 
 def read_request(checkpoint_location: str) -> StopRequest | None:
-    """The recorded request, or ``None``. An unreadable file is ignored with a warning: a
-    half-written request never stops a query."""
+    """The recorded request, or ``None``. An unreadable file, or one that fails its checksum, is
+    ignored with a warning naming it: a damaged request never stops a query."""
     data = read_bytes(_location(checkpoint_location))
     if data is None:
         return None
     try:
         return StopRequest.from_json(data)
-    except (ValueError, KeyError, TypeError) as exc:
-        logger.warning("ignoring unreadable stop request under %s: %r", checkpoint_location, exc)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        logger.warning(
+            "ignoring the stop request %s: %s", describe(_location(checkpoint_location)), exc
+        )
         return None
 
 
@@ -119,6 +127,17 @@ def mark_completed(checkpoint_location: str, batch_id: int) -> None:
         atomic_write(_location(checkpoint_location), done.to_json())
 
 
+def rearm(checkpoint_location: str, request: StopRequest) -> None:
+    """The query ended before ``request`` completed: record it again as not yet honoured (if it
+    is still the recorded one), so that the next run acts on it at its first barrier."""
+    current = read_request(checkpoint_location)
+    if current is not None and current.same_request(request) and current.completed_batch is None:
+        atomic_write(
+            _location(checkpoint_location),
+            StopRequest(request.drain, request.requested_at_ms).to_json(),
+        )
+
+
 def withdraw(checkpoint_location: str, request: StopRequest) -> None:
     """Remove the recorded request if it is still ``request`` (not a newer one)."""
     current = read_request(checkpoint_location)
@@ -135,10 +154,10 @@ def query_key(query_id: str) -> str:
     return query_id.replace("-", "")
 
 
-def _link_path(token: str) -> Path:
+def _link_path(token: str, directory: Path | None = None) -> Path:
     if not token.isalnum():
         raise ValueError(f"barrier token {token!r} must be alphanumeric")
-    return hint_dir() / f"{token}.checkpoint"
+    return (hint_dir() if directory is None else directory) / f"{token}.checkpoint"
 
 
 def link(token: str, checkpoint_location: str) -> None:
@@ -156,9 +175,10 @@ def link(token: str, checkpoint_location: str) -> None:
     os.replace(temp, path)
 
 
-def linked_checkpoint(token: str) -> str | None:
-    """The checkpoint linked to ``token`` on this host, or ``None``."""
+def linked_checkpoint(token: str, directory: Path | None = None) -> str | None:
+    """The checkpoint linked to ``token`` on this host (in ``directory``, default the hint
+    directory of now), or ``None``."""
     try:
-        return _link_path(token).read_text() or None
+        return _link_path(token, directory).read_text() or None
     except OSError:
         return None

@@ -9,7 +9,10 @@ Both watch the checkpoint from the process that started the query (``query`` is 
   checkpoint has committed, under any trigger. It also stops the query when a stop without
   drain (``unaligned stop`` from elsewhere) was honoured.
 - :func:`stop`: record a stop request (:mod:`.stop_request`), wait until a barrier honoured it
-  and the query is at rest (drain: its final checkpoint committed), then ``query.stop()``.
+  and the query is at rest (drain: its final checkpoint committed), then ``query.stop()``. A
+  query that ends first raises its exception and leaves the request recorded for its next run.
+- :func:`wait_for_stop` is told whether the query still runs: by ``query.isActive``, or, from
+  another process, by the source's heartbeat (:func:`stop_from_elsewhere`, ``unaligned stop``).
 """
 
 from __future__ import annotations
@@ -21,18 +24,20 @@ from typing import Any
 from unaligned._fs import resolve_location
 from unaligned.barriers.idle import tokens_in
 from unaligned.barriers.offset_log import QUERY_METADATA_FILE, read_offset_log
-from unaligned.errors import NotACheckpointError, StopTimeoutError
+from unaligned.errors import NotACheckpointError, QueryNotRunningError, StopTimeoutError
 from unaligned.finishing.final_checkpoint import (
     at_rest,
     has_finished,
     last_logged_batch,
     spark_committed,
 )
+from unaligned.finishing.heartbeat import HEARTBEAT_FILE, INTERVAL_S, STALE_S, read_heartbeat
 from unaligned.finishing.stop_request import (
     STOP_FILE,
     StopRequest,
     link,
     read_request,
+    rearm,
     request_stop,
     withdraw,
 )
@@ -99,13 +104,28 @@ def stop(
     ``drain=False``: no batch after the one running now (or the last one); channel state stays
     in the checkpoint, no transaction stays open, and a restart resumes exactly there.
 
-    Raises :class:`~unaligned.errors.StopTimeoutError` after ``timeout_s`` (the query keeps
-    running and the request stays recorded), and
-    :class:`~unaligned.errors.NotACheckpointError` for a path that is not this query's.
+    A query that is not active at the call: its exception is raised if it failed, else
+    :class:`~unaligned.errors.QueryNotRunningError`; nothing is requested. A query that ends
+    before the stop completed: its exception is raised (as ``awaitTermination`` does), else
+    :class:`~unaligned.errors.QueryNotRunningError`; the request stays recorded, so that the
+    next run from this checkpoint honours it. Raises
+    :class:`~unaligned.errors.StopTimeoutError` after ``timeout_s`` (the query keeps running
+    and the request stays recorded), and :class:`~unaligned.errors.NotACheckpointError` for a
+    path that is not this query's.
     """
     barrier_token(checkpoint_location)
+    if not query.isActive:
+        query.awaitTermination()  # raises the query's exception, if it failed
+        raise QueryNotRunningError(
+            f"unaligned.stop(drain={drain}): the query is not active (it was stopped before "
+            "the call); nothing was requested"
+        )
     request = request_stop(checkpoint_location, drain)
-    wait_for_stop(checkpoint_location, request, timeout_s, lambda: bool(query.isActive))
+    try:
+        wait_for_stop(checkpoint_location, request, timeout_s, lambda: bool(query.isActive))
+    except QueryNotRunningError:
+        query.awaitTermination()  # raises the query's exception, if it failed
+        raise
     query.stop()
     withdraw(checkpoint_location, request)
 
@@ -114,31 +134,115 @@ def wait_for_stop(
     checkpoint_location: str,
     request: StopRequest,
     timeout_s: float | None,
-    is_active: Callable[[], bool] | None = None,
+    is_active: Callable[[], bool],
 ) -> None:
     """Wait until a barrier honoured ``request`` and the query is at rest: every planned
-    batch committed (without drain), or the final checkpoint committed (drain). Returns early
-    when ``is_active`` says the query already ended."""
+    batch committed (without drain), or the final checkpoint committed (drain).
+
+    ``is_active`` says whether the query still runs (``StreamingQuery.isActive``, or the
+    source's heartbeat for a stopper in another process, :func:`stop_from_elsewhere`).
+    When it says no before the stop completed, the request is recorded again as not honoured
+    (:func:`~.stop_request.rearm`) and :class:`~unaligned.errors.QueryNotRunningError` says so.
+    """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         token = barrier_token(checkpoint_location)
-        current = read_request(checkpoint_location)
-        honoured = (
-            current is not None
-            and current.same_request(request)
-            and current.honoured_by is not None
-        )
+        honoured, completed = _progress(checkpoint_location, request)
         if not honoured and token is not None:
             link(token, checkpoint_location)  # the query's source on this host sees it now
-        if honoured and (
-            has_finished(checkpoint_location) if request.drain else at_rest(checkpoint_location)
-        ):
+        if completed:
             return
-        if is_active is not None and not is_active():
-            return
+        if not is_active():
+            if _progress(checkpoint_location, request)[1]:
+                return  # completed, and stopped by its own await_finished
+            rearm(checkpoint_location, request)
+            raise QueryNotRunningError(_ended_message(checkpoint_location, request, honoured))
         if deadline is not None and time.monotonic() > deadline:
             raise StopTimeoutError(_timeout_message(checkpoint_location, request, honoured))
         time.sleep(_POLL_S)
+
+
+def _progress(checkpoint_location: str, request: StopRequest) -> tuple[bool, bool]:
+    """(honoured by a barrier, completed) of ``request``."""
+    current = read_request(checkpoint_location)
+    honoured = (
+        current is not None and current.same_request(request) and current.honoured_by is not None
+    )
+    completed = honoured and (
+        has_finished(checkpoint_location) if request.drain else at_rest(checkpoint_location)
+    )
+    return honoured, completed
+
+
+class _HeartbeatWatch:
+    """``is_active`` for a stopper outside the query's process: the source's heartbeat
+    (:mod:`.heartbeat`) was rewritten within the last :data:`~.heartbeat.STALE_S` of this
+    process's clock (no clock of another host is compared). A heartbeat left by a run that
+    ended just before counts only once it changes; the first :data:`~.heartbeat.STALE_S` are
+    a grace period (the source starts beating once the stopper linked its token)."""
+
+    def __init__(self, checkpoint_location: str, say: Callable[[str], None]) -> None:
+        self._checkpoint = checkpoint_location
+        self._say = say
+        beat = read_heartbeat(checkpoint_location)
+        self._last_value = None if beat is None else beat.at_ms
+        self._last_change = time.monotonic()
+        self.seen = False
+        """Whether the heartbeat changed during the stop: the query ran."""
+
+    def active(self) -> bool:
+        beat = read_heartbeat(self._checkpoint)
+        now = time.monotonic()
+        if beat is not None and beat.at_ms != self._last_value:
+            self._last_value, self._last_change = beat.at_ms, now
+            if not self.seen:
+                self._say("the query is running; waiting for its next barrier")
+            self.seen = True
+        return now - self._last_change < STALE_S
+
+
+def stop_from_elsewhere(
+    checkpoint_location: str, drain: bool, timeout_s: float | None, say: Callable[[str], None]
+) -> None:
+    """``unaligned stop``: record a request and wait until it completed, from any process.
+
+    Raises :class:`~unaligned.errors.QueryNotRunningError` within about
+    :data:`~.heartbeat.STALE_S` when the query's source keeps no heartbeat (the request is
+    withdrawn: nothing was requested), or when the query ended before the stop completed (the
+    request stays recorded for its next run); :class:`~unaligned.errors.StopTimeoutError` and
+    :class:`~unaligned.errors.NotACheckpointError` as :func:`stop` does.
+    """
+    barrier_token(checkpoint_location)
+    request = request_stop(checkpoint_location, drain)
+    say(f"stop requested (drain={drain})")
+    watch = _HeartbeatWatch(checkpoint_location, say)
+    try:
+        wait_for_stop(checkpoint_location, request, timeout_s, watch.active)
+    except QueryNotRunningError:
+        if watch.seen:
+            raise
+        withdraw(checkpoint_location, request)
+        heartbeat = read_heartbeat(checkpoint_location)
+        last = (
+            "was never written"
+            if heartbeat is None
+            else f"was last written {heartbeat.age_s(time.time()):.0f} s ago"
+        )
+        path = resolve_location(checkpoint_location).child(*HEARTBEAT_FILE).path
+        raise QueryNotRunningError(
+            f"the query is not running: its source's heartbeat {path} {last} (a running "
+            f"query refreshes it every {INTERVAL_S:.0f} s); the request was withdrawn"
+        ) from None
+
+
+def _ended_message(checkpoint_location: str, request: StopRequest, honoured: bool) -> str:
+    path = resolve_location(checkpoint_location).child(*STOP_FILE).path
+    stage = "after a barrier honoured it" if honoured else "before any barrier honoured it"
+    return (
+        f"stop (drain={request.drain}) did not complete: the query ended {stage}. The request "
+        f"stays recorded at {path}: the next run from this checkpoint honours it at its first "
+        "barrier; delete that file to withdraw it."
+    )
 
 
 def _timeout_message(checkpoint_location: str, request: StopRequest, honoured: bool) -> str:
@@ -146,8 +250,8 @@ def _timeout_message(checkpoint_location: str, request: StopRequest, honoured: b
     last = last_logged_batch(checkpoint_location)
     if not honoured:
         waited = (
-            "no barrier of the query honoured the stop request (is the query running? a query "
-            "on another host sees it at its next barrier)"
+            "the query is running but no barrier of it honoured the stop request yet (a batch "
+            "still running; a query on another host sees the request after its next batch)"
         )
     elif request.drain:
         committed = last is not None and spark_committed(checkpoint_location, last)

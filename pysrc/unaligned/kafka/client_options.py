@@ -37,6 +37,8 @@ from unaligned._parsing import (
     KAFKA_PREFIX,
     invalid,
     parse_bool,
+    parse_bytes,
+    parse_duration_ms,
     parse_non_negative,
     parse_positive,
 )
@@ -75,6 +77,16 @@ def _as_int(key: str, raw: str) -> int:
     return parse_non_negative(KAFKA_PREFIX + key, raw)
 
 
+def _as_size(key: str, raw: str) -> int:
+    """A ``*.bytes`` setting: the one size parser (``1048576``, ``64KB``, ``1MB``)."""
+    return parse_bytes(KAFKA_PREFIX + key, raw)
+
+
+def _as_ms(key: str, raw: str) -> int:
+    """A ``*.ms`` setting: the one duration parser (a bare number is ms; ``30s`` too)."""
+    return parse_duration_ms(KAFKA_PREFIX + key, raw)
+
+
 def _as_bool(key: str, raw: str) -> bool:
     return parse_bool(KAFKA_PREFIX + key, raw)
 
@@ -108,7 +120,7 @@ _MAPPED: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "client.id": ("client_id", _as_str),
     "client.rack": ("client_rack", _as_str),
     "group.id": ("group_id", _as_str),
-    "request.timeout.ms": ("request_timeout_ms", _as_int),
+    "request.timeout.ms": ("request_timeout_ms", _as_ms),
     "isolation.level": ("isolation_level", _choice("read_uncommitted", "read_committed")),
     "security.protocol": (
         "security_protocol",
@@ -119,21 +131,21 @@ _MAPPED: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER", upper=True),
     ),
     "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _as_str),
-    "fetch.max.bytes": ("fetch_max_bytes", _as_int),
-    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _as_int),
-    "fetch.min.bytes": ("fetch_min_bytes", _as_int),
-    "fetch.max.wait.ms": ("fetch_max_wait_ms", _as_int),
+    "fetch.max.bytes": ("fetch_max_bytes", _as_size),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _as_size),
+    "fetch.min.bytes": ("fetch_min_bytes", _as_size),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _as_ms),
     "max.poll.records": ("max_poll_records", _as_int),
-    "receive.buffer.bytes": ("receive_buffer_bytes", _as_int),
-    "send.buffer.bytes": ("send_buffer_bytes", _as_int),
-    "retry.backoff.ms": ("retry_backoff_ms", _as_int),
-    "reconnect.backoff.ms": ("reconnect_backoff_ms", _as_int),
-    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _as_int),
-    "connections.max.idle.ms": ("connections_max_idle_ms", _as_int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", _as_int),
-    "session.timeout.ms": ("session_timeout_ms", _as_int),
-    "heartbeat.interval.ms": ("heartbeat_interval_ms", _as_int),
-    "max.poll.interval.ms": ("max_poll_interval_ms", _as_int),
+    "receive.buffer.bytes": ("receive_buffer_bytes", _as_size),
+    "send.buffer.bytes": ("send_buffer_bytes", _as_size),
+    "retry.backoff.ms": ("retry_backoff_ms", _as_ms),
+    "reconnect.backoff.ms": ("reconnect_backoff_ms", _as_ms),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _as_ms),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _as_ms),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _as_ms),
+    "session.timeout.ms": ("session_timeout_ms", _as_ms),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _as_ms),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _as_ms),
     "check.crcs": ("check_crcs", _as_bool),
     "allow.auto.create.topics": ("allow_auto_create_topics", _as_bool),
     "client.dns.lookup": (
@@ -392,8 +404,14 @@ def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
         if name == "compression_type":
             codec = raw.strip().lower()
             kwargs[name] = None if codec == "none" else codec
-        elif name in ("linger_ms", "retries"):
+        elif name == "retries":
             kwargs[name] = parse_non_negative(KAFKA_PREFIX + key, raw)
+        elif name == "linger_ms":
+            kwargs[name] = parse_duration_ms(KAFKA_PREFIX + key, raw)
+        elif key.endswith(".ms"):
+            kwargs[name] = parse_duration_ms(KAFKA_PREFIX + key, raw, minimum=1)
+        elif key in ("batch.size", "max.request.size"):
+            kwargs[name] = parse_bytes(KAFKA_PREFIX + key, raw, minimum=1)
         else:
             kwargs[name] = parse_positive(KAFKA_PREFIX + key, raw)
     kwargs.setdefault("bootstrap_timeout_ms", config.request_timeout_ms)

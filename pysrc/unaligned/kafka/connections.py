@@ -166,6 +166,21 @@ class OffsetLookup:
 
         return self._call("listing topics", fetch)
 
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        """Kafka's topic id (KIP-516) of each of ``names`` that exists, from fresh metadata;
+        topics the broker gives no id for are left out."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+
+        def fetch(consumer: KafkaConsumer, _timeout_ms: int) -> dict[str, str]:
+            consumer.topics()  # refreshes metadata of all topics, ids included
+            cluster = consumer._client.cluster  # pinned: ClusterMetadata.topic_id
+            ids = {t: cluster.topic_id(t) for t in wanted}
+            return {t: str(i) for t, i in ids.items() if i is not None}
+
+        return self._call("looking up topic ids", fetch)
+
     def confirm_topics(self, names: Iterable[str]) -> dict[str, tuple[int, ...] | None]:
         """Ask the broker directly (a metadata request for exactly these topics, never
         creating one) whether each topic exists: ``None`` when it answers

@@ -15,7 +15,10 @@ the same directory, then rename it over the final name; on a local disk the file
 directory are fsynced), *before* any prepared transaction or staged file of the batch is
 committed. Its existence is the decision: a later run that finds it must roll the batch forward;
 a batch without one was never decided and everything it prepared is aborted. Readers never see a
-half-written record; temporary files (names starting with ``.``) are ignored.
+half-written record; temporary files (names starting with ``.``) are ignored. Each record
+carries a checksum (:mod:`unaligned._checksum`) verified on every read: a record changed after
+it was written stops the query with a :class:`CommitLogError` naming the file; a record without
+one (written by an earlier version) is read as it is.
 
 The done marker is only an optimisation for recovery (rolling forward a finished batch again is
 harmless because every commit is idempotent), and it is what pruning keys on: only finished
@@ -35,6 +38,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from unaligned._checksum import sealed_json, verified
 from unaligned._fs import (
     Location,
     atomic_write,
@@ -79,7 +83,8 @@ class CommitRecord:
     JSON, each ref is :meth:`~unaligned.channel_state.refs.ChannelStateRef.to_dict`."""
 
     def to_json(self) -> bytes:
-        return json.dumps(
+        """The record's JSON, sorted keys, with its checksum (:mod:`unaligned._checksum`)."""
+        return sealed_json(
             {
                 "version": RECORD_VERSION,
                 "batchId": self.batch_id,
@@ -90,14 +95,17 @@ class CommitRecord:
                     str(index): [ref.to_dict() for ref in refs]
                     for index, refs in sorted(self.channel_state.items())
                 },
-            },
-            sort_keys=True,
-        ).encode("utf-8")
+            }
+        )
 
     @classmethod
     def from_json(cls, data: bytes, name: str) -> CommitRecord:
+        """Parse and verify a record; a record without a checksum (earlier versions) is read
+        as it is. Raises :class:`CommitLogError` naming ``name``."""
         try:
-            doc = json.loads(data.decode("utf-8"))
+            doc, problem = verified(json.loads(data.decode("utf-8")))
+            if problem is not None:
+                raise CommitLogError(f"commit record {name}: {problem}")
             version = doc["version"]
             if version != RECORD_VERSION:
                 raise CommitLogError(
@@ -118,7 +126,7 @@ class CommitRecord:
             raise
         except ChannelStateError as exc:  # a malformed channel-state ref
             raise CommitLogError(f"commit record {name} is unreadable: {exc}") from exc
-        except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as exc:
             raise CommitLogError(f"commit record {name} is unreadable: {exc!r}") from exc
 
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
+    AtomicType,
     BinaryType,
     DataType,
     IntegerType,
@@ -71,9 +72,10 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
             return None
         index, data_type = found
         if not any(_same_type(data_type, a) for a in allowed):
+            spelled = schema.fields[index].name
             raise SchemaMismatchError(
-                f"Kafka sink input column {schema.fields[index].name!r} has type "
-                f"{data_type.simpleString()}; it must be {wanted}"
+                f"Kafka sink input column {spelled!r} has type "
+                f"{data_type.simpleString()}; it must be {wanted}{_cast_hint(spelled, allowed)}"
             )
         return index
 
@@ -95,6 +97,16 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
         partition=column("partition", (IntegerType(),), "int"),
         headers=column("headers", (_HEADERS_TYPE,), "array<struct<key: string, value: binary>>"),
     )
+
+
+def _cast_hint(name: str, allowed: tuple[DataType, ...]) -> str:
+    """How to convert the column, as users of Spark's Kafka sink do."""
+    targets = [t.simpleString().upper() for t in allowed if isinstance(t, AtomicType)]
+    if not targets:
+        return ""
+    casts = " or ".join(f"CAST({name} AS {t})" for t in targets)
+    example = f'selectExpr("CAST({name} AS {targets[0]}) AS {name}", ...)'
+    return f": convert it with {casts}, e.g. {example}"
 
 
 def _same_type(actual: DataType, expected: DataType) -> bool:

@@ -13,7 +13,10 @@ Spark hands the stream writer the user's options with lower-cased keys, plus
 Naming both a path and a Kafka target, or neither, is a :class:`SinkConfigurationError`, as is a
 missing ``checkpointLocation``.
 
-Sink options (case-insensitive, like every Spark option):
+Sink options (case-insensitive, like every Spark option; the table of known ones is
+``_OPTIONS``). An unknown option, or one that only the other target reads, is refused naming
+it (and the known ones); ``kafka.*`` passes through. Sizes and durations go through the one
+parser of each in :mod:`unaligned._parsing`:
 
 ==========================  =========  ==================================================
 ``transactionalIdPrefix``   derived    prefix of every transactional id the sink opens
@@ -46,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unaligned._parsing import (
+    KAFKA_PREFIX,
     kafka_params,
     parse_bytes,
     parse_choice,
@@ -108,6 +112,61 @@ class FileTarget:
 
 
 @dataclass(frozen=True)
+class _Option:
+    """One known sink option: its spelling in messages and the target it applies to."""
+
+    name: str
+    only_for: str | None = None  # "Kafka" or "file": refused with the other target
+
+
+_OPTIONS: dict[str, _Option] = {
+    o.name.lower(): o
+    for o in (
+        _Option("checkpointLocation"),
+        _Option("queryName"),  # Spark passes it to every sink
+        _Option("path", "file"),
+        _Option("compression", "file"),
+        _Option("topic", "Kafka"),
+        _Option("transactionalIdPrefix", "Kafka"),
+        _Option("maxUnacknowledgedBytes", "Kafka"),
+        _Option("chunkRows"),
+        _Option("minBatchesToRetain"),
+        _Option("checkpointMode"),
+        _Option("alignedCheckpointTimeout"),
+        _Option("maxInflightBytes"),
+        _Option("channelStateCodec"),
+        _Option("channelStateInlineThreshold"),
+        _Option("channelStatePath"),
+    )
+}
+#: Every option the sink knows, as listed in the message for an unknown one.
+KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
+    sorted([*(o.name for o in _OPTIONS.values()), "kafka.*"], key=str.lower)
+)
+
+
+def _check_known(opts: Mapping[str, str], spelled: Mapping[str, str]) -> None:
+    """Refuse an unknown option, naming it and the known ones (``kafka.*`` passes through)."""
+    for key in opts:
+        if not key.startswith(KAFKA_PREFIX) and key not in _OPTIONS:
+            raise SinkConfigurationError(
+                f"unknown option '{spelled[key]}' for the unaligned sink; known options: "
+                + ", ".join(KNOWN_OPTION_NAMES)
+            )
+
+
+def _check_target_options(opts: Mapping[str, str], target: str) -> None:
+    """Refuse an option that only the other target (``Kafka`` or ``file``) reads."""
+    for key in opts:
+        option = _OPTIONS.get(key)
+        if option is not None and option.only_for not in (None, target):
+            raise SinkConfigurationError(
+                f"option '{option.name}' applies to the {option.only_for} sink only; this "
+                f"query writes to the {target} sink"
+            )
+
+
+@dataclass(frozen=True)
 class SinkOptions:
     checkpoint_location: str
     query_name: str | None
@@ -120,6 +179,7 @@ class SinkOptions:
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Check and parse the writer's options; raises :class:`SinkConfigurationError`."""
         opts = {k.lower(): v for k, v in options.items()}
+        _check_known(opts, {k.lower(): k for k in options})
         checkpoint = opts.get("checkpointlocation", "").strip()
         if not checkpoint:
             raise SinkConfigurationError(
@@ -127,11 +187,13 @@ class SinkOptions:
                 "live under it (set .option('checkpointLocation', ...) or "
                 "spark.sql.streaming.checkpointLocation)"
             )
+        target = _parse_target(opts)
+        _check_target_options(opts, "file" if isinstance(target, FileTarget) else "Kafka")
         chunk_rows = _positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS)
         return cls(
             checkpoint_location=checkpoint,
             query_name=opts.get("queryname") or None,
-            target=_parse_target(opts),
+            target=target,
             chunk_rows=chunk_rows,
             min_batches_to_retain=_positive_int(
                 opts, "minbatchestoretain", "minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN
@@ -180,9 +242,9 @@ def default_channel_state_path(checkpoint: str) -> str:
     return absolute_path(checkpoint.rstrip("/") + "/unaligned/channel-state")
 
 
-def _bytes(opts: Mapping[str, str], key: str, name: str, default: int) -> int:
+def _bytes(opts: Mapping[str, str], key: str, name: str, default: int, minimum: int = 0) -> int:
     raw = opts.get(key)
-    return default if raw is None else parse_bytes(name, raw)
+    return default if raw is None else parse_bytes(name, raw, minimum)
 
 
 def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
@@ -243,11 +305,11 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
             f"option 'kafka.max.in.flight.requests.per.connection' = {in_flight!r}: the idempotent "
             "producer keeps order only with at most 5"
         )
-    timeout_ms = _positive_int(
-        kafka_params,
-        "transaction.timeout.ms",
-        "kafka.transaction.timeout.ms",
-        DEFAULT_TRANSACTION_TIMEOUT_MS,
+    raw_timeout = kafka_params.get("transaction.timeout.ms")
+    timeout_ms = (
+        DEFAULT_TRANSACTION_TIMEOUT_MS
+        if raw_timeout is None
+        else parse_duration_ms("kafka.transaction.timeout.ms", raw_timeout, minimum=1)
     )
     kafka_params["transaction.timeout.ms"] = str(timeout_ms)
     topic = opts.get("topic")
@@ -266,11 +328,12 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
         topic=topic,
         transaction_timeout_ms=timeout_ms,
         transactional_id_prefix=prefix,
-        max_unacknowledged_bytes=_positive_int(
+        max_unacknowledged_bytes=_bytes(
             opts,
             "maxunacknowledgedbytes",
             "maxUnacknowledgedBytes",
             DEFAULT_MAX_UNACKNOWLEDGED_BYTES,
+            minimum=1,
         ),
     )
 

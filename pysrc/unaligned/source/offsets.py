@@ -22,6 +22,10 @@ on another host keeps every topic-partition on the same task index (the per-key 
 sink's pending channel state depends on it); offsets written without it plan one task per
 topic-partition.
 
+``topicIds`` (optional) maps each topic to Kafka's topic id of when the offset was planned: a
+topic deleted and re-created under the same name has another id, which the stream reader
+treats as data loss (:meth:`unaligned.source.stream_reader.KafkaStreamReader._plan_ranges`).
+
 ``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
 when channel state is pending and no record arrived (:mod:`unaligned.barriers.idle`); a change
 in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
@@ -203,6 +207,9 @@ class KafkaSourceOffset:
     read_tasks: int | None = None
     """Read tasks per batch, fixed when the query first started; ``None``: one task per
     topic-partition (offsets written before the count was recorded)."""
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
+    """Kafka's topic id of each topic when this offset was planned (KIP-516): a topic deleted
+    and re-created under the same name has another id. Empty in offsets written without."""
 
     @classmethod
     def initial(
@@ -265,6 +272,7 @@ class KafkaSourceOffset:
             self.ending,
             self.drained,
             self.read_tasks,
+            self.topic_ids,
         )
 
     def is_query_start(self) -> bool:
@@ -319,6 +327,8 @@ class KafkaSourceOffset:
                 result["drained"] = True
         if self.read_tasks is not None:
             result["readTasks"] = self.read_tasks
+        if self.topic_ids:
+            result["topicIds"] = dict(sorted(self.topic_ids.items()))
         return result
 
     @classmethod
@@ -370,11 +380,27 @@ class KafkaSourceOffset:
             raise OffsetFormatError(
                 f"{what}: readTasks must be a whole number >= 1, got {read_tasks!r}"
             )
-        return cls(positions, barrier, token, query_start, ending, drained, read_tasks)
+        topic_ids = value.get("topicIds", {})
+        if not isinstance(topic_ids, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in topic_ids.items()
+        ):
+            raise OffsetFormatError(
+                f"{what}: topicIds must map topic names to ids, got {topic_ids!r}"
+            )
+        return cls(positions, barrier, token, query_start, ending, drained, read_tasks, topic_ids)
 
 
 _OPTIONAL_KEYS = frozenset(
-    {"barrierToken", "queryStart", "ending", "finished", "endOfData", "drained", "readTasks"}
+    {
+        "barrierToken",
+        "queryStart",
+        "ending",
+        "finished",
+        "endOfData",
+        "drained",
+        "readTasks",
+        "topicIds",
+    }
 )
 
 

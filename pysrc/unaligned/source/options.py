@@ -58,7 +58,6 @@ from unaligned._parsing import (
     kafka_params,
     parse_bool,
     parse_duration_ms,
-    parse_non_negative,
     parse_positive,
 )
 from unaligned.errors import OptionError
@@ -123,6 +122,10 @@ def _text(name: str, raw: str) -> str:
     return raw
 
 
+def _positive_ms(name: str, raw: str) -> int:
+    return parse_duration_ms(name, raw, minimum=1)
+
+
 @dataclass(frozen=True)
 class _Option:
     name: str  # Spark's spelling, used in messages
@@ -142,11 +145,9 @@ _OPTIONS: dict[str, _Option] = {
         _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", parse_positive),
         _Option("maxTriggerDelay", "max_trigger_delay_ms", parse_duration_ms),
         _Option("targetBatchDuration", "target_batch_duration_ms", parse_duration_ms),
-        _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", parse_positive),
+        _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", _positive_ms),
         _Option("fetchOffset.numRetries", "fetch_offset_num_retries", parse_positive),
-        _Option(
-            "fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_non_negative
-        ),
+        _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_duration_ms),
         _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", parse_no_match),
         _Option("groupIdPrefix", "group_id_prefix", _text),
     )

@@ -12,8 +12,8 @@ Precedence is Spark's: startingTimestamp > startingOffsetsByTimestamp > starting
 endingTimestamp > endingOffsetsByTimestamp > endingOffsets. Ends are exclusive. A starting
 timestamp no record reaches is an OptionError, or the latest offset with
 ``startingOffsetsByTimestampStrategy=latest``; an ending timestamp no record reaches ends at the
-latest offset (as in Spark). JSON positions must name every partition the query reads, and an
-end below the start is an OptionError.
+latest offset (as in Spark). JSON positions must name every partition the query reads; a
+``startingOffsets`` offset beyond the log end and an end below the start are OptionErrors.
 """
 
 from __future__ import annotations
@@ -111,6 +111,26 @@ def resolve_ending(
     return ending
 
 
+def _check_within_log(
+    positions: Mapping[TopicPartitionId, int],
+    lookup: OffsetLookup,
+    named: Collection[TopicPartitionId],
+) -> None:
+    """A ``startingOffsets`` offset beyond its partition's log end is an OptionError saying so
+    (read on, it would look like a topic recreated at the first batch)."""
+    if not named:
+        return
+    latest = lookup.latest(named)
+    beyond = sorted(tp for tp in named if positions[tp] > latest[tp])
+    if beyond:
+        detail = "; ".join(f"{tp}: offset {positions[tp]}, log end {latest[tp]}" for tp in beyond)
+        raise OptionError(
+            f"option 'startingOffsets' names offsets beyond the end of the log ({detail}); "
+            "give an offset at most the log end (the next offset to be written), "
+            "-1 (latest) or -2 (earliest)"
+        )
+
+
 def resolve_range(
     options: SourceOptions, lookup: OffsetLookup
 ) -> tuple[dict[TopicPartitionId, int], dict[TopicPartitionId, int] | None]:
@@ -127,6 +147,7 @@ def resolve_range(
         positions = {tp: p for tp, p in wanted.items() if isinstance(p, int)}
         positions.update(lookup.earliest([tp for tp in wanted if wanted[tp] is Boundary.EARLIEST]))
         positions.update(lookup.latest([tp for tp in wanted if wanted[tp] is Boundary.LATEST]))
+        _check_within_log(positions, lookup, [tp for tp in wanted if isinstance(wanted[tp], int)])
     elif isinstance(start, TimestampStart):
         positions = _resolve_timestamps(
             options, lookup, {tp: start.timestamp_ms for tp in tps}, "startingTimestamp"

@@ -68,6 +68,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -146,7 +147,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             min(read_tasks, max(1, len(positions))),
             "" if self._options.read_tasks is not None else ": the cores of this host",
         )
-        return KafkaSourceOffset.initial(positions, self._token, ending, read_tasks).to_json()
+        initial = KafkaSourceOffset.initial(positions, self._token, ending, read_tasks)
+        return self._identified(initial).to_json()
 
     def read_tasks(self) -> int:
         """Read tasks per batch for a new query: ``readTasks``, else the cores of the host
@@ -283,9 +285,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         "idle barrier: the first barrier after resuming from an earlier run "
                         "(writes channel state it left pending)"
                     )
-                return begin.next(begin.positions, begin.idle_barrier + 1).to_json()
+                return self._identified(
+                    begin.next(begin.positions, begin.idle_barrier + 1)
+                ).to_json()
             return start
-        return begin.next(end, begin.idle_barrier).to_json()
+        return self._identified(begin.next(end, begin.idle_barrier)).to_json()
+
+    def _identified(self, offset: KafkaSourceOffset) -> KafkaSourceOffset:
+        """``offset`` with the topic id of each of its topics as the broker gives it now (one
+        metadata request per planned batch); :meth:`_plan_ranges` compares them."""
+        topics = {tp.topic for tp in offset.positions}
+        known = {t: i for t, i in offset.topic_ids.items() if t in topics}
+        return replace(offset, topic_ids={**known, **self._lookup.topic_ids(topics)})
 
     def _size_batch(
         self, froms: dict[TopicPartitionId, int], end: dict[TopicPartitionId, int]
@@ -362,10 +373,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         2. partitions of ``finish`` that no longer exist (the broker confirms it): lost,
            planned as empty ranges;
         3. a new partition starts at its earliest offset, which should be 0;
-        4. an end below the start (topic recreated): lost, planned empty;
-        5. a start below the log start offset (retention, delete-records): the gap is lost.
+        4. a topic whose id changed (deleted and re-created under the same name): lost; with
+           failOnDataLoss=false its partitions are read from their earliest offset;
+        5. an end below the start (topic recreated): lost, planned empty;
+        6. a start below the log start offset (retention, delete-records): the gap is lost.
         """
         fail = self._options.fail_on_data_loss
+        recreated = _recreated_topics(begin, finish)
         gone = sorted(set(begin.positions) - set(finish.positions))
         if gone:
             unread = ", ".join(f"{tp} from offset {begin.positions[tp]}" for tp in gone)
@@ -380,6 +394,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             on_data_loss(
                 fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)"
             )
+        for topic, (old, new) in sorted(recreated.items()):
+            at = {tp.partition: p for tp, p in begin.positions.items() if tp.topic == topic}
+            on_data_loss(
+                fail,
+                f"topic '{topic}' was deleted and re-created: its topic id was {old} when the "
+                f"query last read it (up to offsets {at}) and is {new} now, so the records of "
+                "the old topic not yet read are lost and the new topic's offsets start again. "
+                "Set failOnDataLoss=false to read the new topic from its earliest offset, or "
+                "start the query with a new checkpoint",
+            )
         earliest = self._lookup.earliest(existing)
         ranges: list[OffsetRange] = []
         for tp in sorted(finish.positions):
@@ -388,7 +412,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ranges.append(OffsetRange(tp, until, until))
                 continue
             frm = begin.positions.get(tp, earliest[tp])
-            if tp not in begin.positions and frm != 0:
+            if tp.topic in recreated:
+                frm = earliest[tp]  # failOnDataLoss=false: the new topic from its start
+            elif tp not in begin.positions and frm != 0:
                 on_data_loss(fail, f"partition {tp} was added and starts at offset {frm}, not 0")
             if until < frm:
                 on_data_loss(
@@ -418,3 +444,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         self._lookup.close()
         self._group_offsets.close()
+
+
+def _recreated_topics(
+    begin: KafkaSourceOffset, finish: KafkaSourceOffset
+) -> dict[str, tuple[str, str]]:
+    """topic -> (id at ``begin``, id at ``finish``) for each topic whose id changed."""
+    return {
+        topic: (old, finish.topic_ids[topic])
+        for topic, old in begin.topic_ids.items()
+        if topic in finish.topic_ids and finish.topic_ids[topic] != old
+    }
