@@ -147,3 +147,36 @@ def test_commit_runner_unpickling_the_kafka_writer_imports_no_avro_or_pandas(
     )
     assert "kafka" in loaded
     assert loaded & KAFKA_SINK_DRIVER == set()
+
+
+def test_read_task_conversion_imports_no_pandas() -> None:
+    """A read task's own Arrow work (decoded columns -> Spark's batches) wraps numpy buffers:
+    ``pa.array`` would import pandas. Inputs are built from buffers as the decoder builds them."""
+    loaded = loaded_packages(
+        """
+        import numpy as np
+        import pyarrow as pa
+        from unaligned.kafka.partitions import TopicPartitionId
+        from unaligned.kafka.record_columns import RecordColumns
+        from unaligned.source.arrow_rows import to_arrow_batches
+
+        def binary(n):
+            offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32))
+            return pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(b"k" * n)])
+
+        n = 6
+        columns = RecordColumns(
+            offsets=np.arange(n, dtype=np.int64),
+            timestamps_ms=np.full(n, 1_700_000_000_000, np.int64),
+            timestamp_types=np.zeros(n, np.int32),
+            keys=binary(n),
+            values=binary(n),
+            headers=None,
+        )
+        (batch,) = to_arrow_batches(columns, TopicPartitionId("t", 1), False)
+        batch.validate(full=True)
+        assert batch.num_rows == n
+        """
+    )
+    assert "pyarrow" in loaded
+    assert "pandas" not in loaded
