@@ -180,3 +180,30 @@ def test_read_task_conversion_imports_no_pandas() -> None:
     )
     assert "pyarrow" in loaded
     assert "pandas" not in loaded
+
+
+def test_sink_routing_imports_no_pandas() -> None:
+    """A sink task's routing of a chunk: keys hashed (murmur2), a partition column with nulls,
+    and a keyless chunk; inputs built from buffers, as Spark hands them over."""
+    loaded = loaded_packages(
+        """
+        import numpy as np
+        import pyarrow as pa
+        from unaligned.kafka.row_routing import route_rows
+
+        n = 6
+        offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32))
+        keys = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(b"abcdef")])
+        named = np.packbits(np.array([1, 0, 1, 1, 0, 1], bool), bitorder="little")
+        values = pa.py_buffer(np.array([0, 9, 1, 2, 9, 0], np.int32))
+        partitions = pa.Array.from_buffers(
+            pa.int32(), n, [pa.py_buffer(named), values], null_count=2
+        )
+        groups = route_rows("out", keys, partitions, n, lambda topic: 3, {})
+        assert sorted(r for g in groups for r in g.rows) == list(range(n))
+        assert {g.partition for g in groups if 2 in g.rows} == {1}
+        assert len(route_rows("out", None, None, n, lambda topic: 3, {})) == 1
+        """
+    )
+    assert "pyarrow" in loaded
+    assert "pandas" not in loaded
