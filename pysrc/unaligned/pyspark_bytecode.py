@@ -130,11 +130,19 @@ def add_bytecode(path: Path) -> ZipResult:
                 compiled += 1
             archive.writestr(_marker(), f"{sys.version}\n")
         if not backup.exists():
-            os.link(path, backup)  # the same bytes under a second name, until the rename
+            _keep_original(path, backup)
         os.replace(staged, path)
     finally:
         staged.unlink(missing_ok=True)
     return ZipResult(path, compiled, already_done=False)
+
+
+def _keep_original(path: Path, backup: Path) -> None:
+    """``backup``: the original bytes (a hard link where the file system has them)."""
+    try:
+        os.link(path, backup)
+    except OSError:
+        shutil.copy2(path, backup)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
