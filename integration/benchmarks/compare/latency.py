@@ -187,6 +187,12 @@ def _wait_for_a_batch(query: Any, limit_s: float) -> None:
         time.sleep(0.1)
 
 
+def _wait_until_idle(query: Any, limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _variant(spark: Any, kafka: Any, name: str, settings: Settings, work: Path) -> dict[str, Any]:
     tag = f"{name.replace(' ', '-')}-{time.monotonic_ns()}"
     topic, output = f"latency-in-{tag}", f"latency-out-{tag}"
@@ -212,6 +218,7 @@ def _variant(spark: Any, kafka: Any, name: str, settings: Settings, work: Path) 
             if epoch_s(p["timestamp"]) >= tiny_from and p["numInputRows"] > 0
         ]
     finally:
+        _wait_until_idle(query, 30.0)  # stopping mid-batch makes Spark log aborted tasks
         query.stop()
         consumer.stop()
     kafka.delete_topic(topic)
