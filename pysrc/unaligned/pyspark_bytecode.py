@@ -14,7 +14,8 @@ compiled by the running interpreter (run it with the Python of ``PYSPARK_PYTHON`
   the old zip open still reads it correctly.
 - Checked hash-based ``.pyc`` files (PEP 552): a ``.pyc`` whose source changed, or one written
   by another Python version, is ignored and the source is compiled as before.
-- Idempotent: a zip that already holds bytecode of this Python is left alone.
+- Idempotent: a zip that already holds bytecode of this Python is left alone. One that holds
+  another Python's keeps it (useless to this one, never wrong): move ``<zip>.orig`` back first.
 
 It changes the Spark installation: run it where Spark is installed, on every node that runs
 Python workers (on YARN the submitting host's zip is the one shipped). Undo by moving
