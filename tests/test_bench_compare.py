@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_compare import selected_workloads
-from benchmarks.compare import inputs, progress, table
+from benchmarks.compare import inputs, latency, progress, table
 
 
 def _progress(timestamp: str, duration_ms: int, rows: int) -> dict[str, Any]:
@@ -76,11 +76,18 @@ def test_an_exactly_once_prefix_has_no_gaps() -> None:
 
 
 def test_selected_workloads() -> None:
-    assert selected_workloads("") == ["throughput", "backpressure", "driver_kills", "recovery"]
+    assert selected_workloads("") == [
+        "throughput",
+        "backpressure",
+        "driver_kills",
+        "recovery",
+        "latency",
+    ]
     assert selected_workloads("4, 1") == ["throughput", "recovery"]
+    assert selected_workloads("5") == ["latency"]
     assert selected_workloads("driver-kills,backpressure") == ["backpressure", "driver_kills"]
     with pytest.raises(SystemExit):
-        selected_workloads("5")
+        selected_workloads("6")
 
 
 def _batches(name: str) -> dict[str, Any]:
@@ -166,3 +173,83 @@ def test_the_recovery_block_shows_seconds_to_two_decimals() -> None:
     text = table.format_table(report)
     recovered = next(line for line in text.splitlines() if line.startswith("ours with"))
     assert recovered.split()[-5:] == ["5.63", "9.00", "19.97", "92,000", "265,919"]
+
+
+def test_latency_values_carry_their_produce_time() -> None:
+    value = latency.encode(1234, 1_795_000_000_123)
+    assert len(value) == inputs.VALUE_BYTES
+    assert latency.decode(value) == (1234, 1_795_000_000_123)
+    assert latency.decode(value + b"\n") == (1234, 1_795_000_000_123)
+
+
+def test_latency_figures_leave_out_the_warm_up_and_count_the_unseen() -> None:
+    produced = {0: 1_000, 1: 2_000, 2: 2_000, 3: 2_010, 4: 2_020}
+    seen = {0: 1_900, 1: 2_300, 2: 2_100, 4: 3_020}  # 3 never became visible
+    figures = latency.latency_figures(produced, seen, from_ms=2_000)
+    assert figures == {
+        "produced": 4,
+        "seen": 3,
+        "latency_ms_p50": 300,
+        "latency_ms_p99": 1_000,
+        "latency_ms_max": 1_000,
+    }
+    assert latency.latency_figures(produced, {}, from_ms=2_000) == {"produced": 4, "seen": 0}
+
+
+def test_fixed_cost_figures_of_tiny_batches() -> None:
+    reports = [
+        {"numInputRows": rows, "durationMs": {"triggerExecution": total, "addBatch": add}}
+        for rows, total, add in ((20, 400, 300), (30, 500, 350), (25, 450, 320))
+    ]
+    assert latency.fixed_cost_figures(reports) == {
+        "batches": 3,
+        "batch_ms_p50": 450,
+        "batch_ms_p99": 500,
+        "add_batch_ms_p50": 320,
+        "rows_per_batch_p50": 25,
+    }
+    assert latency.fixed_cost_figures([]) == {"batches": 0}
+
+
+def test_the_table_shows_the_latency_workload() -> None:
+    contender = {
+        "produced": 500_000,
+        "seen": 500_000,
+        "latency_ms_p50": 420,
+        "latency_ms_p99": 900,
+        "latency_ms_max": 1_400,
+        "batch_ms_p50_steady": 380.0,
+        "tiny_batches": {
+            "batches": 40,
+            "batch_ms_p50": 310.0,
+            "batch_ms_p99": 520,
+            "add_batch_ms_p50": 240.0,
+            "rows_per_batch_p50": 20,
+        },
+    }
+    report = {
+        "latency": {
+            "rate": 10_000,
+            "seconds": 60,
+            "warmup_s": 10,
+            "tiny_rate": 80,
+            "tiny_seconds": 20,
+            "contenders": {"peer": contender, "ours aligned": {**contender, "seen": 499_000}},
+        }
+    }
+    text = table.format_table(report)
+    assert "workload 5" in text
+    ours = next(line for line in text.splitlines() if line.startswith("ours aligned"))
+    assert ours.split()[2:] == [
+        "499,000",
+        "/",
+        "500,000",
+        "420",
+        "900",
+        "1,400",
+        "380",
+        "310",
+        "/",
+        "520",
+        "240",
+    ]

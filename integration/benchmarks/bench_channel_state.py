@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from benchmarks import write_results
-from unaligned.channel_state.avro_rows import CODECS, check_codec
+from unaligned.channel_state.codecs import CODECS, check_codec
 from unaligned.channel_state.reader import read_channel_state
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.errors import OptionError

@@ -1,4 +1,4 @@
-"""Ours against Spark's own Kafka connector, four workloads side by side (issue 11).
+"""Ours against Spark's own Kafka connector, five workloads side by side (issues 11 and 20).
 
 Run: ``./dev bench compare`` (or ``python -m benchmarks compare`` from ``integration/``). Prints a
 table, writes ``integration/benchmarks/results/results.json`` and one PNG per workload beside it
@@ -6,15 +6,17 @@ table, writes ``integration/benchmarks/results/results.json`` and one PNG per wo
 
 One embedded broker and one Spark ``local[N]`` session (N = CPU count, Spark's Kafka connector
 on ``spark.jars``, fetched by Maven beforehand: :mod:`benchmarks.peer_connector`) for workloads
-1 and 2; workloads 3 and 4 run each query in a process of its own so its driver can be killed.
+1, 2 and 5; workloads 3 and 4 run each query in a process of its own so its driver can be killed.
 The workloads are described in their modules: :mod:`benchmarks.compare.throughput`,
 :mod:`~benchmarks.compare.backpressure`, :mod:`~benchmarks.compare.driver_kills`,
-:mod:`~benchmarks.compare.recovery`. Sizes from the environment:
+:mod:`~benchmarks.compare.recovery`, :mod:`~benchmarks.compare.latency`. Sizes from the
+environment:
 
 ======================================  ===========  ======================================
-``UNALIGNED_BENCH_WORKLOADS``           1,2,3,4      which workloads run (numbers or names:
+``UNALIGNED_BENCH_WORKLOADS``           1,2,3,4,5    which workloads run (numbers or names:
                                                      ``throughput``, ``backpressure``,
-                                                     ``driver_kills``, ``recovery``)
+                                                     ``driver_kills``, ``recovery``,
+                                                     ``latency``)
 ``UNALIGNED_BENCH_RECORDS``             5,000,000    workload 1's records
 ``UNALIGNED_BENCH_REPEATS``             2            runs per contender (workloads 1 and 4)
 ``UNALIGNED_BENCH_SKEWED_RECORDS``      400,000      workloads 2 and 4 (hot partition: half)
@@ -23,6 +25,11 @@ The workloads are described in their modules: :mod:`benchmarks.compare.throughpu
 ``UNALIGNED_BENCH_KILL_EVERY_S``        20           workload 3's seconds between kills
 ``UNALIGNED_BENCH_KILL_FOR_S``          600          workload 3 stops killing after this
 ``UNALIGNED_BENCH_QUOTA``               (measured)   the throttle of workloads 2-4, bytes/s
+``UNALIGNED_BENCH_LATENCY_RATE``        10,000       workload 5's steady input, records/s
+``UNALIGNED_BENCH_LATENCY_S``           60           workload 5's seconds at that rate
+``UNALIGNED_BENCH_LATENCY_WARMUP_S``    10           workload 5's first seconds, left out
+``UNALIGNED_BENCH_TINY_RATE``           80           workload 5's tiny batches, records/s
+``UNALIGNED_BENCH_TINY_S``              20           workload 5's seconds of tiny batches
 ======================================  ===========  ======================================
 
 The throttle is a fifth of ours' unthrottled Kafka -> Kafka rate (in payload bytes): workload 1's
@@ -46,6 +53,7 @@ from benchmarks.compare import (
     driver_kills,
     figures,
     inputs,
+    latency,
     recovery,
     table,
     throughput,
@@ -54,11 +62,11 @@ from benchmarks.floor_source import register as register_floor_source
 from benchmarks.peer_connector import ensure_connector
 
 WARMUP_RECORDS = 80_000
-WORKLOADS = ("throughput", "backpressure", "driver_kills", "recovery")
+WORKLOADS = ("throughput", "backpressure", "driver_kills", "recovery", "latency")
 
 
 def selected_workloads(raw: str) -> list[str]:
-    """``UNALIGNED_BENCH_WORKLOADS``: comma-separated numbers (1-4) or names; empty: all."""
+    """``UNALIGNED_BENCH_WORKLOADS``: comma-separated numbers (1-5) or names; empty: all."""
     chosen = set()
     for item in (x.strip() for x in raw.split(",") if x.strip()):
         if item.isdigit() and 1 <= int(item) <= len(WORKLOADS):
@@ -66,7 +74,9 @@ def selected_workloads(raw: str) -> list[str]:
         elif item.replace("-", "_") in WORKLOADS:
             chosen.add(item.replace("-", "_"))
         else:
-            raise SystemExit(f"unknown workload {item!r}: 1-4 or one of {', '.join(WORKLOADS)}")
+            raise SystemExit(
+                f"unknown workload {item!r}: 1-{len(WORKLOADS)} or one of {', '.join(WORKLOADS)}"
+            )
     return [w for w in WORKLOADS if w in chosen] or list(WORKLOADS)
 
 
@@ -100,6 +110,13 @@ def main() -> dict[str, Any]:
     kill_every_s = inputs.env_ints("UNALIGNED_BENCH_KILL_EVERY_S", (20,))[0]
     kill_for_s = inputs.env_ints("UNALIGNED_BENCH_KILL_FOR_S", (600,))[0]
     quota = inputs.env_ints("UNALIGNED_BENCH_QUOTA", (0,))[0]
+    latency_settings = latency.Settings(
+        rate=inputs.env_ints("UNALIGNED_BENCH_LATENCY_RATE", (10_000,))[0],
+        seconds=inputs.env_ints("UNALIGNED_BENCH_LATENCY_S", (60,))[0],
+        warmup_s=inputs.env_ints("UNALIGNED_BENCH_LATENCY_WARMUP_S", (10,))[0],
+        tiny_rate=inputs.env_ints("UNALIGNED_BENCH_TINY_RATE", (80,))[0],
+        tiny_seconds=inputs.env_ints("UNALIGNED_BENCH_TINY_S", (20,))[0],
+    )
     print(f"workloads: {', '.join(workloads)}", flush=True)
     started = time.monotonic()
     report: dict[str, Any] = {"benchmark": "compare", "workloads": workloads}
@@ -114,17 +131,22 @@ def main() -> dict[str, Any]:
         try:
             report["machine"] = inputs.machine_info(spark, connector)
             report["spark_master"] = spark.sparkContext.master
-            if {"throughput", "backpressure"} & set(workloads) or not quota:
+            if {"throughput", "backpressure"} & set(workloads) or (
+                not quota and {"driver_kills", "recovery"} & set(workloads)
+            ):
                 _warm_up(spark, kafka, work)
             if "throughput" in workloads:
                 report["throughput"] = throughput.run(spark, kafka, work, records, repeats)
-            if not quota:
+            if "latency" in workloads:
+                report["latency"] = latency.run(spark, kafka, work, latency_settings)
+            if not quota and {"backpressure", "driver_kills", "recovery"} & set(workloads):
                 if "throughput" in report:
                     rate = report["throughput"]["outputs"]["kafka"]["best_records_per_s"]["ours"]
                 else:
                     rate = throughput.ours_kafka_rate(spark, kafka, work, records)
                 quota = int(rate * inputs.VALUE_BYTES / backpressure.THROTTLE_SHARE)
-            report["quota_bytes_per_s"] = quota
+            if quota:
+                report["quota_bytes_per_s"] = quota
             if "backpressure" in workloads:
                 report["backpressure"] = backpressure.run(
                     spark, kafka, work, skewed, udf_records, quota

@@ -3,6 +3,10 @@
 ``spark.readStream.format("unaligned")`` reads Kafka (a drop-in for Spark's Kafka source);
 ``df.writeStream.format("unaligned")`` writes to Kafka transactions or Parquet files with a
 two-phase commit. See README.md for options and guarantees.
+
+Importing the package is light (Spark imports it in every Python process that looks up or
+creates the data source): :func:`await_finished`, :func:`stop` and :func:`monitor` load their
+modules (checkpoint files through ``pyarrow.fs``, query listeners) on first access.
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource, register
-from unaligned.finishing import await_finished, stop
-from unaligned.monitoring import monitor
 
 if TYPE_CHECKING:
     import pyarrow
+
+    from unaligned.finishing import await_finished, stop
+    from unaligned.monitoring import monitor
 
 __all__ = [
     "FORMAT_NAME",
@@ -26,6 +31,24 @@ __all__ = [
     "stop",
 ]
 __version__ = "0.1.0"
+
+#: Public names whose modules load on first access (PEP 562), not with the package.
+_LAZY = {
+    "await_finished": "unaligned.finishing",
+    "stop": "unaligned.finishing",
+    "monitor": "unaligned.monitoring",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'unaligned' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def read_committed_files(path: str, **kwargs: Any) -> pyarrow.Table:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
-import sys
 
 import fastavro
 import pyarrow as pa
@@ -15,13 +14,12 @@ import pytest
 from channel_state_rows import KAFKA_SCHEMA
 from unaligned.channel_state.avro_rows import (
     avro_schema,
-    check_codec,
     encode_rows,
     records_to_batch,
     storage_schema,
     view_as,
 )
-from unaligned.errors import OptionError, SchemaMismatchError
+from unaligned.errors import SchemaMismatchError
 
 
 def kafka_row(i: int) -> dict:
@@ -167,17 +165,3 @@ def test_unsupported_types_and_names_are_refused() -> None:
         avro_schema(pa.schema([("my col", pa.int32())]))
     with pytest.raises(SchemaMismatchError, match=r"column 'x.u'"):
         avro_schema(pa.schema([("x", pa.struct([("u", pa.uint64())]))]))
-
-
-def test_codecs_and_missing_packages(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(OptionError, match="'lzma' is not one of null, deflate, snappy, zstandard"):
-        check_codec("lzma")
-    monkeypatch.setitem(sys.modules, "cramjam", None)
-    monkeypatch.setitem(sys.modules, "snappy", None)
-    with pytest.raises(OptionError, match="codec 'snappy' needs the Python package 'cramjam'"):
-        check_codec("snappy")
-    monkeypatch.setitem(sys.modules, "compression.zstd", None)
-    monkeypatch.setitem(sys.modules, "backports.zstd", None)
-    with pytest.raises(OptionError, match="'zstandard' needs the Python package 'backports.zstd'"):
-        check_codec("zstandard")
-    check_codec("deflate")

@@ -19,7 +19,7 @@ from channel_state_rows import (
     rows_of,
     write_state,
 )
-from unaligned.channel_state.avro_rows import CODECS, check_codec
+from unaligned.channel_state.codecs import CODECS, check_codec
 from unaligned.channel_state.files import list_barrier_ids, list_state_files
 from unaligned.channel_state.reader import read_all, read_channel_state
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState

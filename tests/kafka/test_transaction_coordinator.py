@@ -8,6 +8,7 @@ The end-to-end proof against a real broker is integration/test_kafka_transaction
 from __future__ import annotations
 
 import inspect
+import threading
 
 import kafka.errors as kafka_errors
 import pytest
@@ -163,3 +164,23 @@ def test_out_of_time_distinguishes_unreachable_from_busy() -> None:
     )
     assert isinstance(busy, TransactionCommitError)
     assert "CONCURRENT_TRANSACTIONS" in str(busy) and "9 attempts" in str(busy)
+
+
+def test_fence_all_fences_every_id_at_once_and_raises_a_failure_after_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = ["q-0-0", "q-1-0", "q-2-0"]
+    together = threading.Barrier(len(ids))  # broken (an error) if the fences ran one by one
+    fenced: list[str] = []
+
+    def fence(kwargs: object, tid: str) -> None:
+        together.wait(timeout=30)
+        fenced.append(tid)
+        if tid == "q-1-0":
+            raise TransactionAbortError(f"could not fence transactional id {tid!r}")
+
+    monkeypatch.setattr(tc, "fence", fence)
+    with pytest.raises(TransactionAbortError, match="q-1-0"):
+        tc.fence_all({}, ids)
+    assert sorted(fenced) == ids
+    tc.fence_all({}, [])

@@ -1,6 +1,6 @@
 """Issue 11's side-by-side benchmarks: our connector against Spark's own Kafka connector.
 
-``python -m benchmarks compare`` (``./dev bench compare``) runs the four workloads, prints one
+``python -m benchmarks compare`` (``./dev bench compare``) runs the five workloads, prints one
 table and writes ``integration/benchmarks/results/results.json`` with a PNG per workload
 beside it (:mod:`benchmarks.bench_compare`). One module per part:
 
@@ -13,6 +13,7 @@ beside it (:mod:`benchmarks.bench_compare`). One module per part:
 - :mod:`.query_process`: one query in a process of its own, for the kills of workloads 3 and 4;
 - :mod:`.driver_kills`: workload 3, committed records over time while the driver is killed;
 - :mod:`.recovery`: workload 4, restart to the first committed batch;
+- :mod:`.latency`: workload 5, end-to-end latency at a steady rate, and tiny batches;
 - :mod:`.progress`: figures from Spark's progress reports (batch durations, percentiles);
 - :mod:`.table`: the printed table;
 - :mod:`.figures`: the PNGs (matplotlib, the ``bench`` extra).

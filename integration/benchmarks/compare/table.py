@@ -46,6 +46,16 @@ RECOVERY: Columns = (
     ("pending rows", 14),
     ("pending B", 12),
 )
+LATENCY: Columns = (
+    ("contender", 16),
+    ("seen", 16),
+    ("p50 ms", 9),
+    ("p99 ms", 9),
+    ("max ms", 9),
+    ("batch p50 ms", 14),
+    ("tiny batch p50 / p99 ms", 25),
+    ("addBatch p50", 14),
+)
 
 
 def format_table(report: Mapping[str, Any]) -> str:
@@ -57,6 +67,7 @@ def format_table(report: Mapping[str, Any]) -> str:
             ("backpressure", _backpressure),
             ("driver_kills", _driver_kills),
             ("recovery", _recovery),
+            ("latency", _latency),
         )
         if name in report
     ]
@@ -171,4 +182,29 @@ def _recovery(w: Mapping[str, Any]) -> str:
         RECOVERY,
         (row(name, r) for name, r in w["variants"].items()),
         "pending: channel state at the kill (the most of the runs)",
+    )
+
+
+def _latency(w: Mapping[str, Any]) -> str:
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f}"
+
+    def row(name: str, r: Mapping[str, Any]) -> list[str]:
+        tiny = r["tiny_batches"]
+        return [
+            name,
+            f"{r['seen']:,} / {r['produced']:,}",
+            *(ms(r.get(f"latency_ms_{k}")) for k in ("p50", "p99", "max")),
+            ms(r.get("batch_ms_p50_steady")),
+            f"{ms(tiny.get('batch_ms_p50'))} / {ms(tiny.get('batch_ms_p99'))}",
+            ms(tiny.get("add_batch_ms_p50")),
+        ]
+
+    return _block(
+        f"workload 5: visible latency (read_committed) at {w['rate']:,} records/s for "
+        f"{w['seconds']} s (first {w['warmup_s']} s left out); tiny batches at {w['tiny_rate']} "
+        f"records/s for {w['tiny_seconds']} s",
+        LATENCY,
+        (row(name, r) for name, r in w["contenders"].items()),
+        "seen: records read back by the independent consumer / produced after the warm-up",
     )

@@ -59,13 +59,13 @@ from unaligned.barriers.barrier import Barrier, Deadline
 from unaligned.barriers.chunking import ChunkSizer
 from unaligned.barriers.metrics import TaskBarrierStats
 from unaligned.channel_state.files import query_state_dir
-from unaligned.channel_state.reader import read_channel_state
 from unaligned.channel_state.refs import ChannelStateRef, InlineChannelState
-from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.crash_points import FailPoint
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
+
+    from unaligned.channel_state.writer import ChannelStateWriter
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +171,10 @@ class BarrierAlignment:
         return True
 
     def _new_state_writer(self, schema: pa.Schema) -> ChannelStateWriter:
+        # Avro (fastavro) only in a task that spills: the planner and the commit runner import
+        # this module for its settings and never load the channel-state codecs.
+        from unaligned.channel_state.writer import ChannelStateWriter
+
         return ChannelStateWriter(
             state_dir=query_state_dir(self._settings.state_dir, self._barrier.query_id),
             barrier_id=self._barrier.batch_id,
@@ -226,6 +230,8 @@ class BarrierAlignment:
                 carried_rows += ref.remaining_rows
                 continue
             consumed = 0
+            from unaligned.channel_state.reader import read_channel_state
+
             replay = read_channel_state(
                 ref,
                 batch_rows=chunk_rows,

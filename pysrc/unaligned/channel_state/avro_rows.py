@@ -6,13 +6,12 @@ Avro's binary row encoding, byte for byte what fastavro writes row by row, for
 ``fastavro.write.Writer.write_block`` (:class:`EncodedBlock`). Temporal columns travel as their
 raw integers: :func:`view_as` with :func:`storage_schema` before encoding, and
 :func:`records_to_batch` on the way back. Codecs are the Avro container codecs
-(:func:`check_codec`).
+(:mod:`unaligned.channel_state.codecs`).
 """
 
 from __future__ import annotations
 
 import base64
-import importlib
 import io
 import re
 from typing import Any
@@ -22,38 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from unaligned.errors import OptionError, SchemaMismatchError
-
-CODECS = ("null", "deflate", "snappy", "zstandard")
-#: Codec -> (modules fastavro can use for it, the package to install).
-_CODEC_MODULES: dict[str, tuple[tuple[str, ...], str]] = {
-    "snappy": (("cramjam", "snappy"), "cramjam"),
-    "zstandard": (("compression.zstd", "backports.zstd"), "backports.zstd"),
-}
+from unaligned.errors import SchemaMismatchError
 
 _AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-# --- codecs ---------------------------------------------------------------------------------------
-
-
-def check_codec(codec: str) -> None:
-    """Raise OptionError if ``codec`` is unknown or needs a package that is not installed."""
-    if codec not in CODECS:
-        raise OptionError(f"channel state codec {codec!r} is not one of {', '.join(CODECS)}")
-    if codec not in _CODEC_MODULES:
-        return
-    modules, package = _CODEC_MODULES[codec]
-    for module in modules:
-        try:
-            importlib.import_module(module)
-            return
-        except ImportError:
-            continue
-    raise OptionError(
-        f"channel state codec {codec!r} needs the Python package {package!r}, which is not "
-        f"installed (install {package!r}, or choose codec 'deflate' or 'null')"
-    )
 
 
 # --- Arrow <-> Avro schema ------------------------------------------------------------------------

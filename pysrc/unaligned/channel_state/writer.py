@@ -47,11 +47,11 @@ from unaligned._fs import Location, resolve_location
 from unaligned.channel_state.avro_rows import (
     EncodedBlock,
     avro_schema,
-    check_codec,
     encode_rows,
     storage_schema,
     view_as,
 )
+from unaligned.channel_state.codecs import check_codec
 from unaligned.channel_state.files import (
     ATTEMPT_NAME,
     barrier_dir_name,

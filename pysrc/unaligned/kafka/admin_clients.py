@@ -1,16 +1,17 @@
 """Kafka admin clients: one per call, or one kept per process for the questions asked per batch.
 
-:func:`admin_client` builds a ``KafkaAdminClient`` for one block and closes it after: rare
-calls (the brokers' settings at query start, fencing a leftover id).
+:func:`admin_client` builds a ``KafkaAdminClient`` for one block and closes it after: for a
+block that runs while the kept client is lent to another thread.
 
 :func:`shared_admin_client` lends the process's kept client for the same cluster and settings
 instead. An executor's Python worker runs many tasks one after another, and every Kafka sink
 task asks the coordinator about its transactional id before it begins (``DescribeTransactions``,
 :mod:`unaligned.sink.kafka_participant`); Spark reuses the driver's planner and commit runner
 processes across micro-batches, which list the sink's open transactions and commit the batch's
-(``ListTransactions``, ``EndTxn``) every batch. A new client per call costs its bootstrap,
-connections and their ``ApiVersions`` exchange, about as much time as the question itself
-(about 10 ms each on the embedded broker). Guarantees:
+(``ListTransactions``, ``EndTxn``) every batch; the planner also asks, once per process, for
+the brokers' ``transaction.max.timeout.ms`` and whether the sink's topic exists. A new client
+per call costs its bootstrap, connections and their ``ApiVersions`` exchange, about as much
+time as the question itself (about 10 ms each on the embedded broker). Guarantees:
 
 - a client is lent to one block at a time: a second thread asking while it is lent gets a client
   of its own for its block (closed after), never a shared one;

@@ -30,9 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.record import util as record_util
-
-from kafka import KafkaProducer
 from unaligned._parsing import (
     KAFKA_PREFIX,
     invalid,
@@ -48,7 +45,14 @@ logger = logging.getLogger(__name__)
 
 REDACTED = "*****(redacted)"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-FAST_CRC32C = record_util.crc32c_c is not None
+
+
+def _fast_crc32c() -> bool:
+    """Whether kafka-python checks CRCs in C (``crc32c`` installed): then checking is cheap."""
+    from kafka.record import util as record_util  # here: option parsing imports no kafka-python
+
+    return record_util.crc32c_c is not None
+
 
 _SECRET_WORDS = ("password", "jaas", "secret", "token", "credential")
 
@@ -224,7 +228,7 @@ class KafkaClientConfig:
             "max_partition_fetch_bytes": 8 * 1024 * 1024,
             "fetch_max_bytes": 64 * 1024 * 1024,
             "allow_auto_create_topics": False,
-            "check_crcs": FAST_CRC32C,
+            "check_crcs": _fast_crc32c(),
             "metrics_enabled": False,
             "retry_backoff_ms": 10,  # slept in poll() per leader lookup: paid by every task
         }
@@ -389,6 +393,8 @@ def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
         if k not in _PRODUCER_ONLY and k not in _PRODUCER_CHECKED
     }
     config = client_config_from_options(shared)
+    from kafka import KafkaProducer  # here: parsing the source's options needs no kafka-python
+
     kwargs: dict[str, Any] = dict(PRODUCER_DEFAULTS)
     for name, value in config.client_kwargs.items():
         if name not in KafkaProducer.DEFAULT_CONFIG:

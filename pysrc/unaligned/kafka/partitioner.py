@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from unaligned._arrow import integers, valid_rows
 from unaligned.errors import SchemaMismatchError
 
 SEED = 0x9747B28C
@@ -78,12 +79,7 @@ def _binary_parts(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         if data_buf is not None and data_buf.size
         else np.zeros(0, np.uint8)
     )
-    valid = (
-        arr.is_valid().to_numpy(zero_copy_only=False)
-        if arr.null_count
-        else np.ones(rows, dtype=bool)
-    )
-    return offsets[:-1], np.diff(offsets), data, valid
+    return offsets[:-1], np.diff(offsets), data, valid_rows(arr)
 
 
 def murmur2_column(keys: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -185,8 +181,8 @@ def assign_partitions(
         if len(given) != rows:
             raise ValueError(f"partition column has {len(given)} rows, expected {rows}")
         if given.null_count < len(given):
-            explicit = given.is_valid().to_numpy(zero_copy_only=False)
-            values = given.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            explicit = valid_rows(given)
+            values = np.where(explicit, integers(given), 0).astype(np.int64)
             _check_partitions(values, explicit, num_partitions)
             result[explicit] = values[explicit]
     return result
@@ -199,7 +195,7 @@ def _all_named(partitions: Any, rows: int | None) -> np.ndarray | None:
     if rows is not None and len(partitions) != rows:
         return None  # the caller's checks name the mismatch
     given = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
-    values: np.ndarray = given.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    values: np.ndarray = integers(given).astype(np.int64, copy=False)
     return values
 
 

@@ -1,12 +1,7 @@
-"""Kafka records of one partition as columns, and the row schema they become.
+"""Kafka records of one partition as columns, and the Arrow schema they become.
 
-Schema (exactly Spark's Kafka source schema; every field nullable, as Spark declares them)::
-
-    key binary, value binary, topic string, partition int, offset long,
-    timestamp timestamp, timestampType int [, headers array<struct<key string, value binary>>]
-
-``headers`` is null for a record without headers (as in Spark). ``timestampType`` is Kafka's
-id: 0 CreateTime, 1 LogAppendTime.
+The row schema is Spark's Kafka source schema (:mod:`unaligned.kafka.source_schema`, re-exported
+here); :func:`kafka_arrow_schema` is its Arrow form, what ``read()`` yields.
 
 :class:`RecordColumns` is what the fast decoder (:mod:`unaligned.kafka.record_decoder`) and the
 fallback over kafka-python's ``ConsumerRecord`` (:func:`columns_from_consumer_records`) produce.
@@ -21,35 +16,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
+from unaligned.kafka.source_schema import kafka_source_schema
 
-def kafka_source_schema(include_headers: bool) -> StructType:
-    """Spark's Kafka source schema (all fields nullable, as Spark's)."""
-    fields = [
-        StructField("key", BinaryType(), True),
-        StructField("value", BinaryType(), True),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("offset", LongType(), True),
-        StructField("timestamp", TimestampType(), True),
-        StructField("timestampType", IntegerType(), True),
-    ]
-    if include_headers:
-        header = StructType(
-            [StructField("key", StringType(), True), StructField("value", BinaryType(), True)]
-        )
-        fields.append(StructField("headers", ArrayType(header, True), True))
-    return StructType(fields)
+__all__ = [
+    "RecordColumns",
+    "columns_from_consumer_records",
+    "kafka_arrow_schema",
+    "kafka_source_schema",
+]
 
 
 def kafka_arrow_schema(include_headers: bool) -> pa.Schema:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.errors import MessageSizeTooLargeError
 
+from unaligned._arrow import valid_rows
 from unaligned.errors import SchemaMismatchError
 from unaligned.kafka.record_batch_layout import (
     HEADER_SIZE,
@@ -102,7 +103,7 @@ def _bytes_column(column: Any, what: str, rows: int) -> ByteColumn:
         else np.empty(0, np.uint8)
     )
     if arr.null_count:
-        lengths[~arr.is_valid().to_numpy(zero_copy_only=False)] = -1
+        lengths[~valid_rows(arr)] = -1
     return ByteColumn(lengths, offsets[:-1], data)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from unaligned._arrow import row_indices
 from unaligned.errors import SchemaMismatchError
 from unaligned.kafka.partitioner import StickyPartition, assign_partitions
 
@@ -91,7 +92,7 @@ def route_rows(
         count = partition_count(topic)
         if topic not in sticky:
             sticky[topic] = StickyPartition(count)
-        take = None if topic_rows is None else pa.array(topic_rows)
+        take = None if topic_rows is None else row_indices(topic_rows)
         topic_keys = key_column if take is None or key_column is None else key_column.take(take)
         topic_partitions = (
             partition_column

@@ -42,6 +42,7 @@ import enum
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kafka.errors as kafka_errors
@@ -55,7 +56,7 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
-from unaligned.kafka.admin_clients import admin_client, shared_admin_client
+from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.connections import build_producer, describe_servers
 from unaligned.kafka.transactions import PRODUCER_CLOSE_TIMEOUT_S, PreparedTransaction
 
@@ -321,12 +322,34 @@ def fence(client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
     logger.info("fenced transactional id %r", transactional_id)
 
 
+_FENCE_THREADS = 8
+
+
+def fence_all(client_kwargs: Mapping[str, Any], transactional_ids: Sequence[str]) -> None:
+    """:func:`fence` every id at once, each with a producer of its own (``init_transactions``
+    waits while the coordinator aborts the open transaction: one after another, a restart that
+    finds a leftover per task waited that long per task). The first failure is raised once
+    every fence has ended."""
+    if len(transactional_ids) <= 1:
+        for tid in transactional_ids:
+            fence(client_kwargs, tid)
+        return
+    with ThreadPoolExecutor(min(len(transactional_ids), _FENCE_THREADS)) as pool:
+        futures = [pool.submit(fence, client_kwargs, tid) for tid in transactional_ids]
+    for future in futures:
+        failure = future.exception()
+        if failure is not None:
+            raise failure
+
+
 def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
     """The brokers' ``transaction.max.timeout.ms`` (the smallest if they differ).
 
-    ``init_transactions`` refuses a ``transaction_timeout_ms`` above it."""
+    ``init_transactions`` refuses a ``transaction_timeout_ms`` above it. Asked through the
+    process's kept admin client, which the planner then uses for the topic check and the
+    listing of open transactions (one bootstrap, not three)."""
     name = "transaction.max.timeout.ms"
-    with admin_client(client_kwargs) as admin:
+    with shared_admin_client(client_kwargs) as admin:
         broker_ids = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
         described = admin.describe_configs(
             [ConfigResource(ConfigResourceType.BROKER, b, [name]) for b in broker_ids],

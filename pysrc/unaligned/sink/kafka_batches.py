@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.errors import MessageSizeTooLargeError
 
+from unaligned._arrow import row_indices
 from unaligned.errors import SchemaMismatchError, TransactionWriteError
 from unaligned.kafka import topic_limits
 from unaligned.kafka.partitioner import StickyPartition
@@ -121,7 +122,7 @@ class BatchChunkWriter:
         counts = np.array([group.count for group in groups], np.int64)
         firsts = np.zeros(len(groups), np.int64)
         np.cumsum(counts[:-1], out=firsts[1:])
-        take = None if len(groups) == 1 else pa.array(np.concatenate([g.rows for g in groups]))
+        take = None if len(groups) == 1 else row_indices(np.concatenate([g.rows for g in groups]))
         # One partition: encoded with its producer fields, sent as is (else stamped per batch).
         producer = (
             self._writer.producer_state(groups[0].topic, groups[0].partition)

@@ -372,7 +372,9 @@ class KafkaParticipant:
         coordinator may list them as open for a moment) and of decided but unfinished batches
         are kept. A failed listing (a broker away) is logged and skipped: clean-up keeps read
         _committed consumers moving, it is not needed for exactly-once, and the next batch
-        tries again. Returns how many ids were fenced.
+        tries again. The leftovers are fenced at once
+        (:func:`~unaligned.kafka.transaction_coordinator.fence_all`). Returns how many ids
+        were fenced.
         """
         kwargs = self.client_kwargs()
         try:
@@ -387,14 +389,11 @@ class KafkaParticipant:
         if up_to_batch is not None:
             keep.add(up_to_batch)
         named = {self.item_key(item) for r in log.records(sorted(keep)) for item in r.prepared}
-        fenced = 0
-        for tid in candidates:
-            if tid in named:
-                continue
+        leftovers = [tid for tid in candidates if tid not in named]
+        for tid in leftovers:
             logger.info("aborting open transaction %r that no commit record names", tid)
-            transaction_coordinator.fence(kwargs, tid)
-            fenced += 1
-        return fenced
+        transaction_coordinator.fence_all(kwargs, leftovers)
+        return len(leftovers)
 
 
 _TOPICS_FOUND: set[tuple[SettingsKey, str]] = set()
@@ -402,16 +401,11 @@ _TOPICS_FOUND: set[tuple[SettingsKey, str]] = set()
 
 
 def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
-    from kafka.admin import KafkaAdminClient
-
     key = (settings_key(kwargs), topic)
     if key in _TOPICS_FOUND:
         return
-    admin = KafkaAdminClient(**admin_clients.admin_client_kwargs(kwargs))
-    try:
+    with admin_clients.shared_admin_client(kwargs) as admin:
         topics = set(admin.list_topics())
-    finally:
-        admin.close()
     if topic not in topics:
         raise TopicNotFoundError(
             f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}"

@@ -57,7 +57,7 @@ from unaligned._parsing import (
     parse_positive,
 )
 from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
-from unaligned.channel_state.avro_rows import check_codec
+from unaligned.channel_state.codecs import check_codec
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.client_options import producer_kwargs
 

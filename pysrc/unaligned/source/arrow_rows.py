@@ -7,6 +7,9 @@ The schema is Spark's Kafka source schema
 
 Memory: :func:`to_arrow_batches` cuts columns into Arrow batches of at most
 :data:`MAX_BATCH_ROWS` rows and about :data:`MAX_BATCH_BYTES` bytes.
+
+Numeric columns wrap the numpy buffers (:func:`unaligned._arrow.numeric_array`) instead of
+going through ``pa.array``, which imports pandas in the read task's worker.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from unaligned._arrow import numeric_array
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
 
@@ -57,10 +61,10 @@ def to_arrow_batches(
             part.keys,
             part.values,
             _constant_string(tp.topic, rows),
-            pa.array(np.full(rows, tp.partition, np.int32)),
-            pa.array(part.offsets),
-            pa.array(part.timestamps_ms * 1000).view(schema.field("timestamp").type),
-            pa.array(part.timestamp_types),
+            numeric_array(np.full(rows, tp.partition), pa.int32(), np.int32),
+            numeric_array(part.offsets, pa.int64(), np.int64),
+            numeric_array(part.timestamps_ms * 1000, schema.field("timestamp").type, np.int64),
+            numeric_array(part.timestamp_types, pa.int32(), np.int32),
         ]
         if include_headers:
             assert part.headers is not None
