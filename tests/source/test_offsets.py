@@ -8,13 +8,13 @@ import pytest
 
 from unaligned.errors import OffsetFormatError
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.offsets import (
+from unaligned.source.offset_options import (
     Boundary,
-    KafkaSourceOffset,
     parse_assign,
     parse_partition_timestamps,
     parse_starting_offsets,
 )
+from unaligned.source.offsets import KafkaSourceOffset
 
 A0, A1, A2, B0 = (
     TopicPartitionId("a", 0),

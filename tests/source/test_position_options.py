@@ -9,7 +9,7 @@ import pytest
 
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.offsets import Boundary
+from unaligned.source.offset_options import Boundary
 from unaligned.source.options import SourceOptions
 from unaligned.source.position_options import (
     EarliestStart,

@@ -24,7 +24,7 @@ topic-partition.
 
 ``topicIds`` (optional) maps each topic to Kafka's topic id of when the offset was planned: a
 topic deleted and re-created under the same name has another id, which the stream reader
-treats as data loss (:meth:`unaligned.source.stream_reader.KafkaStreamReader._plan_ranges`).
+treats as data loss (:func:`unaligned.source.range_planning.plan_ranges`).
 
 ``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
 when channel state is pending and no record arrived (:mod:`unaligned.barriers.idle`); a change
@@ -44,9 +44,8 @@ finished: the end offset of the batch that finishes the last partition, and ever
 it (idle barriers only). ``finished`` and ``endOfData`` are derived from ``offsets`` and
 ``ending`` (written for readers of Spark's offset log such as the sink, recomputed on reading).
 
-The JSON options Spark's Kafka source takes are parsed here too: ``assign``
-(``{"topic": [0, 1]}``), ``startingOffsets`` (``{"topic": {"0": 23, "1": -2}}`` with ``-2`` for
-earliest and ``-1`` for latest), and ``startingOffsetsByTimestamp`` (milliseconds per partition).
+The JSON options Spark's Kafka source takes (``assign``, ``startingOffsets``...) are parsed in
+:mod:`unaligned.source.offset_options`.
 """
 
 from __future__ import annotations
@@ -55,130 +54,13 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from unaligned.errors import OffsetFormatError
 from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.source.offset_options import partition_number, whole_number
 
 logger = logging.getLogger(__name__)
-
-
-class Boundary(Enum):
-    """A position resolved against the broker when the query starts (Spark's -2 / -1)."""
-
-    EARLIEST = -2
-    LATEST = -1
-
-
-PartitionPosition = int | Boundary
-
-
-# --- JSON options ----------------------------------------------------------------------------
-
-
-def _load_json_object(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise OffsetFormatError(f"{what} is not valid JSON ({exc}): {text!r}") from exc
-    if not isinstance(value, dict):
-        raise OffsetFormatError(f"{what} must be a JSON object keyed by topic, got: {text!r}")
-    return value
-
-
-def _partition_number(raw: object, what: str, topic: str) -> int:
-    if isinstance(raw, bool):
-        raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not a number")
-    try:
-        number: int = int(raw)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise OffsetFormatError(
-            f"{what}: partition {raw!r} of topic {topic!r} is not a number"
-        ) from None
-    if number < 0 or (isinstance(raw, str) and raw.strip() != str(number)):
-        raise OffsetFormatError(f"{what}: partition {raw!r} of topic {topic!r} is not valid")
-    return number
-
-
-def _whole_number(raw: object, what: str, tp: TopicPartitionId) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise OffsetFormatError(f"{what}: the value for {tp} must be a whole number, got {raw!r}")
-    return raw
-
-
-def parse_assign(text: str, what: str = "option 'assign'") -> tuple[TopicPartitionId, ...]:
-    """``{"topicA": [0, 1], "topicB": [2]}`` -> sorted topic-partitions."""
-    obj = _load_json_object(text, what)
-    tps: set[TopicPartitionId] = set()
-    for topic, partitions in obj.items():
-        if not topic:
-            raise OffsetFormatError(f"{what}: empty topic name")
-        if not isinstance(partitions, list):
-            raise OffsetFormatError(
-                f"{what}: topic {topic!r} must map to a list of partition numbers, "
-                f"got {partitions!r}"
-            )
-        for raw in partitions:
-            if not isinstance(raw, int) or isinstance(raw, bool):
-                raise OffsetFormatError(
-                    f"{what}: partition {raw!r} of topic {topic!r} is not a number"
-                )
-            tps.add(TopicPartitionId(topic, _partition_number(raw, what, topic)))
-    if not tps:
-        raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
-    return tuple(sorted(tps))
-
-
-def parse_partition_values(text: str, what: str) -> dict[TopicPartitionId, int]:
-    """``{"topic": {"0": 23, "1": -1}}`` -> ``{TopicPartitionId: int}`` (values as written)."""
-    obj = _load_json_object(text, what)
-    values: dict[TopicPartitionId, int] = {}
-    for topic, per_partition in obj.items():
-        if not topic:
-            raise OffsetFormatError(f"{what}: empty topic name")
-        if not isinstance(per_partition, dict):
-            raise OffsetFormatError(
-                f"{what}: topic {topic!r} must map to an object of partition -> value, "
-                f"got {per_partition!r}"
-            )
-        for raw_partition, raw_value in per_partition.items():
-            tp = TopicPartitionId(topic, _partition_number(raw_partition, what, topic))
-            values[tp] = _whole_number(raw_value, what, tp)
-    if not values:
-        raise OffsetFormatError(f"{what} names no topic-partitions: {text!r}")
-    return values
-
-
-def parse_starting_offsets(
-    text: str, what: str = "option 'startingOffsets'"
-) -> dict[TopicPartitionId, PartitionPosition]:
-    """Spark's per-partition ``startingOffsets``: an offset >= 0, -2 (earliest) or -1 (latest)."""
-    positions: dict[TopicPartitionId, PartitionPosition] = {}
-    for tp, value in parse_partition_values(text, what).items():
-        if value == Boundary.EARLIEST.value:
-            positions[tp] = Boundary.EARLIEST
-        elif value == Boundary.LATEST.value:
-            positions[tp] = Boundary.LATEST
-        elif value >= 0:
-            positions[tp] = value
-        else:
-            raise OffsetFormatError(
-                f"{what}: offset {value} for {tp} is invalid (use an offset >= 0, -2 for earliest, "
-                "-1 for latest)"
-            )
-    return positions
-
-
-def parse_partition_timestamps(
-    text: str, what: str = "option 'startingOffsetsByTimestamp'"
-) -> dict[TopicPartitionId, int]:
-    """Milliseconds since the epoch per partition (``>= 0``)."""
-    timestamps = parse_partition_values(text, what)
-    for tp, ts in timestamps.items():
-        if ts < 0:
-            raise OffsetFormatError(f"{what}: timestamp {ts} for {tp} must be >= 0 (milliseconds)")
-    return timestamps
 
 
 # --- the checkpointed source offset ----------------------------------------------------------
@@ -421,8 +303,8 @@ def _positions_from_json(offsets: object, what: str, key: str) -> dict[TopicPart
                 f"{what}: topic {topic!r} must map to an object of partition -> offset"
             )
         for raw_partition, raw_offset in per_partition.items():
-            tp = TopicPartitionId(topic, _partition_number(raw_partition, what, topic))
-            offset = _whole_number(raw_offset, what, tp)
+            tp = TopicPartitionId(topic, partition_number(raw_partition, what, topic))
+            offset = whole_number(raw_offset, what, tp)
             if offset < 0:
                 raise OffsetFormatError(f"{what}: offset {offset} for {tp} is negative")
             positions[tp] = offset

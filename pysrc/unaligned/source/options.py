@@ -67,7 +67,7 @@ from unaligned.kafka.client_options import (
     is_secret,
 )
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
-from unaligned.source.offsets import parse_assign
+from unaligned.source.offset_options import parse_assign
 from unaligned.source.position_options import (
     ENDING_OPTIONS,
     STARTING_OPTIONS,

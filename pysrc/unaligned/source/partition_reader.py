@@ -13,7 +13,7 @@ records come from ``Fetch`` requests over the worker process's kept admin client
 its range, and are decoded up to the range's end only (:mod:`unaligned.kafka.record_decoder`).
 Records that are gone before the task reads them (retention, delete-records, a recreated
 topic) are data loss: :func:`on_data_loss` applies ``failOnDataLoss`` (the driver's planning
-uses it too). See ARCHITECTURE.md, "The source".
+uses it too). See ARCHITECTURE.md, "The source's read tasks".
 """
 
 from __future__ import annotations

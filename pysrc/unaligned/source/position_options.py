@@ -29,7 +29,7 @@ from enum import Enum
 from unaligned._parsing import parse_choice, parse_non_negative
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
-from unaligned.source.offsets import (
+from unaligned.source.offset_options import (
     Boundary,
     PartitionPosition,
     parse_partition_timestamps,

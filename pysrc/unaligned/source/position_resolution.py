@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from unaligned.errors import OptionError
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
-from unaligned.source.offsets import Boundary
+from unaligned.source.offset_options import Boundary
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_discovery import discover
 from unaligned.source.position_options import (

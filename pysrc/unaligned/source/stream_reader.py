@@ -84,11 +84,10 @@ from pyspark.sql.streaming.datasource import (
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
 from unaligned.finishing.source_side import SourceStops
 from unaligned.kafka.connections import OffsetLookup
-from unaligned.kafka.partitions import TopicPartitionId, format_partitions
+from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.source.group_offsets import GroupOffsets
 from unaligned.source.offset_ranges import (
-    OffsetRange,
     available_records,
     group_ranges,
     min_rows_delay_passed,
@@ -102,8 +101,9 @@ from unaligned.source.partition_discovery import (
     latest_positions,
     subscribed,
 )
-from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
+from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 from unaligned.source.position_resolution import resolve_range
+from unaligned.source.range_planning import plan_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The read tasks from ``begin`` to ``finish`` (also used by the batch reader);
         ``read_tasks`` ``None``: one per topic-partition."""
         groups = group_ranges(
-            self._plan_ranges(begin, finish),
+            plan_ranges(self._options, self._lookup, begin, finish),
             read_tasks,
             self._options.min_partitions,
             self._options.max_records_per_partition,
@@ -364,74 +364,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for i, group in enumerate(groups)
         ]
 
-    def _plan_ranges(
-        self, begin: KafkaSourceOffset, finish: KafkaSourceOffset
-    ) -> list[OffsetRange]:
-        """The range of every partition of ``finish``, after the data-loss checks:
-
-        1. partitions of ``begin`` missing from ``finish`` (topic deleted): lost;
-        2. partitions of ``finish`` that no longer exist (the broker confirms it): lost,
-           planned as empty ranges;
-        3. a new partition starts at its earliest offset, which should be 0;
-        4. a topic whose id changed (deleted and re-created under the same name): lost; with
-           failOnDataLoss=false its partitions are read from their earliest offset;
-        5. an end below the start (topic recreated): lost, planned empty;
-        6. a start below the log start offset (retention, delete-records): the gap is lost.
-        """
-        fail = self._options.fail_on_data_loss
-        recreated = _recreated_topics(begin, finish)
-        gone = sorted(set(begin.positions) - set(finish.positions))
-        if gone:
-            unread = ", ".join(f"{tp} from offset {begin.positions[tp]}" for tp in gone)
-            on_data_loss(
-                fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}"
-            )
-        topics = self._lookup.topics() if finish.positions else {}
-        unlisted = [tp for tp in finish.positions if tp.partition not in topics.get(tp.topic, ())]
-        vanished = confirmed_gone(self._lookup, unlisted)
-        existing = [tp for tp in finish.positions if tp not in vanished]
-        if vanished:
-            on_data_loss(
-                fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)"
-            )
-        for topic, (old, new) in sorted(recreated.items()):
-            at = {tp.partition: p for tp, p in begin.positions.items() if tp.topic == topic}
-            on_data_loss(
-                fail,
-                f"topic '{topic}' was deleted and re-created: its topic id was {old} when the "
-                f"query last read it (up to offsets {at}) and is {new} now, so the records of "
-                "the old topic not yet read are lost and the new topic's offsets start again. "
-                "Set failOnDataLoss=false to read the new topic from its earliest offset, or "
-                "start the query with a new checkpoint",
-            )
-        earliest = self._lookup.earliest(existing)
-        ranges: list[OffsetRange] = []
-        for tp in sorted(finish.positions):
-            until = finish.positions[tp]
-            if tp in vanished:
-                ranges.append(OffsetRange(tp, until, until))
-                continue
-            frm = begin.positions.get(tp, earliest[tp])
-            if tp.topic in recreated:
-                frm = earliest[tp]  # failOnDataLoss=false: the new topic from its start
-            elif tp not in begin.positions and frm != 0:
-                on_data_loss(fail, f"partition {tp} was added and starts at offset {frm}, not 0")
-            if until < frm:
-                on_data_loss(
-                    fail, f"the offset of {tp} went back from {frm} to {until} (topic recreated?)"
-                )
-                frm = until
-            elif frm < earliest[tp]:
-                lost_to = min(earliest[tp], until)
-                on_data_loss(
-                    fail,
-                    f"records of {tp} at offsets [{frm}, {lost_to}) are gone before the "
-                    "query read them (retention or deleted records)",
-                )
-                frm = lost_to
-            ranges.append(OffsetRange(tp, frm, until))
-        return ranges
-
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
         return read_partition(partition)
@@ -444,14 +376,3 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         self._lookup.close()
         self._group_offsets.close()
-
-
-def _recreated_topics(
-    begin: KafkaSourceOffset, finish: KafkaSourceOffset
-) -> dict[str, tuple[str, str]]:
-    """topic -> (id at ``begin``, id at ``finish``) for each topic whose id changed."""
-    return {
-        topic: (old, finish.topic_ids[topic])
-        for topic, old in begin.topic_ids.items()
-        if topic in finish.topic_ids and finish.topic_ids[topic] != old
-    }
