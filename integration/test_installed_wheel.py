@@ -1,0 +1,185 @@
+"""Installed as a user installs it: the wheel built by ``python -m build``, installed into a fresh
+virtual environment with no checkout on any path.
+
+- A real query (Kafka -> ``format("unaligned")`` -> the exactly-once Kafka sink,
+  ``availableNow``) runs in the new environment's Python, which finds the format by itself (the
+  installed ``pyspark_unaligned`` module, no ``register`` call); every record is read back by an
+  independent read_committed reader (kcat).
+- ``unaligned broker`` from that environment builds the broker's launcher from the wheel's
+  package data in a user cache directory, prints its bootstrap address, serves a transactional
+  produce and a read_committed consume, and exits 0 on SIGINT.
+
+pip reuses its cache, so the environment takes about 25 s to make; the query one Spark start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import venv
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kafka import KafkaConsumer, KafkaProducer
+
+from harness import kcat_read_committed
+from unaligned.testing import EmbeddedKafka
+
+pytestmark = pytest.mark.slow
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+RECORDS = 300
+
+QUERY = """
+import sys, unaligned
+from pyspark.sql import SparkSession
+bootstrap, source, output, checkpoint = sys.argv[1:]
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+assert unaligned.__file__.startswith(sys.prefix), unaligned.__file__
+(spark.readStream.format("unaligned").option("kafka.bootstrap.servers", bootstrap)
+ .option("subscribe", source).option("startingOffsets", "earliest").load()
+ .select("key", "value").writeStream.format("unaligned")
+ .option("kafka.bootstrap.servers", bootstrap).option("topic", output)
+ .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+ .awaitTermination())
+print("query ended", unaligned.__version__)
+"""
+
+
+def _clean_env(venv_dir: Path) -> dict[str, str]:
+    """The environment of a user who only installed the wheel: no PYTHONPATH, no jvm-shim
+    override, the new environment's Python for Spark's workers."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "UNALIGNED_JVM_SHIM_DIR", "VIRTUAL_ENV")
+    }
+    python = str(venv_dir / "bin" / "python")
+    env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+    env["PATH"] = f"{venv_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, f"{command}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Installed:
+    venv_dir: Path
+    env: dict[str, str]
+
+    @property
+    def python(self) -> str:
+        return str(self.venv_dir / "bin" / "python")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """The wheel built from this checkout, installed into a new virtual environment."""
+    work = tmp_path_factory.mktemp("wheel")
+    dist = work / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(CHECKOUT)], cwd=work)
+    wheels = sorted(dist.glob("unaligned-*.whl"))
+    assert len(wheels) == 1 and len(list(dist.glob("unaligned-*.tar.gz"))) == 1
+    venv_dir = work / "env"
+    venv.EnvBuilder(with_pip=True).create(venv_dir)
+    env = _clean_env(venv_dir)
+    _run(
+        [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheels[0])],
+        cwd=work,
+        env=env,
+    )
+    yield Installed(venv_dir, env)
+
+
+def test_the_installed_wheel_runs_a_query_exactly_once(
+    installed: Installed, kafka: EmbeddedKafka, tmp_path: Path
+) -> None:
+    import unaligned
+
+    version = _run(
+        [str(installed.venv_dir / "bin" / "unaligned"), "--version"], tmp_path, installed.env
+    )
+    assert version.strip() == f"unaligned {unaligned.__version__}"
+
+    source, output = "wheel-input", "wheel-output"
+    kafka.create_topic(source, partitions=2)
+    kafka.create_topic(output, partitions=2)
+    values = [f"wheel-{i}".encode() for i in range(RECORDS)]
+    kafka.produce(source, ((i % 2, None, v, None, None) for i, v in enumerate(values)))
+    (tmp_path / "query.py").write_text(QUERY)
+    out = _run(
+        [
+            installed.python,
+            "query.py",
+            kafka.bootstrap_servers,
+            source,
+            output,
+            str(tmp_path / "cp"),
+        ],
+        cwd=tmp_path,  # not the checkout: nothing of it can be imported
+        env=installed.env,
+    )
+    assert f"query ended {unaligned.__version__}" in out
+
+    read = [r["value"].encode() for r in kcat_read_committed(kafka.bootstrap_servers, output)]
+    assert len(read) == RECORDS
+    assert sorted(read) == sorted(values)
+
+
+def test_unaligned_broker_from_the_installed_wheel_serves_until_ctrl_c(
+    installed: Installed, tmp_path: Path
+) -> None:
+    env = {**installed.env, "UNALIGNED_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen(
+        [str(installed.venv_dir / "bin" / "unaligned"), "broker", "--port", "0", "--topic", "t:2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("Kafka is ready: bootstrap servers "):
+                break
+        bootstrap = seen[-1].split()[-1] if seen else ""
+        assert bootstrap.startswith("127.0.0.1:"), "".join(seen)
+        assert any("built jvm-shim" in line for line in seen), "".join(seen)
+        assert list((tmp_path / "cache").glob("jvm-shim-*/target/unaligned-jvm-shim-*.jar"))
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="quick-start")
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(10):
+            producer.send("t", value=f"r{i}".encode(), partition=i % 2)
+        producer.commit_transaction()
+        producer.close()
+        consumer = KafkaConsumer(
+            "t",
+            bootstrap_servers=bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=5000,
+        )
+        values = sorted(record.value for record in consumer)
+        consumer.close()
+        assert values == sorted(f"r{i}".encode() for i in range(10))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert rest.rstrip().endswith("stopped"), rest
