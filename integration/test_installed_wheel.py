@@ -25,9 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka import KafkaConsumer, KafkaProducer
-
 from harness import kcat_read_committed
+from kafka import KafkaConsumer, KafkaProducer
 from unaligned.testing import EmbeddedKafka
 
 pytestmark = pytest.mark.slow
