@@ -97,10 +97,19 @@ def test_over_the_timeout_is_explained_as_normal_in_unaligned_mode() -> None:
         [_barrier(0, "unaligned", 1_400), _barrier(1, "unaligned", 1_250)], 1_000
     )
     assert note is not None
-    assert note.startswith("2 barrier(s) took longer") and "by at most 400 ms" in note
+    assert note.startswith("2 barrier(s) took longer") and "2 unaligned, by at most 400 ms" in note
     assert "expected" in note and "waited for the sink" not in note
     mixed = over_timeout_note([_barrier(0, "aligned", 3_000)], 1_000)
     assert mixed is not None and "waited for the sink" in mixed and "expected" not in mixed
+
+
+def test_a_run_start_over_the_timeout_is_counted_apart() -> None:
+    first = BarrierView(
+        0, "done", "committed", mode="unaligned", duration_ms=9_000, start_delay_ms=7_000
+    )
+    note = over_timeout_note([first, _barrier(1, "unaligned", 1_100)], 1_000)
+    assert note is not None
+    assert "1 of them began a run" in note and "1 unaligned, by at most 100 ms" in note
 
 
 def test_the_report_explains_barriers_over_the_timeout(checkpoint: Path) -> None:

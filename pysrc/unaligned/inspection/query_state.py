@@ -114,26 +114,34 @@ def run_starts(barriers: Sequence[BarrierView]) -> dict[int, RunMark]:
 
 def over_timeout_note(barriers: Sequence[BarrierView], timeout_ms: int) -> str | None:
     """Why barriers over ``alignedCheckpointTimeout`` are normal in unaligned mode, or what it
-    means in aligned mode; ``None`` when none is over."""
-    over = [b for b in barriers if b.duration_ms is not None and b.duration_ms > timeout_ms]
-    if not over:
+    means in aligned mode; ``None`` when none is over. The first batch of a run is counted apart:
+    its time holds the run's start-up (and, after a crash, the outage)."""
+    starts = run_starts(barriers)
+    over_all = [b for b in barriers if b.duration_ms is not None and b.duration_ms > timeout_ms]
+    if not over_all:
         return None
-    unaligned = [b for b in over if b.mode == "unaligned"]
-    aligned = len(over) - len(unaligned)
-    worst = max((b.duration_ms or 0) - timeout_ms for b in over)
+    over = [b for b in over_all if b.batch_id not in starts]
     parts = [
-        f"{len(over)} barrier(s) took longer than alignedCheckpointTimeout "
-        f"({fmt.duration(timeout_ms)}), by at most {fmt.duration(worst)}."
+        f"{len(over_all)} barrier(s) took longer than alignedCheckpointTimeout "
+        f"({fmt.duration(timeout_ms)})."
     ]
-    if unaligned:
+    if len(over) < len(over_all):
         parts.append(
-            f"{len(unaligned)} of them unaligned: this is expected. The timeout is the moment a "
-            "sink task stops writing and spills the rest of its input as channel state; the "
-            "barrier then waits for what was already sent to be acknowledged, writes the state "
-            "and commits, so it ends somewhat after the timeout. Worry only when the overshoot "
-            "grows batch after batch (a slow channel-state file system or broker: lower "
-            "maxUnacknowledgedBytes)."
+            f"{len(over_all) - len(over)} of them began a run: their time holds the run's "
+            "start-up (after a crash, also the outage)."
         )
+    unaligned = [b for b in over if b.mode == "unaligned"]
+    if unaligned:
+        worst = max((b.duration_ms or 0) - timeout_ms for b in unaligned)
+        parts.append(
+            f"{len(unaligned)} unaligned, by at most {fmt.duration(worst)}: this is expected. "
+            "The timeout is the moment a sink task stops writing and spills the rest of its "
+            "input as channel state; the barrier then waits for what was already sent to be "
+            "acknowledged, writes the state and commits, so it ends somewhat after the timeout. "
+            "Worry only when the overshoot grows batch after batch (a slow channel-state file "
+            "system or broker: lower maxUnacknowledgedBytes)."
+        )
+    aligned = len(over) - len(unaligned)
     if aligned:
         parts.append(
             f"{aligned} aligned: no task cut, so the batch waited for the sink to write "
