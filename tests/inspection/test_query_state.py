@@ -112,6 +112,12 @@ def test_a_run_start_over_the_timeout_is_counted_apart() -> None:
     assert "1 of them began a run" in note and "1 unaligned, by at most 100 ms" in note
 
 
+def test_the_final_checkpoint_over_the_timeout_is_counted_apart() -> None:
+    note = over_timeout_note([_barrier(4, "aligned", 1_600)], 1_000, final_batch=4)
+    assert note is not None
+    assert "Batch 4 is the final checkpoint" in note and "waited for the sink" not in note
+
+
 def test_the_report_explains_barriers_over_the_timeout(checkpoint: Path) -> None:
     page = render_html(build_view(str(checkpoint)), timeout_ms=30_000)
     assert 'id="over-timeout-note"' in page and "expected" in page

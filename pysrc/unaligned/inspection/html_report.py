@@ -192,7 +192,8 @@ def render_html(view: CheckpointView, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> s
     pending_rows = 0 if view.pending is None else view.pending.rows
     finished = "yes" if view.finished is not None and view.finished.has_finished else "no"
     state = query_state(view)
-    over_note = over_timeout_note(measured, timeout_ms)
+    final_batch = view.finished.final_batch_id if view.finished is not None else None
+    over_note = over_timeout_note(measured, timeout_ms, final_batch)
     cards = [
         ("barriers", f"{len(barriers)}"),
         ("unaligned", f"{unaligned}"),

@@ -112,10 +112,13 @@ def run_starts(barriers: Sequence[BarrierView]) -> dict[int, RunMark]:
     return marks
 
 
-def over_timeout_note(barriers: Sequence[BarrierView], timeout_ms: int) -> str | None:
+def over_timeout_note(
+    barriers: Sequence[BarrierView], timeout_ms: int, final_batch: int | None = None
+) -> str | None:
     """Why barriers over ``alignedCheckpointTimeout`` are normal in unaligned mode, or what it
-    means in aligned mode; ``None`` when none is over. The first batch of a run is counted apart:
-    its time holds the run's start-up (and, after a crash, the outage)."""
+    means in aligned mode; ``None`` when none is over. The first batch of a run is counted apart
+    (its time holds the run's start-up and, after a crash, the outage), and so is the final
+    checkpoint ``final_batch`` (it writes everything pending and never cuts)."""
     starts = run_starts(barriers)
     over_all = [b for b in barriers if b.duration_ms is not None and b.duration_ms > timeout_ms]
     if not over_all:
@@ -130,7 +133,7 @@ def over_timeout_note(barriers: Sequence[BarrierView], timeout_ms: int) -> str |
             f"{len(over_all) - len(over)} of them began a run: their time holds the run's "
             "start-up (after a crash, also the outage)."
         )
-    unaligned = [b for b in over if b.mode == "unaligned"]
+    unaligned = [b for b in over if b.mode == "unaligned" and b.batch_id != final_batch]
     if unaligned:
         worst = max((b.duration_ms or 0) - timeout_ms for b in unaligned)
         parts.append(
@@ -141,7 +144,13 @@ def over_timeout_note(barriers: Sequence[BarrierView], timeout_ms: int) -> str |
             "Worry only when the overshoot grows batch after batch (a slow channel-state file "
             "system or broker: lower maxUnacknowledgedBytes)."
         )
-    aligned = len(over) - len(unaligned)
+    final = [b for b in over if b.batch_id == final_batch]
+    if final:
+        parts.append(
+            f"Batch {final_batch} is the final checkpoint: it writes every pending row and never "
+            "cuts, so it may take longer."
+        )
+    aligned = len(over) - len(unaligned) - len(final)
     if aligned:
         parts.append(
             f"{aligned} aligned: no task cut, so the batch waited for the sink to write "
