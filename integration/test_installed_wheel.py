@@ -15,6 +15,7 @@ pip reuses its cache, so the environment takes about 25 s to make; the query one
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         env=env,
     )
     yield Installed(venv_dir, env)
+    shutil.rmtree(venv_dir, ignore_errors=True)  # about 1 GB (pyspark)
 
 
 def test_the_installed_wheel_runs_a_query_exactly_once(
@@ -182,3 +184,78 @@ def test_unaligned_broker_from_the_installed_wheel_serves_until_ctrl_c(
         rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest
     assert rest.rstrip().endswith("stopped"), rest
+
+
+PACKED_APP = """
+import sys
+from pyspark.sql import SparkSession
+bootstrap, source, output, checkpoint = sys.argv[1:]
+spark = SparkSession.builder.getOrCreate()
+(spark.readStream.format("unaligned").option("kafka.bootstrap.servers", bootstrap)
+ .option("subscribe", source).option("startingOffsets", "earliest").load()
+ .select("key", "value").writeStream.format("unaligned")
+ .option("kafka.bootstrap.servers", bootstrap).option("topic", output)
+ .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+ .awaitTermination())
+print("packed app ended")
+"""
+
+
+def test_a_packed_environment_runs_a_query_on_a_standalone_cluster_exactly_once(
+    installed: Installed, kafka: EmbeddedKafka, tmp_path: Path
+) -> None:
+    """README's "Deploying to a cluster", client mode: venv-pack the installed environment,
+    ship it with ``--archives env.tar#environment``, ``PYSPARK_PYTHON=./environment/bin/python``
+    exported, the archive also unpacked where ``spark-submit`` runs (the driver's Python data
+    source processes run the same relative path). A master and one worker (cluster.py)."""
+    from cluster import StandaloneCluster
+
+    _run(
+        [installed.python, "-m", "pip", "install", "--quiet", "venv-pack"], tmp_path, installed.env
+    )
+    archive = tmp_path / "env.tar"  # uncompressed: 4 s to pack instead of 20 s
+    _run(
+        [str(installed.venv_dir / "bin" / "venv-pack"), "-p", str(installed.venv_dir)]
+        + ["-o", str(archive), "-q"],
+        tmp_path,
+        installed.env,
+    )
+    submit_dir = tmp_path / "submit"
+    (submit_dir / "environment").mkdir(parents=True)
+    _run(["tar", "-xf", str(archive), "-C", str(submit_dir / "environment")], tmp_path)
+    (submit_dir / "app.py").write_text(PACKED_APP)
+    source, output = "packed-input", "packed-output"
+    kafka.create_topic(source, partitions=2)
+    kafka.create_topic(output, partitions=2)
+    values = [f"packed-{i}".encode() for i in range(RECORDS)]
+    kafka.produce(source, ((i % 2, None, v, None, None) for i, v in enumerate(values)))
+    env = {
+        **installed.env,
+        "PYSPARK_PYTHON": "./environment/bin/python",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
+    }
+    for name in ("PYSPARK_DRIVER_PYTHON", "SPARK_HOME"):
+        env.pop(name, None)
+
+    try:
+        with StandaloneCluster(tmp_path / "cluster", workers=1, cores=1) as cluster:
+            out = _run(
+                [str(installed.venv_dir / "bin" / "spark-submit"), "--master", cluster.master_url]
+                + ["--archives", f"{archive}#environment"]
+                + ["--conf", "spark.pyspark.driver.python=./environment/bin/python"]
+                + ["--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g"]
+                + ["app.py", kafka.bootstrap_servers, source, output, str(tmp_path / "cp")],
+                cwd=submit_dir,
+                env=env,
+            )
+            unpacked = list((tmp_path / "cluster").glob("work-*/*/*/environment/bin/python"))
+    finally:  # three copies of a 0.9 GB environment: not left for pytest's kept directories
+        archive.unlink(missing_ok=True)
+        for copies in (submit_dir / "environment", tmp_path / "cluster"):
+            shutil.rmtree(copies, ignore_errors=True)
+    assert "packed app ended" in out
+    assert unpacked, "no executor unpacked the archive"
+    read = [r["value"].encode() for r in kcat_read_committed(kafka.bootstrap_servers, output)]
+    assert len(read) == RECORDS
+    assert sorted(read) == sorted(values)
