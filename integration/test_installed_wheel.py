@@ -9,7 +9,11 @@ virtual environment with no checkout on any path.
   package data in a user cache directory, prints its bootstrap address, serves a transactional
   produce and a read_committed consume, and exits 0 on SIGINT.
 
-pip reuses its cache, so the environment takes about 25 s to make; the query one Spark start.
+- README's packed environment (venv-pack, ``--archives env.tar.gz#environment``) runs a query
+  on a standalone master and worker exactly once.
+
+pip reuses its cache: on 2 cores the environment took 18 s to make, the query 16 s, the broker
+16 s (its first build included), the packed environment 55 s.
 """
 
 from __future__ import annotations
