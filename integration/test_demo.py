@@ -37,3 +37,5 @@ def test_the_demo_tells_the_whole_story_and_finds_exactly_once(tmp_path: Path) -
     report = Path(summary["HTML report"])
     assert report.is_file() and "<svg" in report.read_text()
     assert "exactly once: yes" in out
+    # no client outlives the broker noisily: kafka-python logs nothing at ERROR
+    assert "ERROR kafka" not in proc.stderr, proc.stderr[-3000:]

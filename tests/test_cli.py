@@ -46,11 +46,59 @@ def test_unknown_command_is_refused(capsys: pytest.CaptureFixture[str], demo_cal
     assert demo_calls == []
 
 
-def test_help_lists_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_lists_the_commands_in_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["--help"])
     assert exit_info.value.code == 0
-    assert "demo" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    for command in ("demo", "broker", "inspect", "report", "stop", "metrics"):
+        assert command in out
+    assert "``" not in out and ":mod:" not in out
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import unaligned
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"unaligned {unaligned.__version__}"
+
+
+def test_the_version_is_written_once_and_read_by_the_packaging() -> None:
+    import configparser
+
+    import unaligned
+
+    root = Path(__file__).resolve().parents[1]
+    config = configparser.ConfigParser()
+    config.read(root / "setup.cfg")
+    assert config["metadata"]["version"] == "attr: unaligned.__version__"
+    assert unaligned.__version__.count(".") == 2
+    assert f"## [{unaligned.__version__}]" in (root / "CHANGELOG.md").read_text()
+
+
+def test_broker_passes_port_and_topics(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unaligned.testing import local_broker
+
+    calls: list[tuple[int, list[local_broker.TopicSpec]]] = []
+    monkeypatch.setattr(
+        local_broker, "serve", lambda port, topics: calls.append((port, topics)) or 0
+    )
+    assert cli.main(["broker", "--port", "0", "--topic", "in:4", "--topic", "out"]) == 0
+    assert calls == [(0, [local_broker.TopicSpec("in", 4), local_broker.TopicSpec("out", 1)])]
+
+
+def test_broker_refuses_a_bad_topic(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from unaligned.testing import local_broker
+
+    monkeypatch.setattr(local_broker, "serve", lambda port, topics: pytest.fail("started"))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["broker", "--topic", "in:none"])
+    assert exit_info.value.code == 2
+    assert "--topic" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", ["--records", "--partitions"])
@@ -74,15 +122,18 @@ def test_counts_below_the_minimum_are_usage_errors(args: list[str], demo_calls: 
     assert demo_calls == []
 
 
-def test_demo_defaults_run_in_a_temporary_directory_removed_afterwards(
-    demo_calls: list[dict[str, Any]],
+def test_demo_defaults_run_in_a_new_temporary_directory_kept_afterwards(
+    demo_calls: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(cli.tempfile, "tempdir", None)  # re-read TMPDIR
     assert cli.main(["demo"]) == 0
     (call,) = demo_calls
     assert (call["records"], call["partitions"]) == (4_000, 4)
     assert call["workdir_existed"]
     assert call["workdir"].name.startswith("unaligned-demo-")
-    assert not call["workdir"].exists()
+    assert call["workdir"].parent == tmp_path
+    assert call["workdir"].is_dir()  # the summary's paths still exist after the demo
 
 
 def test_demo_with_a_workdir_creates_and_keeps_it(

@@ -1,11 +1,8 @@
-"""The ``unaligned`` command line.
+"""The ``unaligned`` command line (its help text is :data:`DESCRIPTION`, plain text).
 
-``unaligned demo`` is the project's main job (:mod:`unaligned.demo.story`): on the embedded
-single-node Kafka broker, a skewed data set goes through ``format("unaligned")`` -> the
-exactly-once Kafka sink on a throttled broker, so barriers are cut and channel state is spilled;
-the query is killed hard and restarted, the bounded input ends with the final checkpoint, and an
-independent reader checks that every record arrived exactly once.
-``unaligned metrics`` and ``unaligned stop`` work on a query's checkpoint.
+``unaligned demo`` is the project's main job (:mod:`unaligned.demo.story`). ``unaligned broker``
+runs a local single-node Kafka for trying things (:mod:`unaligned.testing.local_broker`).
+``unaligned metrics``, ``inspect``, ``report`` and ``stop`` work on a query's checkpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +14,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import unaligned
 from unaligned.demo.story import run_demo
+
+DESCRIPTION = (
+    "Exactly-once Kafka streaming for PySpark with Flink-style unaligned checkpoints: "
+    "the demo, a local Kafka broker, and tools that read a query's checkpoint."
+)
 
 
 def _positive_int(raw: str) -> int:
@@ -32,13 +35,45 @@ def _positive_int(raw: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="unaligned", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="unaligned", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {unaligned.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the demo on the embedded Kafka broker")
+    demo = sub.add_parser(
+        "demo",
+        help="run the demo on an embedded Kafka broker (about a minute)",
+        description='Kafka -> format("unaligned") -> exactly-once Kafka sink on a throttled '
+        "embedded broker: barriers cut, channel state spilled, the query killed hard and "
+        "restarted, the bounded input finished, every record read back exactly once.",
+    )
     demo.add_argument("--records", type=_positive_int, default=4_000)
     demo.add_argument("--partitions", type=_positive_int, default=4)
     demo.add_argument(
-        "--workdir", type=Path, default=None, help="keep files here (default: a temp dir)"
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the checkpoint and the HTML report are kept (default: a new directory "
+        "under the system's temporary directory, kept after the demo)",
+    )
+    broker = sub.add_parser(
+        "broker",
+        help="run a local single-node Kafka broker until Ctrl-C (for trying things)",
+        description="Start a single-node Kafka broker (KRaft, transactions enabled) on "
+        "127.0.0.1, print its bootstrap address, and run until Ctrl-C or SIGTERM. The first "
+        "start builds its launcher with Maven (needs java 17+ and mvn) into a user cache "
+        "directory. Its data is deleted when it stops.",
+    )
+    broker.add_argument(
+        "--port",
+        type=int,
+        default=9092,
+        help="the broker's port on 127.0.0.1 (default: 9092; 0: any free port)",
+    )
+    broker.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="create this topic at start (repeatable; default 1 partition)",
     )
     metrics = sub.add_parser(
         "metrics", help="print a checkpoint's barrier metrics as JSON lines, oldest first"
@@ -83,11 +118,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     if args.command == "demo":
-        if args.workdir is not None:
-            args.workdir.mkdir(parents=True, exist_ok=True)
-            return run_demo(args.records, args.partitions, args.workdir)
-        with tempfile.TemporaryDirectory(prefix="unaligned-demo-") as tmp:
-            return run_demo(args.records, args.partitions, Path(tmp))
+        if args.workdir is None:
+            workdir = Path(tempfile.mkdtemp(prefix="unaligned-demo-"))
+        else:
+            workdir = args.workdir
+            workdir.mkdir(parents=True, exist_ok=True)
+        return run_demo(args.records, args.partitions, workdir)
+    if args.command == "broker":
+        from unaligned.testing.local_broker import parse_topic, serve
+
+        try:
+            topics = [parse_topic(raw) for raw in args.topic]
+        except ValueError as exc:
+            parser.error(f"--topic: {exc}")
+        return serve(args.port, topics)
     if args.command == "metrics":
         from unaligned.barriers.metrics import metrics_jsonl
 

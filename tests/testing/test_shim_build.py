@@ -170,3 +170,15 @@ def test_main_reports_usage_and_build_errors(
     monkeypatch.setenv(shim_build.SHIM_DIR_ENV, str(tmp_path))  # no pom.xml
     assert shim_build.main(["build"]) == 1
     assert "no jvm-shim Maven module" in capsys.readouterr().err
+
+
+def test_fetched_jars_are_the_builds_progress() -> None:
+    line = (
+        "Downloaded from repo: https://example.invalid/org/apache/kafka/kafka_2.13/4.2.0/"
+        "kafka_2.13-4.2.0.jar (6.5 MB at 2.1 MB/s)"
+    )
+    assert shim_build.fetched_jar(line) == "kafka_2.13-4.2.0.jar (6.5 MB)"
+    assert (
+        shim_build.fetched_jar("Downloaded from repo: https://x.invalid/a/b-1.pom (2 kB)") is None
+    )
+    assert shim_build.fetched_jar("[INFO] BUILD SUCCESS") is None

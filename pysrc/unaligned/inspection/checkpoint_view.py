@@ -105,7 +105,10 @@ def _check_checkpoint(checkpoint_location: str) -> str:
     root = resolve_location(checkpoint_location)
     info = root.filesystem.get_file_info(root.path)
     if info.type == pafs.FileType.NotFound:
-        raise NotACheckpointError(f"{checkpoint_location} does not exist")
+        raise NotACheckpointError(
+            f"{checkpoint_location} does not exist (a query that failed as it started, before "
+            "its first batch, may leave none: its error is in the driver's log)"
+        )
     metadata = root.child(QUERY_METADATA_FILE)
     if metadata.filesystem.get_file_info(metadata.path).type != pafs.FileType.File:
         raise NotACheckpointError(

@@ -7,7 +7,9 @@ rest of ``unaligned inspect``. Inline CSS and inline SVG (:mod:`.svg_charts`) on
 loads nothing and runs no script, so it renders offline and in any browser.
 
 ``alignedCheckpointTimeout`` is a sink option, not stored in the checkpoint: the caller passes
-it (``--timeout``, 30 s by default) and the page says it was assumed.
+it (``--timeout``, 30 s by default) and the page says it was assumed. The query's state, its
+runs (marked on the charts and in the history) and why barriers over the timeout are normal in
+unaligned mode come from :mod:`.query_state`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from unaligned.inspection import formatting as fmt
 from unaligned.inspection.model import BarrierView, CheckpointView
+from unaligned.inspection.query_state import over_timeout_note, query_state, run_starts
 from unaligned.inspection.svg_charts import Series, bar_chart, legend
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -50,6 +53,10 @@ rect.inline-bytes,.swatch.inline-bytes{fill:#9d755d;background:#9d755d}
 .swatch{display:inline-block;width:11px;height:11px;margin-right:5px;vertical-align:-1px}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 16px;margin:0}dt{color:#666}
 dd{margin:0}
+.state{padding:8px 12px;border-radius:4px;border:1px solid #9c9;background:#eefbea}
+.state.problem{border-color:#d88;background:#fdecea;color:#7a1c12;font-weight:600}
+svg .marker{stroke:#333;stroke-width:1.5;stroke-dasharray:3 3}
+svg .marker-label{font-size:11px;fill:#333;paint-order:stroke;stroke:#fff;stroke-width:3px}
 """
 
 
@@ -97,6 +104,7 @@ def _state_bytes(b: BarrierView) -> int | None:
 
 def _charts(barriers: Sequence[BarrierView], timeout_ms: int) -> str:
     ids = [str(b.batch_id) for b in barriers]
+    marks = {str(batch): mark for batch, mark in run_starts(barriers).items()}
     modes = [b.mode or "aligned" for b in barriers]
 
     def values(pick: Callable[[BarrierView], int | None]) -> list[float | None]:
@@ -118,12 +126,14 @@ def _charts(barriers: Sequence[BarrierView], timeout_ms: int) -> str:
         label=ms,
         threshold=float(timeout_ms),
         threshold_label=f"alignedCheckpointTimeout {fmt.duration(timeout_ms)} (assumed)",
+        markers=marks,
     )
     delay = bar_chart(
         "chart-start-delay",
         ids,
         [Series("start delay", "delay", values(lambda b: b.start_delay_ms))],
         label=ms,
+        markers=marks,
     )
     spilled = bar_chart(
         "chart-rows",
@@ -154,6 +164,10 @@ def _charts(barriers: Sequence[BarrierView], timeout_ms: int) -> str:
             ),
             "<h2>Start delay (first sink task start minus batch start)</h2>",
             delay,
+            '<p class="legend">A dashed line marks the first batch of a run (a start or a '
+            "restart): it waits for the run's Python workers, and a batch a crashed run had "
+            "planned is run again with its old start, so its delay and duration include the "
+            "outage.</p>",
             "<h2>Rows spilled to and replayed from channel state</h2>",
             spilled,
             legend(
@@ -177,6 +191,9 @@ def render_html(view: CheckpointView, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> s
     over = sum(1 for b in measured if (b.duration_ms or 0) > timeout_ms)
     pending_rows = 0 if view.pending is None else view.pending.rows
     finished = "yes" if view.finished is not None and view.finished.has_finished else "no"
+    state = query_state(view)
+    final_batch = view.finished.final_batch_id if view.finished is not None else None
+    over_note = over_timeout_note(measured, timeout_ms, final_batch)
     cards = [
         ("barriers", f"{len(barriers)}"),
         ("unaligned", f"{unaligned}"),
@@ -192,6 +209,8 @@ def render_html(view: CheckpointView, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> s
         f"<style>{_CSS}</style></head><body>",
         "<h1>Checkpoint report</h1>",
         f'<div class="sub">{_e(view.checkpoint)} &middot; query {_e(view.query_id)}</div>',
+        f'<p class="state{" problem" if state.problem else ""}" id="query-state" '
+        f'data-state="{_e(state.kind)}">{_e(state.text)}</p>',
         '<div class="cards">'
         + "".join(
             f'<div class="card" data-card="{_e(k)}"><b>{_e(v)}</b>{_e(k)}</div>' for k, v in cards
@@ -201,6 +220,8 @@ def render_html(view: CheckpointView, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> s
         f"stored in the checkpoint: this page assumes {_e(fmt.duration(timeout_ms))} "
         "(<code>unaligned report --timeout</code>).</p>",
     ]
+    if over_note is not None:
+        parts.append(f'<p class="note" id="over-timeout-note">{_e(over_note)}</p>')
     if measured:
         parts.append("<h2>Summary</h2>")
         parts.append(
@@ -215,13 +236,19 @@ def render_html(view: CheckpointView, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> s
                 ],
             )
         )
-    if barriers:
+    if measured:
         parts.append(_charts(barriers, timeout_ms))
+    elif barriers:
+        parts.append(
+            "<p>No charts: no barrier has metrics (the sink writes them when it commits a "
+            "batch, and it committed none).</p>"
+        )
+    marks = run_starts(barriers)
     parts.append("<h2>History</h2>")
     parts.append(
         _table(
             fmt.BARRIER_HEADERS,
-            [fmt.barrier_row(b) for b in reversed(barriers)],
+            [_history_row(b, marks.get(b.batch_id)) for b in reversed(barriers)],
             ["" if b.committed else "no" for b in reversed(barriers)],
         )
         if barriers
@@ -230,6 +257,11 @@ def render_html(view: CheckpointView, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> s
     parts.append(_rest(view))
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _history_row(b: BarrierView, mark: str | None) -> tuple[str, ...]:
+    row = fmt.barrier_row(b)
+    return row if mark is None else (f"{row[0]} ({mark})", *row[1:])
 
 
 def _rest(view: CheckpointView) -> str:

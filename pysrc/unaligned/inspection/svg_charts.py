@@ -3,14 +3,15 @@
 One group of bars per category (a barrier), one bar per series in each group. Every bar is a
 ``<rect class="bar ...">`` carrying ``data-batch``, ``data-series`` and ``data-value``, with a
 ``<title>`` tooltip; a category whose value is unknown (``None``) gets no bar. An optional
-threshold is drawn as a dashed line (``class="threshold"``) across the plot.
+threshold is drawn as a dashed line (``class="threshold"``) across the plot, and optional
+markers as labelled vertical lines (``class="marker"``, ``data-batch``) before a category.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 WIDTH = 1100
@@ -55,8 +56,10 @@ def bar_chart(
     label: Callable[[float], str],
     threshold: float | None = None,
     threshold_label: str = "",
+    markers: Mapping[str, str] | None = None,
 ) -> str:
-    """An ``<svg>`` element: grouped bars per category, y axis formatted by ``label``."""
+    """An ``<svg>`` element: grouped bars per category, y axis formatted by ``label``;
+    ``markers`` maps a category to the label of a vertical line drawn before its bars."""
     for s in series:
         if len(s.values) != len(categories):
             raise ValueError(f"series {s.name!r} has {len(s.values)} values for {len(categories)}")
@@ -96,6 +99,14 @@ def bar_chart(
                 f'data-series="{html.escape(s.name)}" data-value="{_number(bar_value)}" '
                 f'x="{x0 + k * bar_w:.1f}" y="{by:.1f}" width="{bar_w:.1f}" '
                 f'height="{_TOP + plot_h - by:.1f}"><title>{html.escape(tip)}</title></rect>'
+            )
+        if markers and category in markers:
+            mx = _LEFT + c * group_w
+            parts.append(
+                f'<line class="marker" data-batch="{html.escape(category)}" x1="{mx:.1f}" '
+                f'y1="{_TOP}" x2="{mx:.1f}" y2="{_TOP + plot_h}"/>'
+                f'<text class="marker-label" x="{mx + 3:.1f}" y="{_TOP + 11}">'
+                f"{html.escape(markers[category])}</text>"
             )
         if c % every == 0:
             parts.append(

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from unaligned.inspection import formatting as fmt
 from unaligned.inspection.model import CheckpointView
+from unaligned.inspection.query_state import query_state, run_starts
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
@@ -31,9 +32,18 @@ def _facts(pairs: Sequence[tuple[str, str]], indent: str = "  ") -> str:
 
 def render_text(view: CheckpointView) -> str:
     """The whole human-readable report, ending with a newline."""
+    marks = run_starts(view.barriers)
+    runs = ", ".join(f"batch {batch} ({mark})" for batch, mark in marks.items())
     parts = [
-        _facts([("checkpoint", view.checkpoint), ("query id", view.query_id)], indent=""),
-        f"\nBarriers ({len(view.barriers)})",
+        _facts(
+            [
+                ("checkpoint", view.checkpoint),
+                ("query id", view.query_id),
+                ("state", query_state(view).text),
+            ],
+            indent="",
+        ),
+        f"\nBarriers ({len(view.barriers)})" + (f"; runs: {runs}" if runs else ""),
         table(fmt.BARRIER_HEADERS, [fmt.barrier_row(b) for b in view.barriers])
         if view.barriers
         else "  none (no batch planned yet)",

@@ -51,6 +51,7 @@ class EmbeddedKafka:
     """A single-node KRaft Kafka broker on a free loopback port, transactions enabled.
 
     ``data_dir``: where the broker keeps its files (a temporary directory when ``None``).
+    ``port``: the broker's port on 127.0.0.1 (a free one when ``None``).
     ``broker_properties``: server properties that override the defaults of
     :func:`unaligned.testing.broker_process.broker_properties`. The constructor has no side
     effects; the broker runs between ``__enter__`` and ``__exit__``.
@@ -61,8 +62,10 @@ class EmbeddedKafka:
         *,
         data_dir: Path | None = None,
         broker_properties: Mapping[str, str] | None = None,
+        port: int | None = None,
     ) -> None:
         self._requested_data_dir = data_dir
+        self._requested_port = port
         self._overrides = dict(broker_properties or {})
         self._data_dir: Path | None = None
         self._owns_data_dir = False
@@ -110,7 +113,7 @@ class EmbeddedKafka:
         log_file = self._data_dir / LOG_FILE
         for attempt in range(1, _START_ATTEMPTS + 1):
             props = broker_process.broker_properties(
-                broker_port=broker_process.free_loopback_port(),
+                broker_port=self._requested_port or broker_process.free_loopback_port(),
                 controller_port=broker_process.free_loopback_port(),
                 log_dir=self._data_dir / LOG_DIR,
                 overrides=self._overrides,
@@ -131,6 +134,10 @@ class EmbeddedKafka:
                 broker.stop(STOP_TIMEOUT_S)
                 self._broker = None
                 port_taken = "Address already in use" in broker.log_tail(200)
+                if port_taken and self._requested_port:
+                    raise EmbeddedKafkaError(
+                        f"port {self._requested_port} on 127.0.0.1 is already in use"
+                    ) from None
                 if not port_taken or attempt == _START_ATTEMPTS:
                     raise
                 logger.warning(

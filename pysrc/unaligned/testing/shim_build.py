@@ -33,11 +33,9 @@ from unaligned.testing.broker_process import (
     render_properties,
     require_tool,
 )
+from unaligned.testing.shim_sources import SHIM_DIR_ENV, shim_dir, source_files
 
 logger = logging.getLogger(__name__)
-
-SHIM_DIR_ENV = "UNALIGNED_JVM_SHIM_DIR"
-"""Environment variable naming the ``jvm-shim`` directory (default: found from this package)."""
 
 BUILD_STAMP_NAME = "unaligned-build.stamp"
 CLASS_DATA_ARCHIVE_NAME = "broker.jsa"
@@ -59,24 +57,11 @@ class ShimBuild:
         return os.pathsep.join(str(path) for path in self.classpath)
 
 
-def shim_dir() -> Path:
-    """The ``jvm-shim`` directory: ``$UNALIGNED_JVM_SHIM_DIR``, else ``<repo>/jvm-shim`` found
-    from this package's location (``pysrc/unaligned/testing`` -> ``../../../jvm-shim``)."""
-    override = os.environ.get(SHIM_DIR_ENV)
-    if override:
-        return Path(override).resolve()
-    return Path(__file__).resolve().parents[3] / "jvm-shim"
-
-
 def source_fingerprint(directory: Path) -> str:
     """SHA-256 over the build recipe version, ``pom.xml`` and every file under ``src/``
     (relative names and contents)."""
     digest = hashlib.sha256(f"recipe {BUILD_RECIPE}\0".encode())
-    files = [directory / "pom.xml"]
-    src = directory / "src"
-    if src.is_dir():
-        files.extend(sorted(path for path in src.rglob("*") if path.is_file()))
-    for path in files:
+    for path in source_files(directory):
         digest.update(str(path.relative_to(directory)).encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
@@ -115,27 +100,46 @@ def _read_build(directory: Path) -> ShimBuild | None:
 
 
 def maven_command(mvn: str, *, offline: bool) -> list[str]:
-    """``mvn package`` in batch mode, quiet, tests skipped (the shim has none); ``offline`` uses
-    only the local Maven repository."""
-    return [mvn, "-B", "-q", *(["-o"] if offline else []), "-DskipTests", "package"]
+    """``mvn package`` in batch mode, tests skipped (the shim has none); ``offline`` uses only
+    the local Maven repository. Not quiet: the lines of fetched jars are the build's progress."""
+    return [mvn, "-B", *(["-o"] if offline else []), "-DskipTests", "package"]
+
+
+def fetched_jar(line: str) -> str | None:
+    """``<name>.jar (<size>)`` for a Maven output line that reports a downloaded jar, else
+    ``None`` (``Downloaded from <repository>: <url>/<name>.jar (<size> at <rate>)``)."""
+    if not line.startswith("Downloaded from ") or ".jar (" not in line:
+        return None
+    url, _, rest = line.partition(" (")
+    return f"{url.rsplit('/', 1)[-1]} ({rest.split(' at ')[0].rstrip(')')})"
 
 
 def _run_maven(mvn: str, directory: Path) -> subprocess.CompletedProcess[str]:
-    """Offline first (no network once Kafka's jars are in the local repository), then online."""
+    """Offline first (no network once Kafka's jars are in the local repository), then online;
+    each jar Maven fetches is logged (INFO) as it arrives."""
     result: subprocess.CompletedProcess[str] | None = None
     for offline in (True, False):
-        result = subprocess.run(
-            maven_command(mvn, offline=offline),
+        command = maven_command(mvn, offline=offline)
+        with subprocess.Popen(
+            command,
             cwd=directory,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-        )
+        ) as proc:
+            assert proc.stdout is not None
+            lines = []
+            for line in proc.stdout:
+                lines.append(line)
+                jar = fetched_jar(line.removeprefix("[INFO] ").strip())
+                if jar is not None:
+                    logger.info("  fetched %s", jar)
+        result = subprocess.CompletedProcess(command, proc.returncode, "".join(lines))
         if result.returncode == 0:
             return result
         if offline:
-            logger.info("offline Maven build failed; retrying online (downloads missing jars)")
+            logger.info("offline Maven build failed; retrying online (fetches missing jars)")
     assert result is not None
     return result
 

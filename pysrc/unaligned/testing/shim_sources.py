@@ -1,0 +1,96 @@
+"""Where the ``jvm-shim`` Maven module (the embedded broker's launcher) is built.
+
+Three places, first match wins:
+
+1. ``$UNALIGNED_JVM_SHIM_DIR``, if set.
+2. The checkout's ``jvm-shim/`` next to ``pysrc/`` (an editable install, ``./dev``): built in place.
+3. An installed package: the wheel carries the module's ``pom.xml`` and ``src/`` as package data
+   (``unaligned/testing/jvm_shim/``, a symlink to ``jvm-shim/`` in the checkout). They are copied
+   into a user cache directory (``$UNALIGNED_CACHE_DIR``, else ``$XDG_CACHE_HOME/unaligned``,
+   else ``~/.cache/unaligned``) under a name that carries their fingerprint, and Maven builds
+   there on first use; site-packages is never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+SHIM_DIR_ENV = "UNALIGNED_JVM_SHIM_DIR"
+"""Environment variable naming the ``jvm-shim`` directory to build and run."""
+
+CACHE_DIR_ENV = "UNALIGNED_CACHE_DIR"
+"""Environment variable naming the user cache directory (default: ``~/.cache/unaligned``)."""
+
+PACKAGED_SOURCES = Path(__file__).resolve().parent / "jvm_shim"
+"""The shim's ``pom.xml`` and ``src/`` as installed package data."""
+
+CHECKOUT_SHIM_DIR = Path(__file__).resolve().parents[3] / "jvm-shim"
+"""``<checkout>/jvm-shim``: ``pysrc/unaligned/testing`` -> ``../../../jvm-shim``."""
+
+
+def source_files(directory: Path) -> Iterator[Path]:
+    """``pom.xml`` and every file under ``src/`` (sorted): what a build is made from."""
+    yield directory / "pom.xml"
+    src = directory / "src"
+    if src.is_dir():
+        yield from sorted(path for path in src.rglob("*") if path.is_file())
+
+
+def sources_digest(directory: Path) -> str:
+    """SHA-256 over the relative names and contents of :func:`source_files`."""
+    digest = hashlib.sha256()
+    for path in source_files(directory):
+        digest.update(str(path.relative_to(directory)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def user_cache_dir() -> Path:
+    """``$UNALIGNED_CACHE_DIR``, else ``$XDG_CACHE_HOME/unaligned``, else
+    ``~/.cache/unaligned``."""
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return (base / "unaligned").resolve()
+
+
+def copy_to_cache(packaged: Path, cache: Path) -> Path:
+    """``packaged``'s sources copied to ``<cache>/jvm-shim-<digest>`` (once: a directory of that
+    name already holds exactly these sources). Written to a temporary name first, then renamed,
+    so a half-copied directory is never used."""
+    target = cache / f"jvm-shim-{sources_digest(packaged)[:16]}"
+    if (target / "pom.xml").is_file():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = cache / f".{target.name}.{os.getpid()}.tmp"
+    shutil.rmtree(partial, ignore_errors=True)
+    for path in source_files(packaged):
+        dest = partial / path.relative_to(packaged)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    try:
+        os.replace(partial, target)
+    except OSError:  # another process copied the same sources first
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def shim_dir() -> Path:
+    """The ``jvm-shim`` directory to build and run (see the module docstring for the order).
+    When none of the three exists, the checkout's path is returned and the build names it."""
+    override = os.environ.get(SHIM_DIR_ENV)
+    if override:
+        return Path(override).resolve()
+    if (CHECKOUT_SHIM_DIR / "pom.xml").is_file():
+        return CHECKOUT_SHIM_DIR
+    if (PACKAGED_SOURCES / "pom.xml").is_file():
+        return copy_to_cache(PACKAGED_SOURCES, user_cache_dir())
+    return CHECKOUT_SHIM_DIR
