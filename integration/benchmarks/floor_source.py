@@ -65,11 +65,12 @@ def _batch(rows: int) -> pa.RecordBatch:
 
 
 class FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, given: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in given.items()}  # Spark lower-cases option keys
         self.records = int(options["records"])
         self.partitions_n = int(options.get("partitions", "8"))
-        self.max_rows = int(options.get("maxOffsetsPerTrigger", str(self.records)))
-        self.read_tasks = int(options.get("readTasks", str(os.cpu_count() or 1)))
+        self.max_rows = int(options.get("maxoffsetspertrigger", str(self.records)))
+        self.read_tasks = int(options.get("readtasks", str(os.cpu_count() or 1)))
         per = self.records // self.partitions_n
         self.ends = [
             per + (1 if p < self.records % self.partitions_n else 0)
