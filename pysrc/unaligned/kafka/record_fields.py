@@ -84,18 +84,10 @@ _SHORT_RUNS = 2
 
 def _length_at(buf: bytes, pos: int) -> tuple[int, int]:
     """(record length, position after its varint); IndexError for a negative length."""
-    value = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            break
-    if value & 1:
+    length, after = read_varint(buf, pos)
+    if length < 0:
         raise IndexError("negative record length")
-    return value >> 1, pos
+    return length, after
 
 
 def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
