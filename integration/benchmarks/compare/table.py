@@ -14,9 +14,9 @@ Columns = Sequence[tuple[str, int]]
 
 THROUGHPUT: Columns = (
     ("output", 9),
-    ("peer", 20),
-    ("peer-tuned", 20),
-    ("ours", 20),
+    ("peer", 23),
+    ("peer-tuned", 23),
+    ("ours", 23),
     ("ours/peer", 13),
     ("ours/tuned", 13),
 )
