@@ -1,8 +1,10 @@
 """The Kafka source: ``spark.readStream.format("unaligned")``.
 
-- :mod:`.stream_reader` runs on the driver (Spark's Python source runner): offsets, planning.
-- :mod:`.partition_reader` runs in executor tasks: reads one offset range into Arrow batches.
-- :mod:`.options`, :mod:`.offsets`, :mod:`.offset_ranges`, :mod:`.batch_sizing`,
-  :mod:`.arrow_rows`: parsed options, checkpointed offsets, ranges and read limits, batch sizing,
-  and the rows the source yields.
+- :mod:`.stream_reader` runs on the driver (Spark's Python source runner): offsets, planning
+  (:mod:`.range_planning`: the ranges after the data-loss checks).
+- :mod:`.partition_reader` runs in executor tasks: reads a task's offset ranges (one or more
+  topic-partitions) into Arrow batches.
+- :mod:`.options`, :mod:`.offset_options`, :mod:`.offsets`, :mod:`.offset_ranges`,
+  :mod:`.batch_sizing`, :mod:`.arrow_rows`: parsed options and their offsets JSON, checkpointed
+  offsets, ranges, read tasks and read limits, batch sizing, and the rows the source yields.
 """
