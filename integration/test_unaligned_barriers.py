@@ -194,11 +194,13 @@ def test_target_batch_duration_keeps_batches_near_the_target_behind_a_slow_udf(
     from pyspark.sql.types import BinaryType
 
     topic = new_topic(partitions=2)
-    kafka.produce(topic, [(i % 2, None, b"v%05d" % i, None, None) for i in range(5000)])
+    kafka.produce(topic, [(i % 2, None, b"v%05d" % i, None, None) for i in range(6000)])
 
     @udf(BinaryType())
     def slow(value: bytes) -> bytes:
-        time.sleep(0.002)  # 2 ms per row: 500 rows/s per task
+        # 4 ms per row: 250 rows/s per task, so that a 3 s batch stays well under the first
+        # batch's 2,000 rows however fast the source reads
+        time.sleep(0.004)
         return value
 
     stream = kafka_stream(spark, kafka, topic, targetBatchDuration="3s")
@@ -213,7 +215,7 @@ def test_target_batch_duration_keeps_batches_near_the_target_behind_a_slow_udf(
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     rows = [p["numInputRows"] for p in progress]
     durations = [p["durationMs"]["triggerExecution"] for p in progress]
-    assert sum(rows) == 5000
+    assert sum(rows) == 6000
     assert rows[0] == 2000, rows  # first batch: 1,000 rows per partition before any measurement
     # The first batch ran far past the 3 s target (warm-up plus 2,000 slow rows); every later
     # batch is sized from the measured throughput: smaller than the first, never more than 4x
