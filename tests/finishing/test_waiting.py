@@ -77,6 +77,11 @@ def commit(root: Path, batch: int) -> None:
     (root / "commits" / str(batch)).write_text("v1\n{}")
 
 
+# A failure in a background step fails the test instead of becoming a warning (the steps also
+# record what they see for the test body to assert).
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
+
 def in_background(steps: Callable[[], None]) -> threading.Thread:
     worker = threading.Thread(target=steps)
     worker.start()
@@ -90,17 +95,19 @@ def test_await_finished_stops_the_query_once_spark_committed_the_final_batch(
     plan(checkpoint, 4)
 
     query.lastProgress = {"batchId": 4}
+    stopped_early: list[bool] = []  # seen by the background steps, asserted here
 
     def finish_later() -> None:
         time.sleep(0.3)
         mark_finished(str(checkpoint), 4)
         time.sleep(0.3)
-        assert not query.stopped  # the sink is done, but Spark has not recorded the batch yet
+        stopped_early.append(query.stopped)  # the sink is done, Spark has not recorded it yet
         commit(checkpoint, 4)
 
     worker = in_background(finish_later)
     assert await_finished(query, str(checkpoint), timeout_s=30)
     worker.join()
+    assert stopped_early == [False]
     assert query.stopped
 
 
@@ -151,18 +158,20 @@ def test_stop_returns_once_honoured_and_at_rest_and_withdraws_its_request(
     commit(checkpoint, 0)
     plan(checkpoint, 1)  # batch 1 runs while the stop is asked for
     query = FakeQuery()
+    seen: list[tuple[str, object]] = []  # what the query side saw, asserted here
 
     def query_side() -> None:
         while (request := read_request(str(checkpoint))) is None:
             time.sleep(0.05)
-        assert linked_checkpoint(TOKEN) == str(checkpoint)  # the stopper linked it
+        seen.append(("linked", linked_checkpoint(TOKEN)))  # the stopper linked it
         time.sleep(0.3)
-        assert not query.stopped  # not honoured yet
+        seen.append(("stopped before honoured", query.stopped))
         commit(checkpoint, 1)
         mark_honoured(str(checkpoint), request, "reader")
         if drain:
             time.sleep(0.3)
-            assert not query.stopped  # honoured, but the final checkpoint is still to come
+            # honoured, but the final checkpoint is still to come
+            seen.append(("stopped before the final checkpoint", query.stopped))
             plan(checkpoint, 2)
             mark_finished(str(checkpoint), 2)
             commit(checkpoint, 2)
@@ -170,6 +179,13 @@ def test_stop_returns_once_honoured_and_at_rest_and_withdraws_its_request(
     worker = in_background(query_side)
     stop(query, str(checkpoint), drain=drain, timeout_s=30)
     worker.join()
+    expected: list[tuple[str, object]] = [
+        ("linked", str(checkpoint)),
+        ("stopped before honoured", False),
+    ]
+    if drain:
+        expected.append(("stopped before the final checkpoint", False))
+    assert seen == expected
     assert query.stopped
     assert read_request(str(checkpoint)) is None
 
