@@ -12,7 +12,6 @@ startup). :mod:`unaligned.testing.broker_process` runs the built shim.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import logging
 import os
 import shutil
@@ -33,7 +32,7 @@ from unaligned.testing.broker_process import (
     render_properties,
     require_tool,
 )
-from unaligned.testing.shim_sources import SHIM_DIR_ENV, shim_dir, source_files
+from unaligned.testing.shim_sources import SHIM_DIR_ENV, shim_dir, sources_digest
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +59,7 @@ class ShimBuild:
 def source_fingerprint(directory: Path) -> str:
     """SHA-256 over the build recipe version, ``pom.xml`` and every file under ``src/``
     (relative names and contents)."""
-    digest = hashlib.sha256(f"recipe {BUILD_RECIPE}\0".encode())
-    for path in source_files(directory):
-        digest.update(str(path.relative_to(directory)).encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+    return sources_digest(directory, f"recipe {BUILD_RECIPE}\0".encode())
 
 
 def _built_classpath(directory: Path) -> tuple[Path, ...]:

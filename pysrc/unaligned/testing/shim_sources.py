@@ -40,9 +40,9 @@ def source_files(directory: Path) -> Iterator[Path]:
         yield from sorted(path for path in src.rglob("*") if path.is_file())
 
 
-def sources_digest(directory: Path) -> str:
-    """SHA-256 over the relative names and contents of :func:`source_files`."""
-    digest = hashlib.sha256()
+def sources_digest(directory: Path, prefix: bytes = b"") -> str:
+    """SHA-256 over ``prefix``, then the relative names and contents of :func:`source_files`."""
+    digest = hashlib.sha256(prefix)
     for path in source_files(directory):
         digest.update(str(path.relative_to(directory)).encode())
         digest.update(b"\0")
