@@ -118,10 +118,15 @@ class RangeFetcher:
                 )
             else:
                 by_leader.setdefault(int(leader), []).append(w)
+        timeout_ms = self.settings.request_timeout_ms
         pending = [
-            (parts, self.manager.send(self._request(parts), node_id=node, request_timeout_ms=t))
+            (
+                parts,
+                self.manager.send(
+                    self._request(parts), node_id=node, request_timeout_ms=timeout_ms
+                ),
+            )
             for node, parts in by_leader.items()
-            for t in (self.settings.request_timeout_ms,)
         ]
         for parts, future in pending:
             try:
