@@ -155,6 +155,44 @@ def test_the_table_shows_each_workload_that_ran() -> None:
     assert ours.split()[-1] == "yes"
 
 
+def test_the_throughput_block_shows_cpu_per_million_and_tiny_batches() -> None:
+    rates = {"peer": 100_000, "peer-tuned": 250_000, "ours": 200_000}
+    cpu = {"python_workers": 1.5, "spark_jvm": 0.25, "broker": 0.5}
+    tiny = {"batch_ms_p50": 120.0, "batch_ms_p99": 300.0, "add_batch_ms_p50": 80.0}
+    report = {
+        "throughput": {
+            "records": 1_000,
+            "repeats": 1,
+            "kcat_read_records_per_s": 300_000,
+            "outputs": {
+                "noop": {
+                    "best_records_per_s": rates,
+                    "best_records_per_s_in_batches": rates,
+                    "ours_over_peer": 2.0,
+                    "ours_over_peer_in_batches": 2.0,
+                    "ours_over_peer_tuned": 0.8,
+                    "ours_over_peer_tuned_in_batches": 0.8,
+                    "cpu_s_per_million_median": {"ours": cpu},
+                    "floor_source": {
+                        "best_records_per_s": 300_000,
+                        "best_records_per_s_in_batches": 300_000,
+                        "ours_over_floor": 0.67,
+                        "ours_over_floor_in_batches": 0.67,
+                        "cpu_s_per_million_median": {**cpu, "python_workers": 0.75},
+                    },
+                }
+            },
+            "tiny_batches": {"records_per_batch": 80, "contenders": {"ours": tiny}},
+        }
+    }
+    text = table.format_table(report)
+    assert "ours 1.50 / 0.25 / 0.50; floor 0.75 / 0.25 / 0.50" in text
+    assert (
+        "tiny batches (80 records), ms per batch p50 / p99 (addBatch p50): ours 120 / 300 (80)"
+        in text
+    )
+
+
 def test_the_recovery_block_shows_seconds_to_two_decimals() -> None:
     run = {"pending_rows_at_kill": 92_000, "pending_bytes_at_kill": 265_919}
     report = {

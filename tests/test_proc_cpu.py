@@ -60,3 +60,20 @@ def test_the_command_of_a_process_with_parentheses_in_its_name(tmp_path: Path) -
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_spark_jvm_is_the_java_child_that_is_not_the_broker(tmp_path: Path) -> None:
+    java = tmp_path / "java"
+    java.symlink_to("/bin/sleep")
+    with pytest.raises(RuntimeError, match="expected one Spark JVM"):
+        proc_cpu.spark_jvm_pid(None)
+    spark, broker = (subprocess.Popen([str(java), "30"]) for _ in range(2))
+    try:
+        time.sleep(0.2)
+        assert proc_cpu.spark_jvm_pid(broker.pid) == spark.pid
+        with pytest.raises(RuntimeError, match="expected one Spark JVM"):
+            proc_cpu.spark_jvm_pid(None)
+    finally:
+        for child in (spark, broker):
+            child.kill()
+            child.wait()

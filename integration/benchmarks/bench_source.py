@@ -12,6 +12,10 @@ partitions, produced with ``kcat -P``. Measured, each the best of ``REPEATS`` ru
   (``durationMs.triggerExecution``);
 - the same read in one Python process without Spark (the source's executor-side reader over the
   8 partitions, one after the other): the decoding cost alone;
+- the same reader over the ranges a micro-batch of the compare benchmark gives it
+  (``maxOffsetsPerTrigger`` 250,000 over 8 partitions: 31,250 offsets a range), counting the
+  records the decoder decoded per record returned (a range decodes at most the batch that holds
+  its end beyond it);
 - ``kcat -C -e -o beginning`` reading the topic (one offset per line, counted).
 
 Needs ``kcat`` on PATH (Debian package ``kcat``).
@@ -33,6 +37,7 @@ from benchmarks.compare.inputs import produce, uniform_counts
 
 RECORDS = 1_000_000
 PARTITIONS = 8
+RANGE_OFFSETS = 250_000 // 8
 VALUE_BYTES = 100
 REPEATS = 2
 
@@ -74,6 +79,47 @@ def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> floa
     if rows != RECORDS:
         raise RuntimeError(f"the Python reader read {rows} records, expected {RECORDS}")
     return elapsed
+
+
+def python_read_in_ranges(
+    bootstrap: str, topic: str, end_offsets: dict[int, int]
+) -> tuple[float, float]:
+    """Seconds to read every partition in ranges of ``RANGE_OFFSETS``, and the records decoded
+    per record returned (from each decode's ``records_decoded``)."""
+    from unaligned.kafka.partitions import TopicPartitionId
+    from unaligned.kafka.record_decoder import DecodedFetch
+    from unaligned.source import partition_reader
+    from unaligned.source.offset_ranges import OffsetRange
+    from unaligned.source.options import SourceOptions
+
+    decoded = 0
+    decode = partition_reader.decode_record_batches
+
+    def counting(*args: Any, **kwargs: Any) -> DecodedFetch:
+        nonlocal decoded
+        result = decode(*args, **kwargs)
+        decoded += result.records_decoded
+        return result
+
+    options = SourceOptions.parse({"subscribe": topic, "kafka.bootstrap.servers": bootstrap})
+    partition_reader.decode_record_batches = counting  # type: ignore[assignment]
+    try:
+        started = time.monotonic()
+        rows = 0
+        for partition, end in sorted(end_offsets.items()):
+            tp = TopicPartitionId(topic, partition)
+            for start in range(0, end, RANGE_OFFSETS):
+                rng = OffsetRange(tp, start, min(end, start + RANGE_OFFSETS))
+                part = partition_reader.KafkaInputPartition(
+                    0, (rng,), options.kafka, False, True, options.poll_timeout_ms
+                )
+                rows += sum(b.num_rows for b in partition_reader.read_partition(part))
+        elapsed = time.monotonic() - started
+    finally:
+        partition_reader.decode_record_batches = decode
+    if rows != RECORDS:
+        raise RuntimeError(f"the Python reader read {rows} records, expected {RECORDS}")
+    return elapsed, decoded / rows
 
 
 def spark_read(
@@ -131,6 +177,11 @@ def main() -> dict[str, Any]:
             python_read(kafka.bootstrap_servers, topic, end_offsets) for _ in range(REPEATS)
         )
 
+        ranged_s, decoded_per_returned = min(
+            python_read_in_ranges(kafka.bootstrap_servers, topic, end_offsets)
+            for _ in range(REPEATS)
+        )
+
         spark = local_spark("bench-source", cores, log_level="WARN")
         # the first query also starts Spark's Python workers: a warm-up, not counted
         warmup = spark_read(spark, kafka.bootstrap_servers, topic, Path(tmp) / "warmup")
@@ -156,6 +207,9 @@ def main() -> dict[str, Any]:
         "unaligned_spark_warmup_wall_seconds": round(warmup[0], 2),
         "unaligned_spark_batches": runs[0][2],
         "unaligned_python_reader_records_per_s": round(RECORDS / python_s),
+        "unaligned_python_reader_in_ranges_records_per_s": round(RECORDS / ranged_s),
+        "range_offsets": RANGE_OFFSETS,
+        "records_decoded_per_record_returned": round(decoded_per_returned, 4),
         "kcat_records_per_s": round(RECORDS / kcat_s),
         "kcat_seconds": round(kcat_s, 2),
         "unaligned_spark_vs_kcat": round(kcat_s / wall_s, 3),
@@ -165,10 +219,12 @@ def main() -> dict[str, Any]:
         (f"format('unaligned') in Spark, AvailableNow -> noop, local[{cores}], wall", wall_s),
         ("  the same, time inside the batch (no query start-up)", batch_s),
         ("unaligned reader in one Python process (no Spark)", python_s),
+        (f"  the same in ranges of {RANGE_OFFSETS:,} offsets", ranged_s),
         ("kcat -C", kcat_s),
     ]
     for label, seconds in rows:
         print(f"{label:<72} {round(RECORDS / seconds):>10,} records/s ({seconds:.2f} s)")
+    print(f"records decoded per record returned, in those ranges: {decoded_per_returned:.4f}")
     write_results("source", report)
     return report
 

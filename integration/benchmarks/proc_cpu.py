@@ -117,6 +117,18 @@ def machine_busy_s() -> float:
     return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
 
 
+def spark_jvm_pid(broker_pid: int | None) -> int:
+    """The pid of the Spark JVM this process started (``pyspark`` launches it as a ``java``
+    child): the ``java`` descendant of this process that is not the broker ``broker_pid``."""
+    stats = all_stats()
+    found = [
+        s.pid for s in descendants(stats, os.getpid()) if s.comm == "java" and s.pid != broker_pid
+    ]
+    if len(found) != 1:
+        raise RuntimeError(f"expected one Spark JVM below this process, found pids {found}")
+    return found[0]
+
+
 def sample(jvm_pid: int, broker_pid: int | None) -> CpuSample:
     stats = all_stats()
     jvm = stats.get(jvm_pid)

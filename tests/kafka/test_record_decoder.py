@@ -103,6 +103,7 @@ def test_the_end_offset_stops_the_walk_and_drops_records_at_or_after_it() -> Non
     # the second batch holds the end: it is read whole; the third starts at the end: not read
     assert decoded.next_fetch_offset == 20
     assert decoded.bytes_read == len(first) + len(second)
+    assert decoded.records_decoded == 20  # 12 returned: 3 before the start, 5 from the end
 
 
 def test_an_end_inside_a_compaction_gap_finishes_the_range() -> None:
@@ -127,6 +128,7 @@ def test_message_format_v1_is_decoded_with_kafka_pythons_records() -> None:
     assert decoded.columns.keys.to_pylist() == [None, None, None]
     assert decoded.columns.timestamps_ms.tolist() == [1_700_000_000_000 + o for o in (6, 7, 8)]
     assert decoded.next_fetch_offset == 10
+    assert decoded.records_decoded == 5
 
 
 def test_a_trailing_partial_batch_is_left_for_the_next_fetch() -> None:
@@ -138,6 +140,7 @@ def test_a_trailing_partial_batch_is_left_for_the_next_fetch() -> None:
     assert decoded.bytes_read == len(first)
     empty = decode_record_batches(second[:30], TP, 4)
     assert empty.columns is None and empty.next_fetch_offset == 4 and empty.bytes_read == 0
+    assert decoded.records_decoded == 4 and empty.records_decoded == 0
 
 
 def test_log_append_time_batches_use_the_broker_time() -> None:

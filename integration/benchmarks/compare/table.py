@@ -111,6 +111,29 @@ def _throughput(w: Mapping[str, Any]) -> str:
                 f"{f['best_records_per_s']:,} / {f['best_records_per_s_in_batches']:,}; "
                 f"ours/floor {f['ours_over_floor']:.2f} / {f['ours_over_floor_in_batches']:.2f}"
             )
+        if "cpu_s_per_million_median" in o:
+            cpu = dict(o["cpu_s_per_million_median"])
+            if "floor_source" in o:
+                cpu["floor"] = o["floor_source"]["cpu_s_per_million_median"]
+            notes.append(
+                f"{output}: CPU s per million records (Python workers / Spark JVM / broker), "
+                "median: "
+                + "; ".join(
+                    f"{name} {c['python_workers']:.2f} / {c['spark_jvm']:.2f} / {c['broker']:.2f}"
+                    for name, c in cpu.items()
+                )
+            )
+    if "tiny_batches" in w:
+        t = w["tiny_batches"]
+        notes.append(
+            f"tiny batches ({t['records_per_batch']} records), ms per batch p50 / p99 "
+            "(addBatch p50): "
+            + "; ".join(
+                f"{name} {c['batch_ms_p50']:.0f} / {c['batch_ms_p99']:.0f} "
+                f"({c['add_batch_ms_p50']:.0f})"
+                for name, c in t["contenders"].items()
+            )
+        )
     return _block(
         f"workload 1: records/s, {w['records']:,} records, best of {w['repeats']} "
         "(wall / in batches)",
