@@ -102,24 +102,27 @@ def _batches(name: str) -> dict[str, Any]:
     }
 
 
+RATES = {"peer": 100_000, "peer-tuned": 250_000, "ours": 200_000}
+
+
+def _throughput(outputs: dict[str, Any]) -> dict[str, Any]:
+    return {"records": 1_000, "repeats": 1, "kcat_read_records_per_s": 300_000, "outputs": outputs}
+
+
+def _throughput_output(rates: dict[str, int]) -> dict[str, Any]:
+    return {
+        "best_records_per_s": rates,
+        "best_records_per_s_in_batches": rates,
+        "ours_over_peer": 2.0,
+        "ours_over_peer_in_batches": 2.0,
+        "ours_over_peer_tuned": 0.8,
+        "ours_over_peer_tuned_in_batches": 0.8,
+    }
+
+
 def test_the_table_shows_each_workload_that_ran() -> None:
-    rates = {"peer": 100_000, "peer-tuned": 250_000, "ours": 200_000}
     report = {
-        "throughput": {
-            "records": 1_000,
-            "repeats": 1,
-            "kcat_read_records_per_s": 300_000,
-            "outputs": {
-                "kafka": {
-                    "best_records_per_s": rates,
-                    "best_records_per_s_in_batches": rates,
-                    "ours_over_peer": 2.0,
-                    "ours_over_peer_in_batches": 2.0,
-                    "ours_over_peer_tuned": 0.8,
-                    "ours_over_peer_tuned_in_batches": 0.8,
-                }
-            },
-        },
+        "throughput": _throughput({"kafka": _throughput_output(RATES)}),
         "backpressure": {
             "records": 1_000,
             "hot_partition_records": 500,
@@ -156,32 +159,23 @@ def test_the_table_shows_each_workload_that_ran() -> None:
 
 
 def test_the_throughput_block_shows_cpu_per_million_and_tiny_batches() -> None:
-    rates = {"peer": 100_000, "peer-tuned": 250_000, "ours": 200_000}
     cpu = {"python_workers": 1.5, "spark_jvm": 0.25, "broker": 0.5}
+    floor = {
+        "best_records_per_s": 300_000,
+        "best_records_per_s_in_batches": 300_000,
+        "ours_over_floor": 0.67,
+        "ours_over_floor_in_batches": 0.67,
+        "cpu_s_per_million_median": {**cpu, "python_workers": 0.75},
+    }
+    noop = {
+        **_throughput_output(RATES),
+        "cpu_s_per_million_median": {"ours": cpu},
+        "floor_source": floor,
+    }
     tiny = {"batch_ms_p50": 120.0, "batch_ms_p99": 300.0, "add_batch_ms_p50": 80.0}
     report = {
         "throughput": {
-            "records": 1_000,
-            "repeats": 1,
-            "kcat_read_records_per_s": 300_000,
-            "outputs": {
-                "noop": {
-                    "best_records_per_s": rates,
-                    "best_records_per_s_in_batches": rates,
-                    "ours_over_peer": 2.0,
-                    "ours_over_peer_in_batches": 2.0,
-                    "ours_over_peer_tuned": 0.8,
-                    "ours_over_peer_tuned_in_batches": 0.8,
-                    "cpu_s_per_million_median": {"ours": cpu},
-                    "floor_source": {
-                        "best_records_per_s": 300_000,
-                        "best_records_per_s_in_batches": 300_000,
-                        "ours_over_floor": 0.67,
-                        "ours_over_floor_in_batches": 0.67,
-                        "cpu_s_per_million_median": {**cpu, "python_workers": 0.75},
-                    },
-                }
-            },
+            **_throughput({"noop": noop}),
             "tiny_batches": {"records_per_batch": 80, "contenders": {"ours": tiny}},
         }
     }
