@@ -13,6 +13,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from harness import kafka_stream, wait_until
 from kafka import KafkaConsumer
+from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.waiting import barrier_token
 from unaligned.testing import EmbeddedKafka
 
@@ -78,7 +79,7 @@ def test_group_id_prefix_names_one_group_per_query(
     topic = new_topic(partitions=PARTITIONS)
     produce(kafka, topic, 150)
     run(spark, kafka, topic, tmp_path, groupIdPrefix="mon")
-    token = barrier_token(str(tmp_path / "checkpoint"))
+    token = barrier_token(Checkpoint.resolve(str(tmp_path / "checkpoint")))
     offsets = committed(kafka, f"mon-{token}", topic)
     assert all(o is not None and o > 0 for o in offsets.values()), json.dumps(offsets)
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
@@ -68,7 +69,7 @@ def read_ids(tmp_path: Path) -> list[int]:
 
 
 def commit_log(tmp_path: Path, name: str) -> CommitLog:
-    return CommitLog.under_checkpoint(str(tmp_path / name))
+    return CommitLog(Checkpoint.resolve(str(tmp_path / name)))
 
 
 def manifest_files(tmp_path: Path) -> list[str]:

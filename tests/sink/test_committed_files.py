@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from unaligned import read_committed_files as public_read
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink import committed_files
 from unaligned.sink.commit_log import CommitLog, CommitRecord
@@ -187,7 +188,7 @@ def _compacting(out: Path, query_id: str = QUERY) -> tuple[FileParticipant, Comm
     participant = FileParticipant(
         FileTarget(str(out), "snappy"), SCHEMA, query_id, manifest_retain=2, compact_every=2
     )
-    return participant, CommitLog.under_checkpoint(str(out.parent / f"ck-{query_id}"))
+    return participant, CommitLog(Checkpoint.resolve(str(out.parent / f"ck-{query_id}")))
 
 
 def _publish(participant: FileParticipant, log: CommitLog, batch_id: int) -> None:

@@ -24,6 +24,7 @@ from file_sink_steps import (
     publish_batch,
     read_ids,
 )
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
@@ -114,7 +115,7 @@ def test_task_abort_removes_partial_file(tmp_path: Path) -> None:
 
 def test_clean_up_keeps_staging_of_unfinished_decided_batches(tmp_path: Path) -> None:
     participant = make_participant(tmp_path)
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     decided = prepare_item(participant, 1, 0, 10)
     log.write(CommitRecord(1, "files", (decided,), 0))  # decided, not finished
     prepare_item(participant, 0, 0, 10)  # a leftover of batch 0
@@ -174,10 +175,13 @@ def test_for_query_reads_the_id_from_the_checkpoint(tmp_path: Path) -> None:
     target = FileTarget(str(tmp_path / "out"), "snappy")
     checkpoint = tmp_path / "ck"
     with pytest.raises(SinkConfigurationError, match="query id.*metadata does not exist"):
-        FileParticipant.for_query(target, SCHEMA, str(checkpoint))
+        FileParticipant.for_query(target, SCHEMA, Checkpoint.resolve(str(checkpoint)))
     checkpoint.mkdir()
     (checkpoint / "metadata").write_text(json.dumps({"id": QUERY}) + "\n")
-    assert FileParticipant.for_query(target, SCHEMA, str(checkpoint)).query_id == QUERY
+    assert (
+        FileParticipant.for_query(target, SCHEMA, Checkpoint.resolve(str(checkpoint))).query_id
+        == QUERY
+    )
 
 
 # --- the layout of older versions -----------------------------------------------------------------

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import CrashPoint
 from unaligned.errors import CommitLogError, TransactionCommitError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
@@ -30,7 +31,7 @@ def _participant(tmp_path: Path) -> FileParticipant:
 
 
 def _log(tmp_path: Path) -> CommitLog:
-    return CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    return CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
 
 
 def _prepare(

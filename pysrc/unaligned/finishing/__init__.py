@@ -12,17 +12,11 @@
 
 from __future__ import annotations
 
-from unaligned.finishing.final_checkpoint import (
-    end_of_data,
-    finished_batch,
-    has_finished,
-    mark_finished,
-)
+from unaligned.finishing.final_checkpoint import finished_batch, has_finished, mark_finished
 from unaligned.finishing.waiting import await_finished, stop
 
 __all__ = [
     "await_finished",
-    "end_of_data",
     "finished_batch",
     "has_finished",
     "mark_finished",

@@ -15,7 +15,8 @@ that batch the **final checkpoint**:
 The query *has finished* (:func:`has_finished`) when that marker names a batch that Spark has
 committed (``<checkpoint>/commits/<id>``) and that is the last batch in Spark's offset log. A
 query that resumed after a completed drain and read on (see :mod:`.source_side`) makes the
-marker stale; its next barrier removes it (:func:`clear_stale_marker`).
+marker stale; its next barrier removes it (:func:`clear_stale_marker`). Whether a batch is
+the final checkpoint: :func:`unaligned.barriers.barrier.end_of_data`.
 """
 
 from __future__ import annotations
@@ -23,49 +24,26 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
 
 from unaligned._checksum import sealed_json, verified
-from unaligned._fs import (
-    Location,
-    atomic_write,
-    describe,
-    numbered_files,
-    read_bytes,
-    resolve_location,
-)
-from unaligned.barriers.offset_log import OFFSETS_DIR
+from unaligned._fs import atomic_write, describe, read_bytes
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
 
 logger = logging.getLogger(__name__)
 
-END_OF_DATA_KEY = "endOfData"
-FINISHED_FILE = ("unaligned", "finished.json")
-SPARK_COMMITS_DIR = "commits"
 
-
-def end_of_data(source_offsets: list[Any]) -> bool:
-    """True when every ``format("unaligned")`` source of a batch (an offset with a
-    ``barrierToken``) says ``endOfData``, and there is at least one."""
-    ours = [o for o in source_offsets if isinstance(o, dict) and "barrierToken" in o]
-    return bool(ours) and all(o.get(END_OF_DATA_KEY) is True for o in ours)
-
-
-def _marker(checkpoint_location: str) -> Location:
-    return resolve_location(checkpoint_location).child(*FINISHED_FILE)
-
-
-def mark_finished(checkpoint_location: str, batch_id: int) -> None:
+def mark_finished(checkpoint: Checkpoint, batch_id: int) -> None:
     """Step 3: the final checkpoint ``batch_id`` is done and nothing is pending (idempotent)."""
     document = {"finalBatchId": batch_id, "finishedAtMs": int(time.time() * 1000)}
-    atomic_write(_marker(checkpoint_location), sealed_json(document))
+    atomic_write(checkpoint.finished_marker, sealed_json(document))
     logger.info("final checkpoint %d committed: the query has finished", batch_id)
 
 
-def finished_batch(checkpoint_location: str) -> int | None:
+def finished_batch(checkpoint: Checkpoint) -> int | None:
     """The batch id the ``finished`` marker names, else ``None`` (no marker). A marker that
     fails its checksum or cannot be read is a :class:`CommitLogError` naming the file."""
-    location = _marker(checkpoint_location)
+    location = checkpoint.finished_marker
     data = read_bytes(location)
     if data is None:
         return None
@@ -78,47 +56,35 @@ def finished_batch(checkpoint_location: str) -> int | None:
     raise CommitLogError(f"finished marker {describe(location)}: {problem}")
 
 
-def clear_stale_marker(checkpoint_location: str, batch_id: int) -> None:
+def clear_stale_marker(checkpoint: Checkpoint, batch_id: int) -> None:
     """Barrier ``batch_id`` (not a final one) committed: a marker naming an earlier batch is
     stale (the query read on after a completed drain) and is removed."""
-    final = finished_batch(checkpoint_location)
+    final = finished_batch(checkpoint)
     if final is not None and final < batch_id:
-        remove_marker(checkpoint_location)
+        remove_marker(checkpoint)
         logger.info("query reads on after its final checkpoint %d: marker removed", final)
 
 
-def remove_marker(checkpoint_location: str) -> None:
+def remove_marker(checkpoint: Checkpoint) -> None:
     """Remove the ``finished`` marker, if there is one."""
-    location = _marker(checkpoint_location)
+    location = checkpoint.finished_marker
     try:
         location.filesystem.delete_file(location.path)
     except FileNotFoundError:
         pass
 
 
-def spark_committed(checkpoint_location: str, batch_id: int) -> bool:
-    """Whether Spark's commit log holds ``batch_id`` (the batch ran to its end)."""
-    location = resolve_location(checkpoint_location).child(SPARK_COMMITS_DIR, str(batch_id))
-    return read_bytes(location) is not None
-
-
-def last_logged_batch(checkpoint_location: str) -> int | None:
-    """The highest batch id in Spark's offset log (planned, maybe not run), or ``None``."""
-    ids = numbered_files(resolve_location(checkpoint_location).child(OFFSETS_DIR), "")
-    return ids[-1] if ids else None
-
-
-def at_rest(checkpoint_location: str) -> bool:
+def at_rest(checkpoint: Checkpoint) -> bool:
     """Whether every batch Spark planned has been committed (no batch runs or waits to)."""
-    last = last_logged_batch(checkpoint_location)
-    return last is None or spark_committed(checkpoint_location, last)
+    last = checkpoint.last_logged_batch()
+    return last is None or checkpoint.spark_committed(last)
 
 
-def has_finished(checkpoint_location: str) -> bool:
+def has_finished(checkpoint: Checkpoint) -> bool:
     """Whether the query's final checkpoint has committed and no batch came after it."""
-    final = finished_batch(checkpoint_location)
+    final = finished_batch(checkpoint)
     return (
         final is not None
-        and final == last_logged_batch(checkpoint_location)
-        and spark_committed(checkpoint_location, final)
+        and final == checkpoint.last_logged_batch()
+        and checkpoint.spark_committed(final)
     )

@@ -37,13 +37,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from unaligned import crash_points
+from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import CrashPoint
 from unaligned.finishing.final_checkpoint import remove_marker
 from unaligned.finishing.heartbeat import SourceHeartbeat
 from unaligned.finishing.stop_request import (
     POLL_INTERVAL_S,
+    LinkedCheckpoints,
     StopRequest,
-    linked_checkpoint,
     mark_honoured,
     read_request,
 )
@@ -65,6 +66,7 @@ class SourceStops:
         self._bounded_by_options = bounded_by_options
         self._heartbeat = SourceHeartbeat() if heartbeat is None else heartbeat
         self._clock = clock
+        self._links = LinkedCheckpoints()
         self._reader_id: str | None = None
         self._next_poll = 0.0
         self._saw_drain = False
@@ -89,7 +91,7 @@ class SourceStops:
             return replace(begin, ending=None, drained=False)
         return begin
 
-    def poll(self, begin: KafkaSourceOffset) -> tuple[str, StopRequest] | None:
+    def poll(self, begin: KafkaSourceOffset) -> tuple[Checkpoint, StopRequest] | None:
         """(checkpoint, request) when a stop request waits to be acted on by this reader; read
         at most once per :data:`POLL_INTERVAL_S`."""
         self._heartbeat.watch(begin.barrier_token)
@@ -97,7 +99,7 @@ class SourceStops:
         if begin.barrier_token is None or now < self._next_poll:
             return None
         self._next_poll = now + POLL_INTERVAL_S
-        checkpoint = linked_checkpoint(begin.barrier_token)
+        checkpoint = self._links.get(begin.barrier_token)
         if checkpoint is None:
             return None
         request = read_request(checkpoint)
@@ -117,7 +119,7 @@ class SourceStops:
             and not begin.drained
         )
 
-    def hold(self, checkpoint: str, request: StopRequest) -> None:
+    def hold(self, checkpoint: Checkpoint, request: StopRequest) -> None:
         """Honour a stop without drain: plan no batch from now on."""
         mark_honoured(checkpoint, request, self._id())
         self.held = True
@@ -125,7 +127,7 @@ class SourceStops:
 
     def drain(
         self,
-        checkpoint: str,
+        checkpoint: Checkpoint,
         request: StopRequest,
         begin: KafkaSourceOffset,
         latest: Mapping[TopicPartitionId, int],

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, read_bytes, resolve_location
+from unaligned._fs import Location, absolute_path, read_bytes, resolve_location
 from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink.file_manifest import (
     MANIFEST_DIR,
@@ -45,7 +45,6 @@ from unaligned.sink.file_manifest import (
     ManifestName,
     list_manifest,
 )
-from unaligned.sink.options import absolute_path
 
 READ_BATCH_ROWS = 64 * 1024
 LISTING_ATTEMPTS = 10

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from unaligned._fs import Location, fsync_path, resolve_location
-from unaligned.barriers.offset_log import read_query_id
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import (
@@ -174,12 +174,12 @@ class FileParticipant:
 
     @classmethod
     def for_query(
-        cls, target: FileTarget, schema: StructType, checkpoint_location: str
+        cls, target: FileTarget, schema: StructType, checkpoint: Checkpoint
     ) -> FileParticipant:
         """The sink's participant: names carry the query id read from the checkpoint once
         (``<checkpoint>/metadata``, written by Spark before the first batch is planned)."""
         try:
-            query_id = read_query_id(checkpoint_location)
+            query_id = checkpoint.query_id()
         except BarrierError as exc:
             raise SinkConfigurationError(
                 f"the file sink names its files after the query id: {exc}"

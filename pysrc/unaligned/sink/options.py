@@ -43,11 +43,11 @@ parser of each in :mod:`unaligned._parsing`:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from unaligned._fs import absolute_path
 from unaligned._parsing import (
     KAFKA_PREFIX,
     kafka_params,
@@ -58,6 +58,7 @@ from unaligned._parsing import (
 )
 from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
 from unaligned.channel_state.codecs import check_codec
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.client_options import producer_kwargs
 
@@ -168,7 +169,7 @@ def _check_target_options(opts: Mapping[str, str], target: str) -> None:
 
 @dataclass(frozen=True)
 class SinkOptions:
-    checkpoint_location: str
+    checkpoint: Checkpoint
     query_name: str | None
     target: KafkaTarget | FileTarget
     chunk_rows: int
@@ -190,20 +191,21 @@ class SinkOptions:
         target = _parse_target(opts)
         _check_target_options(opts, "file" if isinstance(target, FileTarget) else "Kafka")
         chunk_rows = _positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS)
+        resolved = Checkpoint.resolve(checkpoint)
         return cls(
-            checkpoint_location=checkpoint,
+            checkpoint=resolved,
             query_name=opts.get("queryname") or None,
             target=target,
             chunk_rows=chunk_rows,
             min_batches_to_retain=_positive_int(
                 opts, "minbatchestoretain", "minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN
             ),
-            alignment=_parse_alignment(opts, checkpoint, chunk_rows),
+            alignment=_parse_alignment(opts, resolved, chunk_rows),
         )
 
 
 def _parse_alignment(
-    opts: Mapping[str, str], checkpoint: str, chunk_rows: int
+    opts: Mapping[str, str], checkpoint: Checkpoint, chunk_rows: int
 ) -> AlignmentSettings:
     mode = CheckpointMode(
         parse_choice(
@@ -214,7 +216,7 @@ def _parse_alignment(
     )
     codec = opts.get("channelstatecodec", DEFAULT_CHANNEL_STATE_CODEC).strip().lower()
     check_codec(codec)
-    state_dir = opts.get("channelstatepath", "").strip() or default_channel_state_path(checkpoint)
+    state_dir = opts.get("channelstatepath", "").strip() or checkpoint.default_channel_state_path()
     return AlignmentSettings(
         mode=mode,
         timeout_ms=parse_duration_ms(
@@ -234,12 +236,6 @@ def _parse_alignment(
             DEFAULT_INLINE_THRESHOLD_BYTES,
         ),
     )
-
-
-def default_channel_state_path(checkpoint: str) -> str:
-    """``channelStatePath`` when the option is not set (per query by construction; each
-    query's state still goes to ``<path>/<query id>/``, :mod:`unaligned.channel_state.files`)."""
-    return absolute_path(checkpoint.rstrip("/") + "/unaligned/channel-state")
 
 
 def _bytes(opts: Mapping[str, str], key: str, name: str, default: int, minimum: int = 0) -> int:
@@ -274,13 +270,6 @@ def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
             "'kafka.bootstrap.servers' with option 'topic' or a topic column (Kafka)"
         )
     return _parse_kafka(opts, kafka)
-
-
-def absolute_path(path: str) -> str:
-    """A local path made absolute on the driver (tasks may run elsewhere); URIs unchanged."""
-    if "://" in path or path.startswith("file:"):
-        return path
-    return os.path.abspath(path)
 
 
 def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> KafkaTarget:

@@ -117,7 +117,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         return self._participant
 
     def _log(self) -> CommitLog:
-        return CommitLog.under_checkpoint(self._options.checkpoint_location)
+        return CommitLog(self._options.checkpoint)
 
     # Step 1 -----------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
@@ -207,7 +207,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         self, batch_id: int, partition_id: int, attempt: int, attempt_id: int
     ) -> BarrierAlignment:
         settings = self._options.alignment
-        barrier = read_barrier(self._options.checkpoint_location, batch_id)
+        barrier = read_barrier(self._options.checkpoint, batch_id)
         if settings.mode is CheckpointMode.UNALIGNED and barrier.end_of_data:
             # The final checkpoint (unaligned.finishing, step 1): replay everything, cut nothing.
             settings = dataclasses.replace(settings, mode=CheckpointMode.ALIGNED)
@@ -284,7 +284,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         retain = self._options.min_batches_to_retain
         log.prune(retain)
         if batchId % retain == 0:  # one listing of the metrics directory per `retain` batches
-            purge_metrics(self._options.checkpoint_location, batchId + 1 - retain)
+            purge_metrics(self._options.checkpoint, batchId + 1 - retain)
         collect_channel_state_garbage(self._options)
         after_barrier(self._options, record, _messages(messages))
         logger.info(
