@@ -111,7 +111,7 @@ def test_compaction_leaves_unfinished_batches_and_legacy_entries(tmp_path: Path)
 def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from unaligned.sink import committed_files
+    from unaligned.sink import file_manifest
 
     participant = make_participant(tmp_path, manifest_retain=1, compact_every=1)
     log = commit_log(tmp_path, "ck")
@@ -122,7 +122,7 @@ def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
     def gone(output: object, name: object) -> None:
         raise FileNotFoundError("folded by another compaction")
 
-    monkeypatch.setattr(committed_files, "read_manifest_file", gone)
+    monkeypatch.setattr(file_manifest, "read_manifest_file", gone)
     publish_batch(participant, log, 2, partitions=1)  # 3 live entries: would compact
     assert manifest_files(tmp_path) == sorted([*before, manifest_name(2, QUERY)])
     monkeypatch.undo()

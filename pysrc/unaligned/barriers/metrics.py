@@ -23,8 +23,9 @@ import dataclasses
 import json
 import logging
 import re
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -153,6 +154,23 @@ def aggregate(
         channel_state_bytes=file_bytes,
         inlined_bytes=inline_bytes,
     )
+
+
+def record_barrier(
+    checkpoint: Checkpoint,
+    batch_id: int,
+    batch_start_ms: int,
+    stats: Sequence[TaskBarrierStats],
+    commit_ms: int | None = None,
+) -> BarrierMetrics | None:
+    """Aggregate and store the committed tasks' ``stats`` of barrier ``batch_id`` (the driver,
+    once the batch committed); ``None`` and nothing written when no task returned stats."""
+    if not stats:
+        return None
+    now_ms = int(time.time() * 1000) if commit_ms is None else commit_ms
+    metrics = aggregate(batch_id, batch_start_ms, now_ms, stats)
+    write_metrics(checkpoint, metrics)
+    return metrics
 
 
 def write_metrics(checkpoint: Checkpoint, metrics: BarrierMetrics) -> str:

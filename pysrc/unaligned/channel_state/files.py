@@ -30,7 +30,7 @@ Older layouts (still read)
 Listing and garbage
     Files of attempts that lost (failed, denied by Spark's commit coordinator, zombies) stay
     until the sink's garbage collection removes them while no task runs
-    (:func:`unaligned.barriers.driver_side.collect_channel_state_garbage`):
+    (:func:`unaligned.sink.barrier_outcome.collect_channel_state_garbage`):
     :func:`list_barrier_ids` and :func:`list_state_files` find every file (finished and
     temporary), :func:`delete_barrier_state` removes a barrier's whole directory and
     :func:`delete_channel_state` the files of given refs. Both deletions are idempotent. A

@@ -1,22 +1,12 @@
-"""The final checkpoint: EndOfData in the source's offsets, and the ``finished`` marker.
+"""The final checkpoint's ``finished`` marker, ``<checkpoint>/unaligned/finished.json``.
 
-A ``format("unaligned")`` source whose every partition reached its end (``endingOffsets``, or
-a drain) marks the batch that reads the last records with ``"endOfData": true`` in its offset,
-which Spark writes to the offset log before the batch runs. The sink reads it there and makes
-that batch the **final checkpoint**:
-
-1. No task cuts: every task replays all the channel state it inherited and writes every row
-   (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.write`).
-2. The batch is decided and committed through the usual two-phase commit.
-3. Once it is done and nothing is pending, the driver writes ``<checkpoint>/unaligned/
-   finished.json`` (:func:`mark_finished`): from then on nothing of the query is open anywhere,
-   no transaction, no staged file, no channel state.
-
-The query *has finished* (:func:`has_finished`) when that marker names a batch that Spark has
-committed (``<checkpoint>/commits/<id>``) and that is the last batch in Spark's offset log. A
-query that resumed after a completed drain and read on (see :mod:`.source_side`) makes the
-marker stale; its next barrier removes it (:func:`clear_stale_marker`). Whether a batch is
-the final checkpoint: :func:`unaligned.barriers.barrier.end_of_data`.
+A batch whose every ``format("unaligned")`` source says EndOfData
+(:func:`unaligned.barriers.barrier.end_of_data`) is the final checkpoint: no task cuts, and once
+it committed with nothing pending the driver writes the marker (:func:`barrier_committed`,
+:func:`mark_finished`). The query *has finished* (:func:`has_finished`) when the marker names a
+batch Spark committed that is the last in its offset log; a later barrier (the query read on
+after a completed drain, :mod:`unaligned.source.stopping`) removes a stale marker. The protocol:
+ARCHITECTURE.md, "Finishing".
 """
 
 from __future__ import annotations
@@ -29,6 +19,7 @@ from unaligned._checksum import sealed_json, verified
 from unaligned._fs import atomic_write, describe, read_bytes
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
+from unaligned.finishing.stop_request import mark_completed
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +45,19 @@ def finished_batch(checkpoint: Checkpoint) -> int | None:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"it is unreadable: {exc!r}"
     raise CommitLogError(f"finished marker {describe(location)}: {problem}")
+
+
+def barrier_committed(
+    checkpoint: Checkpoint, batch_id: int, *, final: bool, pending_rows: int
+) -> None:
+    """Barrier ``batch_id`` committed (the sink's driver, step 2f). The final checkpoint with
+    nothing pending: step 3, the ``finished`` marker, and a honoured drain is complete. Any
+    other barrier: a marker of an earlier final checkpoint is stale."""
+    if not final:
+        clear_stale_marker(checkpoint, batch_id)
+    elif not pending_rows:
+        mark_finished(checkpoint, batch_id)
+        mark_completed(checkpoint, batch_id)
 
 
 def clear_stale_marker(checkpoint: Checkpoint, batch_id: int) -> None:

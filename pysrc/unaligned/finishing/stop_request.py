@@ -1,23 +1,13 @@
-"""A request to stop a running query, recorded under its checkpoint.
+"""A request to stop a running query, ``<checkpoint>/unaligned/stop.json``, and the link
+through which the query's source finds it.
 
-``<checkpoint>/unaligned/stop.json``::
-
-    {"drain": true, "requestedAtMs": 1700000000000,
-     "honouredBy": "<reader id>", "honouredAtMs": 1700000000900, "completedBatchId": 12}
-
-Written by :func:`unaligned.stop` or ``unaligned stop CHECKPOINT [--drain]`` (from any host);
-``honouredBy`` is added by the query's source when it acts on the request at a barrier, and
-``completedBatchId`` by the sink when a drain's final checkpoint has committed. Which requests a
-later run acts on again is in :mod:`.source_side`. A new request replaces the old. A stopper
-that sees the query end before its request completed records it again without ``honouredBy``
-(:func:`rearm`): the next run acts on it.
-
-How the source finds it: Spark gives a Python source no checkpoint location, but its offsets
-carry the query's ``barrierToken``. The sink's driver side (which knows the checkpoint) and the
-stopper both *link* the token to the checkpoint in the driver-local hint directory of
-:mod:`unaligned.barriers.idle` (``<hint dir>/<token>.checkpoint``), and the source reads the
-request through that link, at most once per :data:`POLL_INTERVAL_S`. A stopper on another host
-cannot link; the sink's next barrier does it there.
+``{"drain": true, "requestedAtMs": ..., "honouredBy": "<reader id>", "honouredAtMs": ...,
+"completedBatchId": 12}``: written by :func:`unaligned.stop` or ``unaligned stop`` (any host),
+``honouredBy`` added by the source that acts on it at a barrier
+(:mod:`unaligned.source.stopping`), ``completedBatchId`` by the sink once a drain's final
+checkpoint committed. Spark gives a Python source no checkpoint location, so the sink's driver
+and the stopper *link* the query's ``barrierToken`` to the checkpoint in the driver-local hint
+directory (``<hint dir>/<token>.checkpoint``). The rules: ARCHITECTURE.md, "Finishing".
 """
 
 from __future__ import annotations

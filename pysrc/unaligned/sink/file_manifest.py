@@ -46,15 +46,13 @@ import re
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow.fs as pafs
+from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, atomic_write
-from unaligned.errors import SinkConfigurationError
-
-if TYPE_CHECKING:
-    from unaligned.sink.committed_files import ManifestEntry
+from unaligned._fs import Location, atomic_write, read_bytes
+from unaligned.errors import CommitLogError, SinkConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +191,6 @@ def compact_manifest(
     finds a listed file gone (another one ran at the same time) deletes nothing. Returns how
     many entries were folded.
     """
-    from unaligned.sink.committed_files import read_manifest_file
-
     names = [m for m in list_manifest(output) if m.query_id == query_id]
     entries = sorted((m for m in names if not m.compacted), key=lambda m: m.batch_id)
     if len(entries) <= retain + compact_every:
@@ -255,3 +251,107 @@ def _compacted_doc(query_id: str, batches: Mapping[int, ManifestEntry]) -> dict[
             for f in e.files
         ],
     }
+
+
+# --- reading one manifest file ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommittedFile:
+    """One committed Parquet file: its path relative to the output path and its row count."""
+
+    batch_id: int
+    path: str
+    rows: int
+    bytes: int = 0
+    query_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One committed batch of one query (``query_id`` ``None``: a legacy entry)."""
+
+    batch_id: int
+    schema: StructType
+    files: tuple[CommittedFile, ...]
+    query_id: str | None = None
+    committed_at_ms: int = 0
+
+    @property
+    def key(self) -> tuple[str | None, int]:
+        return (self.query_id, self.batch_id)
+
+
+def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEntry]:
+    """The batches one manifest file holds: one for an entry, many for a compacted file.
+
+    Raises ``FileNotFoundError`` if the file is gone (a compaction deleted it after the
+    listing) and :class:`CommitLogError` if it is unreadable or does not match its name.
+    """
+    location = output.child(MANIFEST_DIR, name.name)
+    described = location.uri or location.path
+    data = read_bytes(location)
+    if data is None:
+        raise FileNotFoundError(described)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+        if doc["version"] != MANIFEST_VERSION:
+            raise CommitLogError(
+                f"manifest file {described} has unsupported version {doc['version']}"
+            )
+        query_id = doc.get("queryId")
+        if query_id != name.query_id or bool(doc.get("compacted", False)) != name.compacted:
+            raise CommitLogError(
+                f"manifest file {described} holds query {query_id!r} "
+                f"({'compacted' if doc.get('compacted') else 'entry'}), not what its name says"
+            )
+        schema = StructType.fromJson(doc["schema"])
+        if name.compacted:
+            return _compacted_entries(doc, schema, query_id, described)
+        batch_id = int(doc["batchId"])
+        if batch_id != name.batch_id:
+            raise CommitLogError(f"manifest entry {described} names batch {batch_id}")
+        return [
+            ManifestEntry(
+                batch_id=batch_id,
+                schema=schema,
+                files=tuple(_committed_file(f, batch_id, query_id) for f in doc["files"]),
+                query_id=query_id,
+                committed_at_ms=int(doc.get("committedAtMs", 0)),
+            )
+        ]
+    except CommitLogError:
+        raise
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        raise CommitLogError(f"manifest file {described} is unreadable: {exc!r}") from exc
+
+
+def _committed_file(doc: Mapping[str, Any], batch_id: int, query_id: str | None) -> CommittedFile:
+    return CommittedFile(
+        batch_id, str(doc["path"]), int(doc["rows"]), int(doc.get("bytes", 0)), query_id
+    )
+
+
+def _compacted_entries(
+    doc: Mapping[str, Any], schema: StructType, query_id: str | None, described: str
+) -> list[ManifestEntry]:
+    files: dict[int, list[CommittedFile]] = {}
+    for f in doc["files"]:
+        batch_id = int(f["batchId"])
+        files.setdefault(batch_id, []).append(_committed_file(f, batch_id, query_id))
+    entries = [
+        ManifestEntry(
+            batch_id=int(b["batchId"]),
+            schema=schema,
+            files=tuple(files.pop(int(b["batchId"]), ())),
+            query_id=query_id,
+            committed_at_ms=int(b.get("committedAtMs", 0)),
+        )
+        for b in doc["batches"]
+    ]
+    if files:
+        raise CommitLogError(
+            f"compacted manifest {described} names files of batches {sorted(files)} it does "
+            "not list"
+        )
+    return entries

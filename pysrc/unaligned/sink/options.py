@@ -30,7 +30,7 @@ parser of each in :mod:`unaligned._parsing`:
 ``compression``             snappy     Parquet codec of the file sink
 ``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
                                        commits (Spark's behaviour); ``unaligned``: cut at
-                                       the timeout (:mod:`unaligned.barriers.task_side`)
+                                       the timeout (:mod:`unaligned.barriers.alignment`)
 ``alignedCheckpointTimeout``  30s      from the batch start; past it a task spills the rest
 ``maxInflightBytes``        256MB      a task with more pending state does not cut again
 ``channelStateCodec``       deflate    ``null``, ``deflate``, ``snappy``, ``zstandard``
@@ -56,7 +56,7 @@ from unaligned._parsing import (
     parse_duration_ms,
     parse_positive,
 )
-from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
+from unaligned.barriers.alignment import AlignmentSettings, CheckpointMode
 from unaligned.channel_state.codecs import check_codec
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import SinkConfigurationError

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 
 from pyspark.sql.types import StructType
 
+from unaligned.barriers.alignment import arrow_input_schema
 from unaligned.barriers.barrier import wall_clock_ms
-from unaligned.barriers.driver_side import collect_channel_state_garbage
-from unaligned.barriers.task_side import arrow_input_schema
 from unaligned.errors import BarrierError, SinkConfigurationError
+from unaligned.sink.barrier_outcome import collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
 from unaligned.sink.participant import Participant

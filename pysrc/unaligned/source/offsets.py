@@ -85,7 +85,7 @@ class KafkaSourceOffset:
     """Bounded input: the exclusive end per partition, fixed when the query first started
     (or frozen by a drain); ``None``: unbounded."""
     drained: bool = False
-    """Whether ``ending`` was frozen by a drain (:mod:`unaligned.finishing.source_side`)."""
+    """Whether ``ending`` was frozen by a drain (:mod:`unaligned.source.stopping`)."""
     read_tasks: int | None = None
     """Read tasks per batch, fixed when the query first started; ``None``: one task per
     topic-partition (offsets written before the count was recorded)."""

@@ -57,7 +57,7 @@ batches, except the idle barriers that drain channel state the sink left pending
 ``Trigger.AvailableNow`` query ends by itself. Spark never stops a processing-time query by
 itself: such a query idles once its input ended, until it is stopped.
 
-Stopping (:mod:`unaligned.finishing.source_side`): a stop request under the checkpoint makes
+Stopping (:mod:`unaligned.source.stopping`): a stop request under the checkpoint makes
 the reader hold (no batch after the last one) or drain (freeze every end at the latest offsets
 and finish as bounded input, with ``"drained": true`` in the offsets).
 """
@@ -82,7 +82,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
-from unaligned.finishing.source_side import SourceStops
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
@@ -104,6 +103,7 @@ from unaligned.source.partition_discovery import (
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 from unaligned.source.position_resolution import resolve_range
 from unaligned.source.range_planning import plan_ranges
+from unaligned.source.stopping import SourceStops
 
 logger = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from unaligned.barriers.barrier import Barrier, Deadline
-from unaligned.barriers.task_side import (
+from unaligned.barriers.alignment import (
     AlignmentSettings,
     BarrierAlignment,
     CheckpointMode,
     TaskBarrierOutcome,
 )
+from unaligned.barriers.barrier import Barrier, Deadline
 from unaligned.channel_state.reader import read_all
 from unaligned.channel_state.refs import FileChannelState, InlineChannelState
 
@@ -257,7 +257,7 @@ def test_arrow_input_schema_is_what_spark_hands_the_sink() -> None:
         TimestampType,
     )
 
-    from unaligned.barriers.task_side import arrow_input_schema
+    from unaligned.barriers.alignment import arrow_input_schema
 
     header = StructType().add("key", StringType(), False).add("value", BinaryType(), True)
     spark_schema = (

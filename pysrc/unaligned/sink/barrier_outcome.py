@@ -1,11 +1,11 @@
-"""What the driver does at a barrier with channel state, metrics and idle-barrier hints.
+"""What the driver does at a barrier besides committing it: the channel state pending after
+it, channel-state garbage, and what it publishes once it committed.
 
 Called by :meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit` (step 2) and, for
-garbage collection, by :func:`unaligned.sink.stream_writer_factory.build_stream_writer` in Spark's
-planner. Every function here runs on the driver while no task of the query runs (what a task
-does at its barrier is :mod:`unaligned.barriers.task_side`). ``messages`` are the
-batch's task commit messages, already filtered to
-:class:`unaligned.sink.participant.SinkCommitMessage` (``None`` and foreign messages dropped).
+garbage collection, by :func:`unaligned.sink.stream_writer_factory.build_stream_writer` in
+Spark's planner, always while no task of the query runs (what a task does at its barrier is
+:mod:`unaligned.barriers.alignment`). ``messages`` are the batch's task commit messages, already
+filtered to :class:`unaligned.sink.participant.SinkCommitMessage`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from unaligned._fs import resolve_location
 from unaligned.barriers import idle as idle_barriers
-from unaligned.barriers.barrier import end_of_data, wall_clock_ms
-from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
+from unaligned.barriers.barrier import end_of_data
+from unaligned.barriers.metrics import TaskBarrierStats, record_barrier
 from unaligned.barriers.offset_log import read_offset_log
 from unaligned.channel_state.files import (
     delete_barrier_state,
@@ -27,8 +27,8 @@ from unaligned.channel_state.files import (
 )
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.errors import BarrierError
-from unaligned.finishing.final_checkpoint import clear_stale_marker, mark_finished
-from unaligned.finishing.stop_request import link, mark_completed, query_key
+from unaligned.finishing.final_checkpoint import barrier_committed
+from unaligned.finishing.stop_request import link, query_key
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 
@@ -128,22 +128,21 @@ def collect_channel_state_garbage(options: SinkOptions) -> None:
 def after_barrier(
     options: SinkOptions, record: CommitRecord, messages: Sequence[SinkCommitMessage]
 ) -> None:
-    """Metrics of the barrier, the idle-barrier hint and the stop-request link for the source,
-    and the ``finished`` marker of a final checkpoint (finishing, step 3)."""
+    """Step 2f, once barrier ``record.batch_id`` committed: its metrics
+    (:mod:`unaligned.barriers.metrics`), the idle-barrier hint (:mod:`unaligned.barriers.idle`)
+    and the stop-request links (:mod:`unaligned.finishing.stop_request`) for the source, and the
+    ``finished`` marker of a final checkpoint (:mod:`unaligned.finishing.final_checkpoint`)."""
     checkpoint = options.checkpoint
     entry = read_offset_log(checkpoint, record.batch_id)
+    offsets = [source.offset for source in entry.sources]
+    tokens = idle_barriers.tokens_in(offsets)
     stats = [TaskBarrierStats.from_dict(dict(m.stats)) for m in messages if m.stats]
-    if stats:
-        metrics = aggregate(record.batch_id, entry.batch_timestamp_ms, int(wall_clock_ms()), stats)
-        write_metrics(checkpoint, metrics)
-        link(query_key(checkpoint.query_id()), checkpoint)
+    if record_barrier(checkpoint, record.batch_id, entry.batch_timestamp_ms, stats) is not None:
+        link(query_key(checkpoint.query_id()), checkpoint)  # the monitoring listener reads it
     pending_rows = sum(ref.remaining_rows for refs in record.channel_state.values() for ref in refs)
-    hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
-    for token in idle_barriers.tokens_in(source.offset for source in entry.sources):
-        idle_barriers.publish(token, hint)
+    idle_barriers.publish_pending(tokens, record.batch_id, pending_rows)
+    for token in tokens:
         link(token, checkpoint)
-    if not end_of_data([source.offset for source in entry.sources]):
-        clear_stale_marker(checkpoint, record.batch_id)
-    elif not pending_rows:
-        mark_finished(checkpoint, record.batch_id)  # finishing, step 3
-        mark_completed(checkpoint, record.batch_id)
+    barrier_committed(
+        checkpoint, record.batch_id, final=end_of_data(offsets), pending_rows=pending_rows
+    )

@@ -15,22 +15,22 @@ import pyarrow as pa
 import pytest
 
 from unaligned.barriers import idle as idle_barriers
+from unaligned.barriers.alignment import BarrierAlignment
 from unaligned.barriers.barrier import Barrier, Deadline
-from unaligned.barriers.driver_side import (
-    after_barrier,
-    collect_channel_state_garbage,
-    pending_after,
-    reassign_pending,
-)
 from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
 from unaligned.barriers.metrics import TaskBarrierStats, read_metrics
-from unaligned.barriers.task_side import BarrierAlignment
 from unaligned.channel_state.files import list_barrier_ids, list_state_files, query_state_dir
 from unaligned.channel_state.reader import read_all
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.stop_request import linked_location
+from unaligned.sink.barrier_outcome import (
+    after_barrier,
+    collect_channel_state_garbage,
+    pending_after,
+    reassign_pending,
+)
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome

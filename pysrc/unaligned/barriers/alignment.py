@@ -17,7 +17,7 @@ batch start fixed on the driver). A sink task at barrier *N*:
      memory; inline in the commit record when small).
 
    The task then pre-commits what it wrote; the driver's commit record makes the pending state
-   part of the checkpoint (:mod:`unaligned.barriers.driver_side`), and barrier *N+1* replays
+   part of the checkpoint (:mod:`unaligned.sink.barrier_outcome`), and barrier *N+1* replays
    it (step 1).
 
 Guarantees and rules:

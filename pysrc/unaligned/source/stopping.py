@@ -1,31 +1,13 @@
 """The source's part in stopping a query: hold at a barrier, or drain to a frozen end.
 
-One :class:`SourceStops` per driver-side reader (one per query run). At every
-``latestOffset`` the reader asks it for a stop request to act on (:mod:`.stop_request`):
-
-- **without drain** (Flink's stop-with-savepoint): the reader *holds*: from now on
-  ``latestOffset`` returns its start, so no batch is planned after the last one (which has
-  committed by the time Spark asks again). Channel state that barrier left pending stays in
-  the checkpoint; no idle barrier writes it; the next run resumes exactly there.
-- **with drain**: the end of every partition is frozen at the latest offsets of this moment
-  (``min`` with an end the query already had) and recorded in the offsets with
-  ``"drained": true``. From there the query is bounded input: it reads up to the frozen end,
-  the last batch carries EndOfData and is the final checkpoint
-  (:mod:`.final_checkpoint`). A drain of a query whose input already ended only records that
-  it was honoured.
-
-The reader also keeps the query's heartbeat (:mod:`.heartbeat`) from the first barrier token
-it sees, so that ``unaligned stop`` can tell a running query from one that is not.
-
-A request is acted on once per run. A stop without drain honoured by an earlier run is spent (that
-run stopped). A drain honoured by an earlier run that never completed and whose frozen end never
-reached Spark's offset log (a crash in between) is honoured again, at the latest offsets of then.
-
-A drained end lasts as long as the drain: a run that starts from the committed EndOfData
-offset of a drain it never saw (the drain completed in an earlier run) drops the frozen end and
-reads on, unbounded, unless the run itself was given an end (``endingOffsets`` & co.). A run
-that re-runs the drain's last batch (a crash before its commit) or continues a drain that had
-not reached its end keeps the frozen end and finishes.
+One :class:`SourceStops` per driver-side reader (one per query run). At every ``latestOffset``
+the reader asks it for a stop request to act on (:mod:`unaligned.finishing.stop_request`):
+without drain the reader *holds* (``latestOffset`` returns its start: no batch after the last
+one); with drain every partition's end is frozen at the latest offsets of now (``"drained":
+true``) and the query ends with its final checkpoint
+(:mod:`unaligned.finishing.final_checkpoint`). It also keeps the query's heartbeat
+(:mod:`unaligned.finishing.heartbeat`). Which requests a later run acts on again, and how long a
+drained end lasts: ARCHITECTURE.md, "Finishing".
 """
 
 from __future__ import annotations

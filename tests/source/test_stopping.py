@@ -14,7 +14,6 @@ from fake_offset_lookup import FakeLookup, reader_for
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.final_checkpoint import finished_batch, mark_finished
-from unaligned.finishing.source_side import SourceStops
 from unaligned.finishing.stop_request import (
     link,
     mark_completed,
@@ -24,6 +23,7 @@ from unaligned.finishing.stop_request import (
 )
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import KafkaSourceOffset
+from unaligned.source.stopping import SourceStops
 from unaligned.source.stream_reader import KafkaStreamReader
 
 TP = TopicPartitionId
