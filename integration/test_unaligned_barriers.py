@@ -136,7 +136,7 @@ def test_unaligned_batches_commit_on_time_while_aligned_wait_for_the_slow_partit
             m.duration_ms - (m.start_delay_ms or 0) for m in metrics if m.rows_written
         ]
         if mode == "aligned":
-            assert all(m.mode == "aligned" and m.rows_spilled == 0 for m in metrics)
+            assert metrics and all(m.mode == "aligned" and m.rows_spilled == 0 for m in metrics)
         else:
             cut = [m for m in metrics if m.mode == "unaligned"]
             assert cut and sum(m.rows_spilled for m in cut) > 0

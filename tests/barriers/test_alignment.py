@@ -194,7 +194,7 @@ def test_another_attempt_of_the_task_never_replaces_the_committed_state(tmp_path
     speculative, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=50, attempt_id="8")
     zombie, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=20, attempt_id="7")
     refs = [ref for o in (committed, speculative, zombie) for ref in o.pending]
-    assert all(isinstance(ref, FileChannelState) for ref in refs)
+    assert refs and all(isinstance(ref, FileChannelState) for ref in refs)
     assert len({ref.path for ref in refs if isinstance(ref, FileChannelState)}) == 3
     _, written = run_barrier(tmp_path, 2, committed.pending, rows(100, 10), ms_per_chunk=1)
     assert values(written) == list(range(40, 110))
@@ -205,7 +205,7 @@ def test_replay_maps_reordered_input_columns_by_name(tmp_path: Path) -> None:
     swapped = pa.schema([SCHEMA.field("value"), SCHEMA.field("key")])
     new_input = (batch.select(["value", "key"]) for batch in rows(100, 20))
     _, written = run_barrier(tmp_path, 2, first.pending, new_input, ms_per_chunk=1)
-    assert all(chunk.schema.equals(swapped) for chunk in written)  # what the sink reads by position
+    assert written and all(chunk.schema.equals(swapped) for chunk in written)  # read by position
     assert values(written) == list(range(40, 120))
     keys = [k for chunk in written for k in chunk.column(1).to_pylist()]
     assert keys == [f"k{i % 3}".encode() for i in range(40, 120)]

@@ -147,7 +147,7 @@ def test_batch_reader_partitions_and_arrow_schema(tmp_path: Path) -> None:
     assert len(partitions) == 3
     batches = [b for p in partitions for b in reader.read(p)]
     expected = to_arrow_schema(SCHEMA, timezone="UTC")
-    assert all(b.schema.equals(expected) for b in batches)
+    assert batches and all(b.schema.equals(expected) for b in batches)
     assert sum(b.num_rows for b in batches) == 12
 
 
