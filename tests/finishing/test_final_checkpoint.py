@@ -54,7 +54,7 @@ def test_a_finished_marker_changed_after_it_was_written_is_an_error_naming_it(
     path.write_text(json.dumps(document))
     with pytest.raises(CommitLogError, match=f"finished marker {path}: its content does not match"):
         finished_batch(Checkpoint.resolve(str(tmp_path)))
-    document.pop("checksum")  # an earlier version's marker: read as it is
+    document.pop("checksum")  # a deliberate edit, its checksum removed: read as it is
     path.write_text(json.dumps(document))
     assert finished_batch(Checkpoint.resolve(str(tmp_path))) == 9
 

@@ -82,7 +82,7 @@ def test_a_request_changed_after_it_was_written_is_ignored_naming_the_file(
     assert f"ignoring the stop request {path}: its content does not match its checksum" in (
         caplog.text
     )
-    document.pop("checksum")  # written by an earlier version: read as it is
+    document.pop("checksum")  # a deliberate edit, its checksum removed: read as it is
     path.write_text(json.dumps(document))
     request = read_request(Checkpoint.resolve(checkpoint))
     assert request is not None and request.drain

@@ -184,7 +184,7 @@ def test_a_record_changed_after_it_was_written_stops_naming_the_file(tmp_path: P
     message = str(raised.value)
     assert message.startswith(f"commit record {path}: its content does not match its checksum")
     assert "was changed after it was written" in message
-    doc.pop("checksum")  # a record of an earlier version, without one, is read as it is
+    doc.pop("checksum")  # a deliberate edit, its checksum removed: read as it is
     path.write_text(json.dumps(doc))
     record = log.read(2)
     assert record is not None and record.prepared[0]["partition"] == 1

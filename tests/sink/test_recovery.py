@@ -27,7 +27,7 @@ ARROW = pa.schema([pa.field("id", pa.int64(), False), pa.field("s", pa.string())
 
 
 def _participant(tmp_path: Path) -> FileParticipant:
-    return FileParticipant(FileTarget(str(tmp_path / "out"), "snappy"), SCHEMA)
+    return FileParticipant(FileTarget(str(tmp_path / "out"), "snappy"), SCHEMA, "q-1")
 
 
 def _log(tmp_path: Path) -> CommitLog:

@@ -21,12 +21,6 @@ Per-query directory
     Two queries may share a ``channelStatePath``: each one lists and deletes only inside its
     own ``<root>/<query id>/``.
 
-Older layouts (still read)
-    Checkpoints written before the per-attempt names hold refs to
-    ``<root>/barrier-<N>/task-<index>.avro`` (temporary ``task-<index>.attempt-<a>.avro.tmp``).
-    Refs name their file, so they replay unchanged; :func:`list_state_files` recognises these
-    names too (``write_id`` ``None``).
-
 Listing and garbage
     Files of attempts that lost (failed, denied by Spark's commit coordinator, zombies) stay
     until the sink's garbage collection removes them while no task runs
@@ -56,8 +50,6 @@ file and directory names."""
 _NAME = r"[A-Za-z0-9_-]+"
 _FINAL_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.({_NAME})\.avro$")
 _TEMP_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.({_NAME})\.avro\.tmp$")
-_LEGACY_FINAL_NAME = re.compile(r"^task-(\d+)\.avro$")
-_LEGACY_TEMP_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.avro\.tmp$")
 _BARRIER_DIR = re.compile(r"^barrier-(\d+)$")
 
 
@@ -88,24 +80,13 @@ def temp_file_name(task_index: int, attempt: str, write_id: str) -> str:
     return f"{state_file_name(task_index, attempt, write_id)}.tmp"
 
 
-def legacy_state_file_name(task_index: int) -> str:
-    """The finished file's name before names were unique per attempt (still read)."""
-    return f"task-{task_index}.avro"
-
-
-def _parse_name(name: str) -> tuple[int, str | None, str | None, bool] | None:
+def _parse_name(name: str) -> tuple[int, str, str, bool] | None:
     """(task index, attempt, write id, finished) of a state file's name; ``None`` if it is not
     one."""
     for pattern, finished in ((_FINAL_NAME, True), (_TEMP_NAME, False)):
         match = pattern.match(name)
         if match:
             return int(match.group(1)), match.group(2), match.group(3), finished
-    legacy = _LEGACY_FINAL_NAME.match(name)
-    if legacy:
-        return int(legacy.group(1)), None, None, True
-    legacy = _LEGACY_TEMP_NAME.match(name)
-    if legacy:
-        return int(legacy.group(1)), legacy.group(2), None, False
     return None
 
 
@@ -117,8 +98,7 @@ class StateFile:
     """A file found under a barrier's directory.
 
     ``finished`` is False for a temporary file (an attempt that never finished, or is still
-    running). ``attempt`` and ``write_id`` come from the name (``None`` in the older names:
-    both in a finished ``task-<index>.avro``, ``write_id`` in an older temporary name).
+    running). ``attempt`` and ``write_id`` come from the name.
     """
 
     path: str

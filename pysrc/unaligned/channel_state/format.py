@@ -22,7 +22,7 @@ Before the first row is replayed, :func:`open_validated` checks, in this order:
 1. the size and the CRC-32 of the whole Avro bytes against the ref's ``byte_size`` and
    ``crc32``, in one streaming pass (memory stays bounded); on a CRC mismatch the header's
    write id tells a file replaced by another writer from damage (file names are unique per
-   writer, so only a file of the older one-name-per-task layout can be replaced that way);
+   writer, so no writer replaces another's; a copy or a restore could);
 2. the Avro header can be decoded;
 3. the header (:func:`check_header`): both versions, barrier id, task index, query id and
    write id equal the ref's, and the Arrow schema decodes;

@@ -16,7 +16,7 @@ a batch without one was never decided and everything it prepared is aborted. Rea
 half-written record; temporary files (names starting with ``.``) are ignored. Each record
 carries a checksum (:mod:`unaligned._checksum`) verified on every read: a record changed after
 it was written stops the query with a :class:`CommitLogError` naming the file; a record without
-one (written by an earlier version) is read as it is.
+one (its field removed after a deliberate edit) is read as it is.
 
 The done marker is only an optimisation for recovery (rolling forward a finished batch again is
 harmless because every commit is idempotent), and it is what pruning keys on: only finished
@@ -93,7 +93,7 @@ class CommitRecord:
 
     @classmethod
     def from_json(cls, data: bytes, name: str) -> CommitRecord:
-        """Parse and verify a record; a record without a checksum (earlier versions) is read
+        """Parse and verify a record; a record without a checksum (a deliberate edit) is read
         as it is. Raises :class:`CommitLogError` naming ``name``."""
         try:
             doc, problem = verified(json.loads(data.decode("utf-8")))

@@ -1,27 +1,13 @@
 """Read back exactly what the file sink committed: the files its manifest names, nothing else.
 
-The file sink (:mod:`unaligned.sink.file_participant`, which describes the layout; names and
-compaction in :mod:`unaligned.sink.file_manifest`) publishes one manifest entry per committed
-micro-batch and query, ``<path>/_unaligned_manifest/<queryId>-<batchId>.json``, after the
-batch's files have their final names; a query's older entries are folded into
-``<queryId>-<throughBatchId>.compacted.json``; entries of older versions are named
-``<batchId>.json`` (no query id). Readers list the manifest directory, never the data directory,
-so staged files of undecided or failed attempts and final files of a batch whose manifest entry
-is not written yet are invisible.
-
-Every committed batch of every query that wrote to ``path`` is read exactly once: a batch is
-identified by ``(query id, batch id)`` (``None`` for a legacy entry), so a batch listed both in a
-compacted file and as an entry that compaction has not deleted yet counts once, and a file that
-disappears between the listing and the read (a compaction just replaced it) makes the reader
-list again. Order: legacy entries first, then query by query (by query id), each in batch then
-file order.
-
-Two ways in:
-
-- :func:`read_committed_files` (``unaligned.read_committed_files(path)``): a ``pyarrow.Table``.
-- ``spark.read.format("unaligned").option("path", ...).load()``: :class:`CommittedFilesReader`,
-  one Spark partition per committed file, schema from the most recently committed manifest entry
-  (:func:`committed_files_schema`).
+Readers list the manifest directory ``<path>/_unaligned_manifest/`` (names and format:
+:mod:`unaligned.sink.file_manifest`), never the data directory, so staged files and final files
+whose entry is not written yet are invisible. Every committed batch of every query that wrote
+to ``path`` is read once, keyed by ``(query id, batch id)`` (a batch may be listed both in a
+compacted file and as an entry not deleted yet); a file that disappears between the listing and
+the read makes the reader list again. Order: by query id, then batch, then file.
+:func:`read_committed_files` (``unaligned.read_committed_files(path)``) returns a
+``pyarrow.Table``; :class:`CommittedFilesReader` serves ``spark.read.format("unaligned")``.
 """
 
 from __future__ import annotations
@@ -55,10 +41,9 @@ def _location(path: str, filesystem: pafs.FileSystem | None) -> Location:
 
 
 def manifest_entries(output: Location) -> list[ManifestEntry]:
-    """Every committed batch of every query, each once: legacy entries first, then by query id,
-    then by batch id."""
+    """Every committed batch of every query, each once, by query id, then by batch id."""
     for _ in range(LISTING_ATTEMPTS):
-        batches: dict[tuple[str | None, int], ManifestEntry] = {}
+        batches: dict[tuple[str, int], ManifestEntry] = {}
         try:
             # Entries after compacted files: a live entry and its compacted copy are the same.
             for name in sorted(list_manifest(output), key=lambda m: not m.compacted):
@@ -66,9 +51,7 @@ def manifest_entries(output: Location) -> list[ManifestEntry]:
                     batches[entry.key] = entry
         except FileNotFoundError:
             continue  # replaced by a compaction since the listing: list again
-        return [
-            batches[k] for k in sorted(batches, key=lambda k: (k[0] is not None, k[0] or "", k[1]))
-        ]
+        return [batches[key] for key in sorted(batches)]
     raise CommitLogError(
         f"the manifest under {output.uri or output.path} kept changing while being read "
         f"({LISTING_ATTEMPTS} listings)"
