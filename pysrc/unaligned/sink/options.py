@@ -1,44 +1,12 @@
 """Options of ``df.writeStream.format("unaligned")``, parsed and checked before any data moves.
 
 Spark hands the stream writer the user's options with lower-cased keys, plus
-``checkpointlocation`` and ``queryname``. Exactly one target is chosen:
-
-- Kafka: ``kafka.bootstrap.servers`` and a ``topic`` option or a ``topic`` input column.
-  Every other ``kafka.*`` option is passed through to the producer (mapped by
-  :mod:`unaligned.kafka.client_options`). Options that would break exactly-once are refused:
-  ``kafka.enable.idempotence=false``, ``kafka.acks`` other than ``all``/``-1``, a user-set
-  ``kafka.transactional.id`` (the sink owns the ids), serializer options (the sink writes bytes).
-- Files: ``path`` (any URI ``pyarrow.fs.FileSystem.from_uri`` accepts).
-
-Naming both a path and a Kafka target, or neither, is a :class:`SinkConfigurationError`, as is a
-missing ``checkpointLocation``.
-
-Sink options (case-insensitive, like every Spark option; the table of known ones is
-``_OPTIONS``). An unknown option, or one that only the other target reads, is refused naming
-it (and the known ones); ``kafka.*`` passes through. Sizes and durations go through the one
-parser of each in :mod:`unaligned._parsing`:
-
-==========================  =========  ==================================================
-``transactionalIdPrefix``   derived    prefix of every transactional id the sink opens
-                                       (default ``unaligned-<query id>``)
-``kafka.transaction.timeout.ms``  900000  must cover batch time plus restart time, and be
-                                       <= the brokers' ``transaction.max.timeout.ms``
-``chunkRows``               1000       smallest chunk a task writes between two checks
-                                       (:mod:`unaligned.barriers.chunking`)
-``maxUnacknowledgedBytes``  4 MiB      between chunks a task waits until at most this is unacked
-``minBatchesToRetain``      100        commit records kept after their batch finished
-``compression``             snappy     Parquet codec of the file sink
-``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
-                                       commits (Spark's behaviour); ``unaligned``: cut at
-                                       the timeout (:mod:`unaligned.barriers.alignment`)
-``alignedCheckpointTimeout``  30s      from the batch start; past it a task spills the rest
-``maxInflightBytes``        256MB      a task with more pending state does not cut again
-``channelStateCodec``       deflate    ``null``, ``deflate``, ``snappy``, ``zstandard``
-``channelStateInlineThreshold``  20KB  smaller state goes into the commit record
-``channelStatePath``        under the checkpoint  ``<checkpoint>/unaligned/channel-state``; each
-                                       query keeps its state in ``<path>/<query id>/``, so
-                                       queries may share a path
-==========================  =========  ==================================================
+``checkpointlocation`` (resolved once into a :class:`~unaligned.checkpoint.Checkpoint`) and
+``queryname``. Exactly one target is chosen: Kafka (``kafka.bootstrap.servers`` and a ``topic``
+option or column; other ``kafka.*`` options pass to the producer, those that would break
+exactly-once are refused) or files (``path``). An unknown option, or one only the other target
+reads, is refused naming it; sizes and durations go through :mod:`unaligned._parsing`. What
+each option means: README.md, "Sink options" (the known ones are ``_OPTIONS``).
 """
 
 from __future__ import annotations
