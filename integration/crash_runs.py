@@ -22,7 +22,7 @@ from typing import Any
 
 from harness import assert_no_stray_files, committed_values, wait_until
 from unaligned import crash_points
-from unaligned.barriers.offset_log import read_query_id
+from unaligned.checkpoint import Checkpoint
 from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
@@ -106,7 +106,7 @@ def input_topic(kafka: EmbeddedKafka, new_topic: TopicFactory) -> str:
 
 
 def sink_prefix(checkpoint: Path) -> str:
-    return default_transactional_id_prefix(read_query_id(str(checkpoint)))
+    return default_transactional_id_prefix(Checkpoint.resolve(str(checkpoint)).query_id())
 
 
 def open_ids(kafka: EmbeddedKafka, checkpoint: Path) -> list[str]:
@@ -116,7 +116,7 @@ def open_ids(kafka: EmbeddedKafka, checkpoint: Path) -> list[str]:
 
 
 def assert_commit_log_finished(checkpoint: Path) -> None:
-    log = CommitLog.under_checkpoint(str(checkpoint))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
     assert log.unfinished_batch_ids() == []
     assert len(log.decided_batch_ids()) >= 3, "expected several batches"
 

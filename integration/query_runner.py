@@ -83,6 +83,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from unaligned.checkpoint import Checkpoint
+
 _LOG4J = """\
 rootLogger.level = warn
 rootLogger.appenderRef.console.ref = console
@@ -191,7 +193,7 @@ def _await_rows(query: Any, config: dict[str, Any]) -> None:
 
     target = int(config["stop_after_rows"])
     deadline = time.monotonic() + float(config.get("timeout_s", 240))
-    log = CommitLog.under_checkpoint(config["checkpoint"])
+    log = CommitLog(Checkpoint.resolve(config["checkpoint"]))
     while True:
         if query.exception() is not None:
             raise query.exception()

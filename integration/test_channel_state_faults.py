@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 
@@ -73,7 +74,7 @@ def run_query(config: dict[str, Any]) -> None:
         query.awaitTermination()
     else:
         query = writer.trigger(processingTime="1 second").start()
-        log = CommitLog.under_checkpoint(config["checkpoint"])
+        log = CommitLog(Checkpoint.resolve(config["checkpoint"]))
         deadline = time.monotonic() + 240
         while not _pending_after_a_finished_batch(log):
             if query.exception() is not None:
@@ -175,7 +176,7 @@ def test_state_pending_at_a_stop_is_replayed_by_name_after_the_columns_were_reor
     finally:
         kafka.throttle_producers(None)
     assert returncode == -9
-    log = CommitLog.under_checkpoint(str(checkpoint))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
     record = log.read(0)
     assert record is not None and log.is_done(0)
     pending = {
@@ -235,7 +236,7 @@ def test_state_pending_at_query_stop_is_replayed_by_idle_barriers_after_a_reorde
         _run(config, tmp_path)
     finally:
         kafka.throttle_producers(None)
-    log = CommitLog.under_checkpoint(str(checkpoint))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
     decided = log.decided_batch_ids()
     record = log.read(decided[-1])
     assert record is not None and record.channel_state, "the stop should leave state pending"

@@ -37,6 +37,7 @@ import pytest
 
 import cluster
 from harness import assert_no_stray_files, committed_values, wait_until
+from unaligned.checkpoint import Checkpoint
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
@@ -224,7 +225,7 @@ def _channel_state_files(checkpoint: Path) -> list[Path]:
 
 
 def _assert_sink_state_clean(checkpoint: Path) -> None:
-    log = CommitLog.under_checkpoint(str(checkpoint))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
     assert log.unfinished_batch_ids() == [], "batches decided but not finished"
     decided = log.decided_batch_ids()
     assert decided, "no batch was decided"
@@ -475,7 +476,7 @@ def test_executor_killed_while_channel_state_is_pending(
 
     def kill_during_replay(runner: Runner) -> None:
         status = runner.status()
-        log = CommitLog.under_checkpoint(str(checkpoint))
+        log = CommitLog(Checkpoint.resolve(str(checkpoint)))
 
         def pending_after_batch_0() -> bool:
             record = log.read(0)

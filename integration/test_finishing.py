@@ -24,6 +24,7 @@ from harness import (
 )
 from unaligned.barriers.metrics import read_metrics
 from unaligned.barriers.offset_log import read_offset_log
+from unaligned.checkpoint import Checkpoint
 from unaligned.finishing import finished_batch
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
@@ -99,14 +100,14 @@ def test_bounded_input_ends_with_a_final_checkpoint_that_writes_pending_state(
     assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)
     assert list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == []
 
-    final = finished_batch(checkpoint)
+    final = finished_batch(Checkpoint.resolve(checkpoint))
     assert final is not None
-    metrics = {m.batch_id: m for m in read_metrics(checkpoint)}
+    metrics = {m.batch_id: m for m in read_metrics(Checkpoint.resolve(checkpoint))}
     assert any(m.mode == "unaligned" for b, m in metrics.items() if b < final), (
         "no barrier before the final one cut: the test did not have state pending at the end"
     )
     assert metrics[final].mode == "aligned" and metrics[final].rows_replayed > 0
-    log = CommitLog.under_checkpoint(checkpoint)
+    log = CommitLog(Checkpoint.resolve(checkpoint))
     record = log.read(final)
     assert record is not None and record.channel_state == {} and log.is_done(final)
     state = Path(checkpoint) / "unaligned" / "channel-state"
@@ -132,7 +133,7 @@ def test_bounded_input_ends_with_a_final_checkpoint_through_the_file_sink(
     assert committed_values(out) == expected
     assert_no_stray_files(out)
     assert not list((tmp_path / "checkpoint" / "unaligned" / "channel-state").rglob("*.avro"))
-    assert finished_batch(checkpoint) is not None
+    assert finished_batch(Checkpoint.resolve(checkpoint)) is not None
 
 
 class Producer:
@@ -188,13 +189,15 @@ def test_a_drain_under_load_reads_up_to_the_frozen_end_and_a_restart_reads_the_r
                 query.stop()
         wait_until(lambda: producer.sent >= 3000, "records after the drain", timeout_s=60)
     assert not query.isActive
-    final = finished_batch(checkpoint)
+    final = finished_batch(Checkpoint.resolve(checkpoint))
     assert final is not None
-    (frozen,) = [s.offset for s in read_offset_log(checkpoint, final).sources]
+    (frozen,) = [s.offset for s in read_offset_log(Checkpoint.resolve(checkpoint), final).sources]
     assert frozen["drained"] is True and frozen["endOfData"] is True
     ends = {int(p): end for p, end in frozen["ending"][topic].items()}
     produced = read_back(kafka, topic)
-    assert all(len(produced[p]) > ends[p] for p in ends), "nothing was produced after the drain"
+    assert ends and all(len(produced[p]) > ends[p] for p in ends), (
+        "nothing produced after the drain"
+    )
     assert read_back(kafka, output) == {p: produced[p][: ends[p]] for p in ends}
     assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)
 
@@ -218,7 +221,7 @@ def test_a_stop_without_drain_keeps_pending_state_and_a_restart_resumes_exactly_
     query = (
         to_kafka(df, kafka, output, checkpoint, cut=True).trigger(processingTime="1 second").start()
     )
-    log = CommitLog.under_checkpoint(checkpoint)
+    log = CommitLog(Checkpoint.resolve(checkpoint))
     try:
         wait_until(
             lambda: any(log.read(b).channel_state for b in log.decided_batch_ids()),
@@ -232,7 +235,7 @@ def test_a_stop_without_drain_keeps_pending_state_and_a_restart_resumes_exactly_
     last = log.read(log.decided_batch_ids()[-1])
     assert last is not None and log.is_done(last.batch_id)
     assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)  # nothing open
-    assert finished_batch(checkpoint) is None
+    assert finished_batch(Checkpoint.resolve(checkpoint)) is None
     kafka.throttle_producers(None)
     df = kafka_stream(spark, kafka, topic)
     again = to_kafka(df, kafka, output, checkpoint, cut=False).trigger(availableNow=True).start()

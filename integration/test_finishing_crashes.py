@@ -34,13 +34,10 @@ from crash_runs import (
     finish,
     input_topic,
 )
+from unaligned.barriers.barrier import end_of_data
 from unaligned.barriers.offset_log import read_offset_log
-from unaligned.finishing.final_checkpoint import (
-    end_of_data,
-    finished_batch,
-    has_finished,
-    last_logged_batch,
-)
+from unaligned.checkpoint import Checkpoint
+from unaligned.finishing.final_checkpoint import finished_batch, has_finished
 from unaligned.finishing.stop_request import read_request
 from unaligned.testing import EmbeddedKafka
 
@@ -81,12 +78,15 @@ def assert_a_restart_ends_at_once(
     kafka: EmbeddedKafka, config: dict[str, Any], tmp_path: Path
 ) -> None:
     checkpoint = config["checkpoint"]
-    last = last_logged_batch(checkpoint)
+    last = Checkpoint.resolve(checkpoint).last_logged_batch()
     written = kafka.end_offsets(config["output_topic"]) if "output_topic" in config else None
     run = finish(config, tmp_path)
-    assert last_logged_batch(checkpoint) == last, "a finished query planned a batch"
-    assert has_finished(checkpoint)
-    assert all(rows == 0 for rows in run.summary()["rows"])  # idle triggers only
+    assert Checkpoint.resolve(checkpoint).last_logged_batch() == last, (
+        "a finished query planned a batch"
+    )
+    assert has_finished(Checkpoint.resolve(checkpoint))
+    rows = run.summary()["rows"]
+    assert rows and all(n == 0 for n in rows)  # idle triggers only
     if written is not None:
         assert kafka.end_offsets(config["output_topic"]) == written, "it wrote something"
 
@@ -103,13 +103,13 @@ def test_a_kill_during_the_final_checkpoint(
 ) -> None:
     config = finishing_config(kafka, new_topic, tmp_path, sink)
     crash(config, tmp_path, f"{point}@{FINAL_BATCH}")
-    logged = read_offset_log(config["checkpoint"], FINAL_BATCH)
+    logged = read_offset_log(Checkpoint.resolve(config["checkpoint"]), FINAL_BATCH)
     assert end_of_data([s.offset for s in logged.sources]), "the kill was not while finishing"
-    assert not has_finished(config["checkpoint"])
+    assert not has_finished(Checkpoint.resolve(config["checkpoint"]))
 
     finish(config, tmp_path)
     assert_exactly_once(kafka, config)
-    assert finished_batch(config["checkpoint"]) == FINAL_BATCH
+    assert finished_batch(Checkpoint.resolve(config["checkpoint"])) == FINAL_BATCH
     assert_a_restart_ends_at_once(kafka, config, tmp_path)
 
 
@@ -120,14 +120,14 @@ def test_a_kill_right_after_a_drain_was_honoured(
     del config["source_options"]  # unbounded: only the drain ends it
     drain = {**config, "until": "drain", "stop_after_rows": MAX_OFFSETS}
     crash(drain, tmp_path, "drain_honoured")
-    request = read_request(config["checkpoint"])
+    request = read_request(Checkpoint.resolve(config["checkpoint"]))
     assert request is not None and request.honoured_by is not None
     assert request.completed_batch is None
 
     finish(config, tmp_path)  # honours the drain again, finishes, await_finished returns
     assert_exactly_once(kafka, config)
-    final = finished_batch(config["checkpoint"])
-    completed = read_request(config["checkpoint"])
+    final = finished_batch(Checkpoint.resolve(config["checkpoint"]))
+    completed = read_request(Checkpoint.resolve(config["checkpoint"]))
     assert completed is not None and completed.completed_batch == final
 
     # Produced after the drain: a run without an end reads them, exactly once.

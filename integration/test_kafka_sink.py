@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from harness import kafka_stream, kcat_read_committed, wait_until
+from unaligned.checkpoint import Checkpoint
 from unaligned.kafka import transaction_states
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
@@ -86,7 +87,7 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
     # Transactional ids carry the query id (from the checkpoint's metadata on the driver, the
     # same id the tasks see as the sql.streaming.queryId local property).
     prefix = default_transactional_id_prefix(str(query.id))
-    log = CommitLog.under_checkpoint(str(checkpoint_dir))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint_dir)))
     assert log.decided_batch_ids() == [0, 1, 2]
     used = set()
     for batch_id in log.decided_batch_ids():
@@ -182,7 +183,7 @@ def test_bad_input_is_refused_before_any_data_moves(
         for known in ("alignedCheckpointTimeout", "checkpointMode", "maxUnacknowledgedBytes"):
             assert known in str(raised.value)
     assert kafka.end_offsets(output) == {0: 0}
-    assert CommitLog.under_checkpoint(str(checkpoint_dir)).decided_batch_ids() == []
+    assert CommitLog(Checkpoint.resolve(str(checkpoint_dir))).decided_batch_ids() == []
 
 
 def test_a_commit_record_edited_into_other_valid_json_stops_the_restart_naming_it(
@@ -199,7 +200,7 @@ def test_a_commit_record_edited_into_other_valid_json_stops_the_restart_naming_i
         .option("topic", output)
     )
     _run_to_end(writer(), checkpoint_dir)
-    log = CommitLog.under_checkpoint(str(checkpoint_dir))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint_dir)))
     last = log.decided_batch_ids()[-1]
     path = checkpoint_dir / "unaligned" / "commits" / f"{last}.json"
     original = path.read_bytes()

@@ -13,6 +13,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from harness import kafka_stream, wait_until
 from kafka import KafkaConsumer
+from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.waiting import barrier_token
 from unaligned.testing import EmbeddedKafka
 
@@ -55,7 +56,7 @@ def test_the_group_trails_the_query_and_the_checkpoint_stays_the_truth(
     # availableNow: Spark commits the source's last batch when the next run starts, so the
     # group has at least the end of the batch before the last one, never more than was read.
     first = committed(kafka, group, topic)
-    assert all(offset is not None and 0 < offset <= 90 for offset in first.values()), first
+    assert first and all(o is not None and 0 < o <= 90 for o in first.values()), first
 
     # Somebody moves the group: the query still resumes from its checkpoint.
     mover = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, group_id=group)
@@ -69,7 +70,8 @@ def test_the_group_trails_the_query_and_the_checkpoint_stays_the_truth(
 
     rows = unaligned.read_committed_files(str(tmp_path / "out")).num_rows
     assert rows == 100 * PARTITIONS, "the restart read from the group, not the checkpoint"
-    assert all(o is not None and o >= 90 for o in committed(kafka, group, topic).values())
+    after = committed(kafka, group, topic)
+    assert after and all(o is not None and o >= 90 for o in after.values()), after
 
 
 def test_group_id_prefix_names_one_group_per_query(
@@ -78,9 +80,9 @@ def test_group_id_prefix_names_one_group_per_query(
     topic = new_topic(partitions=PARTITIONS)
     produce(kafka, topic, 150)
     run(spark, kafka, topic, tmp_path, groupIdPrefix="mon")
-    token = barrier_token(str(tmp_path / "checkpoint"))
+    token = barrier_token(Checkpoint.resolve(str(tmp_path / "checkpoint")))
     offsets = committed(kafka, f"mon-{token}", topic)
-    assert all(o is not None and o > 0 for o in offsets.values()), json.dumps(offsets)
+    assert offsets and all(o is not None and o > 0 for o in offsets.values()), json.dumps(offsets)
 
 
 def test_the_listener_reports_lag_and_barrier_figures_of_every_batch(

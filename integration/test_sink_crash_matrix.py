@@ -33,6 +33,7 @@ from crash_runs import (
     input_topic,
     open_ids,
 )
+from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.file_manifest import STAGING_DIR
 from unaligned.testing import EmbeddedKafka
@@ -50,7 +51,7 @@ TopicFactory = Callable[..., str]
 
 def _after_crash_state(checkpoint: Path) -> tuple[bool, bool]:
     """(batch 1 has a commit record, batch 1 is done)."""
-    log = CommitLog.under_checkpoint(str(checkpoint))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
     return log.read(CRASH_BATCH) is not None, log.is_done(CRASH_BATCH)
 
 
@@ -127,7 +128,7 @@ def test_kafka_sink_task_retry_loses_and_duplicates_nothing(
     run = finish(config, tmp_path, crash_at=f"task_fail_first_attempt@{CRASH_BATCH}")
     assert run.marker and set(run.marker) == {f"task_fail_first_attempt@{CRASH_BATCH}"}
     assert_kafka_exactly_once(kafka, output, checkpoint)
-    record = CommitLog.under_checkpoint(str(checkpoint)).read(CRASH_BATCH)
+    record = CommitLog(Checkpoint.resolve(str(checkpoint))).read(CRASH_BATCH)
     assert record is not None
     attempts = {item["transactionalId"].rsplit("-", 1)[1] for item in record.prepared}
     assert attempts == {"1"}, "the committed transactions of batch 1 are the retried attempts"

@@ -36,6 +36,7 @@ import pytest
 import unaligned
 from cluster import alive, descendants, pyspark_home
 from harness import kafka_stream, produce_skewed, wait_until
+from unaligned.checkpoint import Checkpoint
 from unaligned.finishing import finished_batch
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.testing import EmbeddedKafka
@@ -198,6 +199,6 @@ def test_await_finished_ends_a_bounded_query_from_a_connect_client(
             query.stop()
     assert not query.isActive
 
-    assert finished_batch(str(checkpoint)) is not None
+    assert finished_batch(Checkpoint.resolve(str(checkpoint))) is not None
     assert _written(kafka, output) == expected, "not every record exactly once, in order"
     assert list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == []

@@ -17,6 +17,7 @@ from pyspark.sql.types import BinaryType
 
 import unaligned
 from harness import kafka_stream, wait_until
+from unaligned.checkpoint import Checkpoint
 from unaligned.finishing import finished_batch
 from unaligned.finishing.heartbeat import beating
 from unaligned.finishing.stop_request import read_request
@@ -60,7 +61,7 @@ def test_a_query_failing_during_its_drain_raises_from_stop_and_the_next_run_drai
     query = writer(broken=True).start()
     try:
         wait_until(lambda: (Path(checkpoint) / "commits" / "0").exists(), "batch 0", 120)
-        wait_until(lambda: beating(checkpoint), "the source's heartbeat", 60)
+        wait_until(lambda: beating(Checkpoint.resolve(checkpoint)), "the source's heartbeat", 60)
         flag.touch()
         with pytest.raises(StreamingQueryException) as raised:
             unaligned.stop(query, checkpoint, drain=True, timeout_s=240)
@@ -68,16 +69,16 @@ def test_a_query_failing_during_its_drain_raises_from_stop_and_the_next_run_drai
         if query.isActive:
             query.stop()
     assert "the transformation broke during the drain" in str(raised.value)
-    kept = read_request(checkpoint)
+    kept = read_request(Checkpoint.resolve(checkpoint))
     assert kept is not None and kept.drain and kept.honoured_by is None
-    assert finished_batch(checkpoint) is None
+    assert finished_batch(Checkpoint.resolve(checkpoint)) is None
     read_so_far = len(kafka.consume_all(output, read_committed=True))
     assert read_so_far < RECORDS
 
     # Stopping it again now fails at once with its own exception, and requests nothing new.
     with pytest.raises(StreamingQueryException, match="broke during the drain"):
         unaligned.stop(query, checkpoint, drain=True, timeout_s=240)
-    assert read_request(checkpoint) == kept
+    assert read_request(Checkpoint.resolve(checkpoint)) == kept
 
     # The next run honours the recorded drain: a processing-time query that ends by itself.
     again = writer(broken=False).start()
@@ -86,7 +87,7 @@ def test_a_query_failing_during_its_drain_raises_from_stop_and_the_next_run_drai
     finally:
         if again.isActive:
             again.stop()
-    assert finished_batch(checkpoint) is not None
+    assert finished_batch(Checkpoint.resolve(checkpoint)) is not None
     values = sorted(r.value for r in kafka.consume_all(output, read_committed=True))
     assert values == sorted(b"v%05d" % i for i in range(RECORDS))  # none lost, none twice
     assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)
@@ -101,4 +102,4 @@ def test_a_query_failing_during_its_drain_raises_from_stop_and_the_next_run_drai
     assert cli.returncode == 4, cli.stderr
     assert "unaligned stop: the query is not running: its source's heartbeat" in cli.stderr
     assert "the request was withdrawn" in cli.stderr
-    assert read_request(checkpoint) is None
+    assert read_request(Checkpoint.resolve(checkpoint)) is None

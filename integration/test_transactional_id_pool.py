@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
 from harness import wait_until
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import TransactionExpiredError
 from unaligned.kafka import transaction_coordinator, transaction_states
 from unaligned.sink.commit_log import CommitLog, CommitRecord
@@ -93,7 +94,7 @@ def test_the_pool_holds_one_id_per_task_however_many_batches(
 ) -> None:
     topic = new_topic(partitions=2)
     participant = _participant(kafka, topic, str(tmp_path))
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     used: set[str] = set()
     batches = 10
     for batch in range(batches):
@@ -114,7 +115,7 @@ def test_a_retried_stage_attempt_never_shares_an_id_with_its_zombie(
     attempt the driver commits is visible, and clean-up fences the zombie."""
     topic = new_topic(partitions=1)
     participant = _participant(kafka, topic, str(tmp_path))
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     zombie = participant.open_task(0, 0, 0)
     try:
         zombie.write_chunk(_chunk(["zombie"], 0))

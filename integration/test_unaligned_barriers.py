@@ -20,6 +20,7 @@ import pytest
 
 from harness import kafka_stream, produce_skewed
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
+from unaligned.checkpoint import Checkpoint
 from unaligned.kafka.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
@@ -100,7 +101,7 @@ def _assert_exactly_once_in_order(
         assert got[partition] == values, f"partition {partition}: order or content differs"
     assert kafka.last_stable_offsets(output) == kafka.end_offsets(output)
     assert list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix) == []
-    log = CommitLog.under_checkpoint(str(checkpoint))
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
     latest = log.read(log.decided_batch_ids()[-1])
     assert latest is not None and latest.channel_state == {}, "channel state left pending"
     state_dir = checkpoint / "unaligned" / "channel-state"
@@ -109,7 +110,7 @@ def _assert_exactly_once_in_order(
 
 
 def _metrics(checkpoint: Path) -> list[BarrierMetrics]:
-    return read_metrics(str(checkpoint))
+    return read_metrics(Checkpoint.resolve(str(checkpoint)))
 
 
 @pytest.mark.slow
@@ -135,7 +136,7 @@ def test_unaligned_batches_commit_on_time_while_aligned_wait_for_the_slow_partit
             m.duration_ms - (m.start_delay_ms or 0) for m in metrics if m.rows_written
         ]
         if mode == "aligned":
-            assert all(m.mode == "aligned" and m.rows_spilled == 0 for m in metrics)
+            assert metrics and all(m.mode == "aligned" and m.rows_spilled == 0 for m in metrics)
         else:
             cut = [m for m in metrics if m.mode == "unaligned"]
             assert cut and sum(m.rows_spilled for m in cut) > 0
@@ -160,7 +161,7 @@ def test_crash_while_channel_state_is_pending_then_restart_is_exactly_once(
     finally:
         kafka.throttle_producers(None)
     assert returncode == -9
-    record = CommitLog.under_checkpoint(str(checkpoint)).read(0)
+    record = CommitLog(Checkpoint.resolve(str(checkpoint))).read(0)
     assert record is not None and record.channel_state, "batch 0 should have left channel state"
     _run(config, tmp_path)
     prefix = config["extra_sink_options"]["transactionalIdPrefix"]

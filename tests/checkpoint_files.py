@@ -10,6 +10,7 @@ from typing import Any
 
 from unaligned.barriers.metrics import BarrierMetrics, write_metrics
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
+from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 
 QUERY_ID = "5e0c1d2a-1111-2222-3333-444455556666"
@@ -85,7 +86,7 @@ def metrics(batch: int, **fields: Any) -> BarrierMetrics:
 
 
 def store_metrics(root: Path, m: BarrierMetrics) -> None:
-    write_metrics(str(root), m)
+    write_metrics(Checkpoint.resolve(str(root)), m)
 
 
 def file_ref(barrier: int, task: int, rows: int, size: int, start_row: int = 0) -> ChannelStateRef:
@@ -131,7 +132,7 @@ def decide(
     participant: str = "kafka",
 ) -> None:
     """The sink's commit record for ``batch`` (and its done marker unless ``done=False``)."""
-    log = CommitLog.under_checkpoint(str(root))
+    log = CommitLog(Checkpoint.resolve(str(root)))
     record = CommitRecord(
         batch_id=batch,
         participant=participant,

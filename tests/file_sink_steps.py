@@ -4,16 +4,15 @@ manifest unit tests (importable because pyproject puts tests/ on the path)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
+from unaligned.sink.file_manifest import MANIFEST_DIR
 from unaligned.sink.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 
@@ -68,37 +67,8 @@ def read_ids(tmp_path: Path) -> list[int]:
 
 
 def commit_log(tmp_path: Path, name: str) -> CommitLog:
-    return CommitLog.under_checkpoint(str(tmp_path / name))
+    return CommitLog(Checkpoint.resolve(str(tmp_path / name)))
 
 
 def manifest_files(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in (tmp_path / "out" / MANIFEST_DIR).glob("*.json"))
-
-
-def legacy_item(out: Path, batch_id: int, partition: int, rows: int, *, final: bool) -> dict:
-    """A file exactly as an older version staged it (or renamed it, ``final``), and its item."""
-    staged = f"{STAGING_DIR}/{batch_id}/part-{partition:05d}-0-0123456789ab.parquet"
-    name = f"part-{batch_id:010d}-{partition:05d}.parquet"
-    path = out / (name if final else staged)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    start = 100_000 + batch_id * 1000 + partition * 100
-    pq.write_table(pa.Table.from_batches([chunk(start, rows)]), path)
-    return {
-        "staged": staged,
-        "final": name,
-        "rows": rows,
-        "bytes": path.stat().st_size,
-        "partition": partition,
-    }
-
-
-def legacy_manifest(out: Path, batch_id: int, items: list[dict]) -> None:
-    """A manifest entry exactly as an older version wrote it (no query id, no time)."""
-    entry = {
-        "version": 1,
-        "batchId": batch_id,
-        "schema": json.loads(SCHEMA.json()),
-        "files": [{"path": i["final"], "rows": i["rows"], "bytes": i["bytes"]} for i in items],
-    }
-    (out / MANIFEST_DIR).mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST_DIR / f"{batch_id:010d}.json").write_text(json.dumps(entry, sort_keys=True))

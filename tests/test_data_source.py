@@ -42,7 +42,7 @@ def source(options: Mapping[str, str]) -> UnalignedDataSource:
 
 def commit_files(out: Path, ids: list[int]) -> None:
     """One batch committed by the file sink's participant (what the file sink leaves behind)."""
-    participant = FileParticipant(FileTarget(str(out), "snappy"), FILE_SCHEMA)
+    participant = FileParticipant(FileTarget(str(out), "snappy"), FILE_SCHEMA, "q-1")
     task = participant.open_task(0, 0, 0)
     arrow = pa.schema([pa.field("id", pa.int64(), False)])
     task.write_chunk(pa.record_batch([pa.array(ids, pa.int64())], schema=arrow))

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import local_spark, write_results
+from unaligned.checkpoint import Checkpoint
 
 PARTITIONS = 8
 REPEATS = int(os.environ.get("UNALIGNED_BENCH_REPEATS", "2"))
@@ -115,10 +116,10 @@ def _finish_run(spark: Any, kafka: Any, tmp: Path, name: str, pending: bool) -> 
         ended_ms = time.time() * 1000
     finally:
         kafka.throttle_producers(None)
-    final = finished_batch(checkpoint)
+    final = finished_batch(Checkpoint.resolve(checkpoint))
     assert final is not None
-    started_ms = read_offset_log(checkpoint, final).batch_timestamp_ms
-    metrics = {m.batch_id: m for m in read_metrics(checkpoint)}
+    started_ms = read_offset_log(Checkpoint.resolve(checkpoint), final).batch_timestamp_ms
+    metrics = {m.batch_id: m for m in read_metrics(Checkpoint.resolve(checkpoint))}
     if _committed(kafka, output) != total:
         raise AssertionError(f"{name}: not every record exactly once")
     return {
@@ -134,7 +135,6 @@ def _drain_run(spark: Any, kafka: Any, tmp: Path, name: str) -> dict[str, Any]:
     import unaligned
     from unaligned.barriers.offset_log import read_offset_log
     from unaligned.finishing import finished_batch
-    from unaligned.finishing.final_checkpoint import last_logged_batch
 
     topic, output = f"{name}-in", f"{name}-out"
     kafka.create_topic(topic, partitions=PARTITIONS)
@@ -154,17 +154,17 @@ def _drain_run(spark: Any, kafka: Any, tmp: Path, name: str) -> dict[str, Any]:
     try:
         query = _query(spark, kafka, topic, output, checkpoint)
         time.sleep(15)
-        before = last_logged_batch(checkpoint) or 0
-        position = _positions(read_offset_log(checkpoint, before))
+        before = Checkpoint.resolve(checkpoint).last_logged_batch() or 0
+        position = _positions(read_offset_log(Checkpoint.resolve(checkpoint), before))
         asked = time.monotonic()
         unaligned.stop(query, checkpoint, drain=True, timeout_s=600)
         took = time.monotonic() - asked
     finally:
         stop.set()
         producer.join()
-    final = finished_batch(checkpoint)
+    final = finished_batch(Checkpoint.resolve(checkpoint))
     assert final is not None
-    frozen = _positions(read_offset_log(checkpoint, final))
+    frozen = _positions(read_offset_log(Checkpoint.resolve(checkpoint), final))
     if _committed(kafka, output) != sum(frozen.values()):
         raise AssertionError(f"{name}: output differs from the input up to the frozen end")
     return {

@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
 from benchmarks import write_results
+from unaligned.checkpoint import Checkpoint
 
 SCHEMA = StructType([StructField("value", BinaryType()), StructField("partition", IntegerType())])
 
@@ -46,7 +47,7 @@ def run(batches: int, tasks: int) -> dict[str, Any]:
         assert isinstance(target, KafkaTarget)
         prefix = f"bench-{uuid.uuid4().hex[:8]}"
         participant = KafkaParticipant(target, kafka_columns(SCHEMA, target), prefix)
-        log = CommitLog.under_checkpoint(checkpoint)
+        log = CommitLog(Checkpoint.resolve(checkpoint))
         started = time.monotonic()
         for batch in range(batches):
             items = []

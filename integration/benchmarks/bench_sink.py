@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import local_spark, write_results
+from unaligned.checkpoint import Checkpoint
 
 RECORDS = 1_000_000
 PARTITIONS = 8
@@ -130,7 +131,7 @@ def _run(spark: Any, kafka: Any, topic: str, target: str, work: Path) -> dict[st
         "python_cpu_us_per_record": round(python_cpu_s / max(rows, 1) * 1e6, 2),
     }
     if kind != "noop":
-        log = CommitLog.under_checkpoint(str(checkpoint))
+        log = CommitLog(Checkpoint.resolve(str(checkpoint)))
         commit_ms = [
             float(info["commitMs"])
             for b in log.done_batch_ids()

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import local_spark, write_results
+from unaligned.checkpoint import Checkpoint
 
 PARTITIONS = 8
 
@@ -148,7 +149,7 @@ def _batch_table(checkpoint: Path, progress: list[dict[str, Any]]) -> list[dict[
     }
     input_rows = {int(p["batchId"]): int(p["numInputRows"]) for p in progress}
     rows = []
-    for m in read_metrics(str(checkpoint)):
+    for m in read_metrics(Checkpoint.resolve(str(checkpoint))):
         rows.append(
             {
                 "batch_id": m.batch_id,

@@ -4,9 +4,10 @@ The sink's commit records (and the finishing markers) are small JSON documents t
 a restart commits. :func:`sealed_json` writes a document with one more field,
 ``"checksum": "sha256:<hex>"``, the SHA-256 of the document without that field as
 ``json.dumps(..., sort_keys=True)`` writes it; :func:`verified` checks it and returns the
-document without it. A document without the field (written by an earlier version) is accepted
-as it is. A mismatch means the file was changed after it was written (edited into other valid
-JSON, or corrupted): the caller raises its own error naming the file, with :func:`mismatch`.
+document without it. A mismatch means the file was changed after it was written (edited into
+other valid JSON, or corrupted): the caller raises its own error naming the file, with
+:func:`mismatch`. A document without the field is accepted as it is: removing the field is how
+a deliberate edit is made acceptable (the mismatch message says so).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def sealed_json(document: Mapping[str, Any]) -> bytes:
 
 def verified(document: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """(``document`` without its checksum field, the problem or ``None``). No field: no
-    problem (an earlier version's file)."""
+    problem (a deliberately edited file)."""
     body = {k: v for k, v in document.items() if k != CHECKSUM_FIELD}
     recorded = document.get(CHECKSUM_FIELD)
     if recorded is None:

@@ -63,6 +63,13 @@ def resolve_location(location: str, filesystem: pafs.FileSystem | None = None) -
     return Location(fs, path, uri)
 
 
+def absolute_path(path: str) -> str:
+    """A local path made absolute on the driver (tasks may run elsewhere); URIs unchanged."""
+    if "://" in path or path.startswith("file:"):
+        return path
+    return os.path.abspath(path)
+
+
 def read_text(location: Location) -> str:
     """The whole (small) file at ``location`` as UTF-8; ``FileNotFoundError`` if absent."""
     with location.filesystem.open_input_stream(location.path) as stream:

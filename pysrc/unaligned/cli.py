@@ -134,8 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(args.port, topics)
     if args.command == "metrics":
         from unaligned.barriers.metrics import metrics_jsonl
+        from unaligned.checkpoint import Checkpoint
 
-        sys.stdout.write(metrics_jsonl(args.checkpoint))
+        sys.stdout.write(metrics_jsonl(Checkpoint.resolve(args.checkpoint)))
         return 0
     if args.command == "stop":
         return _stop(args.checkpoint, args.drain, args.timeout)
@@ -164,6 +165,7 @@ def _inspect(args: argparse.Namespace) -> int:
     of a ``format("unaligned")`` query (or a bad ``--timeout``), 1 for an unreadable checkpoint
     or an unreachable ``--bootstrap-servers``."""
     from unaligned._parsing import parse_duration_ms
+    from unaligned.checkpoint import Checkpoint
     from unaligned.errors import NotACheckpointError, OptionError, UnalignedError
     from unaligned.inspection import build_view, render_text
 
@@ -179,7 +181,7 @@ def _inspect(args: argparse.Namespace) -> int:
     kafka_logger.setLevel(logging.CRITICAL)
     try:
         view = build_view(
-            args.checkpoint,
+            Checkpoint.resolve(args.checkpoint),
             bootstrap_servers=args.bootstrap_servers,
             transactional_id_prefix=args.transactional_id_prefix,
         )
@@ -206,14 +208,16 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stop(checkpoint: str, drain: bool, timeout_s: float) -> int:
+def _stop(location: str, drain: bool, timeout_s: float) -> int:
     """``unaligned stop``: 0 once the stop completed, 2 for a path that is not a checkpoint of
     a ``format("unaligned")`` query, 3 when it did not complete in time, 4 when the query is
     not running or ended before the stop completed."""
+    from unaligned.checkpoint import Checkpoint
     from unaligned.errors import NotACheckpointError, QueryNotRunningError, StopTimeoutError
-    from unaligned.finishing.final_checkpoint import finished_batch, last_logged_batch
+    from unaligned.finishing.final_checkpoint import finished_batch
     from unaligned.finishing.waiting import stop_from_elsewhere
 
+    checkpoint = Checkpoint.resolve(location)
     try:
         stop_from_elsewhere(checkpoint, drain, timeout_s, lambda line: print(line, flush=True))
     except NotACheckpointError as exc:
@@ -228,7 +232,7 @@ def _stop(checkpoint: str, drain: bool, timeout_s: float) -> int:
     if drain:
         print(f"drained: final checkpoint {finished_batch(checkpoint)} committed; nothing is open")
     else:
-        print(f"stopped after batch {last_logged_batch(checkpoint)}; nothing is open")
+        print(f"stopped after batch {checkpoint.last_logged_batch()}; nothing is open")
     return 0
 
 

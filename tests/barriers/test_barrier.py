@@ -8,9 +8,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from unaligned.barriers.barrier import Barrier, Deadline, read_barrier
-from unaligned.barriers.offset_log import (
-    read_query_id,
-)
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import OptionError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "spark_checkpoints"
@@ -28,14 +26,14 @@ class FakeClock:
 
 
 def test_read_barrier_takes_start_from_offset_log_and_id_from_metadata() -> None:
-    barrier = read_barrier(str(FIXTURES / "v1_two_sources"), 1)
+    barrier = read_barrier(Checkpoint.resolve(str(FIXTURES / "v1_two_sources")), 1)
     assert barrier == Barrier(
         batch_id=1,
         start_ms=1795372419292,
         query_id="b1f8447a-30e0-4cfc-b643-ec69054872ac",
         idle_barriers=False,  # rate sources: no barrierToken, so no idle barriers
     )
-    assert read_query_id(str(FIXTURES / "v2_named_sources")) == (
+    assert Checkpoint.resolve(str(FIXTURES / "v2_named_sources")).query_id() == (
         "bce773fc-8a8a-4f10-95e6-19cbd6734801"
     )
 
@@ -49,14 +47,14 @@ def test_a_barrier_has_idle_barriers_only_with_an_unaligned_source(tmp_path: Pat
     unaligned = '{"offsets":{"t":{"0":1}},"idleBarrier":0,"barrierToken":"abc"}'
     for batch, sources in enumerate([["3", "-"], ["3", unaligned]]):
         (tmp_path / "offsets" / str(batch)).write_text("\n".join(["v1", head, *sources]))
-    assert not read_barrier(str(tmp_path), 0).idle_barriers
-    assert read_barrier(str(tmp_path), 1).idle_barriers
+    assert not read_barrier(Checkpoint.resolve(str(tmp_path)), 0).idle_barriers
+    assert read_barrier(Checkpoint.resolve(str(tmp_path)), 1).idle_barriers
 
 
 def test_read_barrier_accepts_file_uri_and_a_passed_filesystem() -> None:
     checkpoint = FIXTURES / "v2_one_source"
-    by_uri = read_barrier(f"file:{checkpoint}", 1)
-    by_fs = read_barrier(str(checkpoint), 1, filesystem=pafs.LocalFileSystem())
+    by_uri = read_barrier(Checkpoint.resolve(f"file:{checkpoint}"), 1)
+    by_fs = read_barrier(Checkpoint.resolve(str(checkpoint), pafs.LocalFileSystem()), 1)
     assert by_uri == by_fs
     assert by_uri.start_ms == 1795372375234
 

@@ -17,6 +17,7 @@ from unaligned.barriers.metrics import (
     read_metrics,
     write_metrics,
 )
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
 
 BATCH_START = 1_000_000
@@ -108,9 +109,9 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
     checkpoint = str(tmp_path / "cp")
     fs = pafs.LocalFileSystem()
     for batch_id in (12, 3, 7):
-        path = write_metrics(checkpoint, unaligned_batch(batch_id), filesystem=fs)
+        path = write_metrics(Checkpoint.resolve(checkpoint, fs), unaligned_batch(batch_id))
         assert path == f"{checkpoint}/unaligned/metrics/{batch_id}.json"
-    records = read_metrics(checkpoint, filesystem=fs)
+    records = read_metrics(Checkpoint.resolve(checkpoint, fs))
     assert [m.batch_id for m in records] == [3, 7, 12]
     assert records[0] == unaligned_batch(3)
     assert sorted(p.name for p in (tmp_path / "cp" / "unaligned" / "metrics").iterdir()) == [
@@ -118,41 +119,41 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
         "3.json",
         "7.json",
     ]  # no temporary files left behind
-    lines = metrics_jsonl(checkpoint, filesystem=fs).splitlines()
+    lines = metrics_jsonl(Checkpoint.resolve(checkpoint, fs)).splitlines()
     assert [json.loads(line)["batch_id"] for line in lines] == [3, 7, 12]
     assert BarrierMetrics.from_dict(json.loads(lines[1])) == unaligned_batch(7)
 
 
 def test_commit_again_replaces_the_batch_record(tmp_path: Path) -> None:
     checkpoint = f"file://{tmp_path}/cp"
-    write_metrics(checkpoint, unaligned_batch(4))
+    write_metrics(Checkpoint.resolve(checkpoint), unaligned_batch(4))
     again = aggregate(4, BATCH_START, BATCH_START + 99, [task(0, BATCH_START, rows_written=1)])
-    write_metrics(checkpoint, again)
-    assert read_metrics(checkpoint) == [again]
+    write_metrics(Checkpoint.resolve(checkpoint), again)
+    assert read_metrics(Checkpoint.resolve(checkpoint)) == [again]
 
 
 def test_no_metrics_yet(tmp_path: Path) -> None:
-    assert read_metrics(str(tmp_path / "nothing")) == []
-    assert metrics_jsonl(str(tmp_path / "nothing")) == ""
+    assert read_metrics(Checkpoint.resolve(str(tmp_path / "nothing"))) == []
+    assert metrics_jsonl(Checkpoint.resolve(str(tmp_path / "nothing"))) == ""
 
 
 def test_other_files_are_ignored_and_malformed_records_named(tmp_path: Path) -> None:
     checkpoint = str(tmp_path)
-    write_metrics(checkpoint, unaligned_batch(1))
+    write_metrics(Checkpoint.resolve(checkpoint), unaligned_batch(1))
     directory = tmp_path / "unaligned" / "metrics"
     (directory / "2.json.abc.tmp").write_text("half a rec")
-    assert [m.batch_id for m in read_metrics(checkpoint)] == [1]
+    assert [m.batch_id for m in read_metrics(Checkpoint.resolve(checkpoint))] == [1]
     (directory / "3.json").write_text('{"batch_id": 3}')
     with pytest.raises(CommitLogError, match=r"metrics/3\.json is malformed"):
-        read_metrics(checkpoint)
+        read_metrics(Checkpoint.resolve(checkpoint))
     (directory / "3.json").write_text(unaligned_batch(4).to_json())
     with pytest.raises(CommitLogError, match=r"metrics/3\.json holds batch 4, not 3"):
-        read_metrics(checkpoint)
+        read_metrics(Checkpoint.resolve(checkpoint))
 
 
 def test_purge_metrics(tmp_path: Path) -> None:
     for batch_id in range(6):
-        write_metrics(str(tmp_path), unaligned_batch(batch_id))
-    assert purge_metrics(str(tmp_path), before_batch_id=4) == 4
-    assert purge_metrics(str(tmp_path), before_batch_id=4) == 0
-    assert [m.batch_id for m in read_metrics(str(tmp_path))] == [4, 5]
+        write_metrics(Checkpoint.resolve(str(tmp_path)), unaligned_batch(batch_id))
+    assert purge_metrics(Checkpoint.resolve(str(tmp_path)), before_batch_id=4) == 4
+    assert purge_metrics(Checkpoint.resolve(str(tmp_path)), before_batch_id=4) == 0
+    assert [m.batch_id for m in read_metrics(Checkpoint.resolve(str(tmp_path)))] == [4, 5]

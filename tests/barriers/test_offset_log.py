@@ -11,16 +11,16 @@ from unaligned.barriers.offset_log import (
     LoggedOffset,
     parse_offset_log,
     read_offset_log,
-    read_query_id,
     source_offsets,
 )
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import BarrierError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "spark_checkpoints"
 
 
 def test_v1_offset_log_with_two_sources() -> None:
-    entry = read_offset_log(str(FIXTURES / "v1_two_sources"), 2)
+    entry = read_offset_log(Checkpoint.resolve(str(FIXTURES / "v1_two_sources")), 2)
     assert entry.version == 1
     assert entry.batch_timestamp_ms == 1795372420083
     assert entry.batch_watermark_ms == 0
@@ -32,7 +32,7 @@ def test_v1_offset_log_with_two_sources() -> None:
 
 
 def test_v2_offset_log_with_named_sources() -> None:
-    entry = read_offset_log(str(FIXTURES / "v2_named_sources"), 3)
+    entry = read_offset_log(Checkpoint.resolve(str(FIXTURES / "v2_named_sources")), 3)
     assert entry.version == 2
     assert entry.batch_timestamp_ms == 1795372479771
     assert {s.source_id: s.offset for s in entry.sources} == {
@@ -42,7 +42,7 @@ def test_v2_offset_log_with_named_sources() -> None:
 
 
 def test_v2_offset_log_with_one_unnamed_source() -> None:
-    entry = read_offset_log(str(FIXTURES / "v2_one_source"), 1)
+    entry = read_offset_log(Checkpoint.resolve(str(FIXTURES / "v2_one_source")), 1)
     assert entry.version == 2
     assert entry.batch_timestamp_ms == 1795372375234
     assert entry.sources == (LoggedOffset("0", 4),)
@@ -51,17 +51,17 @@ def test_v2_offset_log_with_one_unnamed_source() -> None:
 def test_missing_offsets_file_names_the_file_and_batch(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "v1_two_sources", tmp_path / "cp")
     with pytest.raises(BarrierError, match=r"offsets/7 for batch 7 does not exist"):
-        read_offset_log(str(tmp_path / "cp"), 7)
+        read_offset_log(Checkpoint.resolve(str(tmp_path / "cp")), 7)
 
 
 def test_missing_query_metadata(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "v1_two_sources", tmp_path / "cp")
     (tmp_path / "cp" / "metadata").unlink()
     with pytest.raises(BarrierError, match=r"query metadata .*metadata does not exist"):
-        read_query_id(str(tmp_path / "cp"))
+        Checkpoint.resolve(str(tmp_path / "cp")).query_id()
     (tmp_path / "cp" / "metadata").write_text('{"runId": "x"}')
     with pytest.raises(BarrierError, match="has no JSON 'id'"):
-        read_query_id(str(tmp_path / "cp"))
+        Checkpoint.resolve(str(tmp_path / "cp")).query_id()
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ from unaligned.channel_state.files import (
     barrier_dir_name,
     delete_barrier_state,
     delete_channel_state,
-    legacy_state_file_name,
     list_barrier_ids,
     list_state_files,
     query_state_dir,
@@ -56,10 +55,9 @@ def test_listing_finds_the_named_files_and_nothing_else(tmp_path: Path) -> None:
     (barrier / state_file_name(3, "17", "w1")).write_bytes(b"x" * 5)
     (barrier / temp_file_name(3, "attempt_9-b", "w2")).write_bytes(b"x" * 2)
     (barrier / temp_file_name(12, "1", "w3")).write_bytes(b"")
-    # the older layout (one name per task), still listed
-    (barrier / legacy_state_file_name(4)).write_bytes(b"x" * 3)
-    (barrier / "task-4.attempt-8.avro.tmp").write_bytes(b"x")
     decoys = (
+        "task-4.avro",  # names of 0.1.0 development snapshots: not listed
+        "task-4.attempt-8.avro.tmp",
         "task-x.avro",
         "task-1.avro.tmp",
         "task-1.attempt-a.b.c.avro.tmp",
@@ -86,8 +84,6 @@ def test_listing_finds_the_named_files_and_nothing_else(tmp_path: Path) -> None:
             False,
             "w2",
         ),
-        StateFile(str(barrier / "task-4.attempt-8.avro.tmp"), 7, 4, "8", 1, False, None),
-        StateFile(str(barrier / "task-4.avro"), 7, 4, None, 3, True, None),
     ]
     assert list_state_files(str(tmp_path), 8) == []
     assert list_barrier_ids(str(tmp_path)) == [7, 8]

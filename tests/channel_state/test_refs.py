@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import zlib
 from pathlib import Path
 
@@ -205,7 +204,7 @@ def test_a_later_attempt_never_replaces_the_committed_attempts_file(tmp_path: Pa
 
 
 def test_file_replaced_by_another_writer_is_detected(tmp_path: Path) -> None:
-    """A file of the older layout (one name per task) overwritten by another attempt."""
+    """A file overwritten by another attempt's (no writer does so: its name is its own)."""
     first = write_state(tmp_path, [kafka_batch(50)], inline_threshold_bytes=0, attempt="1")
     second = write_state(tmp_path, [kafka_batch(50)], inline_threshold_bytes=0, attempt="2")
     assert isinstance(first, FileChannelState) and isinstance(second, FileChannelState)
@@ -251,16 +250,3 @@ def test_expected_schema_must_match(tmp_path: Path) -> None:
     assert rows_of(read_channel_state(ref, batch_rows=5, expected_schema=KAFKA_SCHEMA)) == (
         kafka_rows(5)
     )
-
-
-def test_a_ref_of_the_older_layout_still_replays(tmp_path: Path) -> None:
-    """Checkpoints written before per-attempt names hold refs to ``barrier-N/task-P.avro``
-    directly under the state path: the ref names its file, so it replays unchanged."""
-    ref = write_state(tmp_path, [kafka_batch(40)], inline_threshold_bytes=0)
-    assert isinstance(ref, FileChannelState)
-    legacy = tmp_path / "barrier-7" / "task-3.avro"
-    Path(ref.path).rename(legacy)
-    old = {**ref.to_dict(), "path": str(legacy), "uri": str(legacy)}
-    old_ref = ChannelStateRef.from_json(json.dumps(old))
-    assert rows_of(read_channel_state(old_ref, batch_rows=7)) == kafka_rows(40)
-    assert rows_of(read_channel_state(old_ref.advanced(25), batch_rows=7)) == kafka_rows(40)[25:]

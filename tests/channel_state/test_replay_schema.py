@@ -25,7 +25,7 @@ def test_reordered_columns_are_replayed_by_name(tmp_path: Path, threshold: int) 
     ref = write_state(tmp_path, [kafka_batch(120)], inline_threshold_bytes=threshold)
     now = reordered(KAFKA_SCHEMA, ["value", "headers", "key", "partition", "topic"])
     batches = list(read_channel_state(ref, batch_rows=50, target_schema=now))
-    assert all(batch.schema.equals(now) for batch in batches)
+    assert batches and all(batch.schema.equals(now) for batch in batches)
     assert rows_of(batches) == kafka_rows(120)  # dicts: every value under its own name
     # by position, the first column is now the value, never the key
     first = batches[0]
@@ -96,7 +96,7 @@ def test_lossless_type_changes_are_converted(tmp_path: Path) -> None:
         3, pa.field("partition", pa.int64())
     )
     batches = list(read_channel_state(ref, batch_rows=10, target_schema=now))
-    assert all(batch.schema.equals(now) for batch in batches)
+    assert batches and all(batch.schema.equals(now) for batch in batches)
     assert rows_of(batches) == kafka_rows(25)
 
 

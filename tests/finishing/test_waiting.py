@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from unaligned.barriers.idle import HINT_DIR_ENV
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import NotACheckpointError, QueryNotRunningError, StopTimeoutError
 from unaligned.finishing import waiting
 from unaligned.finishing.final_checkpoint import mark_finished
 from unaligned.finishing.heartbeat import write_heartbeat
 from unaligned.finishing.stop_request import (
-    linked_checkpoint,
+    linked_location,
     mark_honoured,
     read_request,
     request_stop,
@@ -99,7 +100,7 @@ def test_await_finished_stops_the_query_once_spark_committed_the_final_batch(
 
     def finish_later() -> None:
         time.sleep(0.3)
-        mark_finished(str(checkpoint), 4)
+        mark_finished(Checkpoint.resolve(str(checkpoint)), 4)
         time.sleep(0.3)
         stopped_early.append(query.stopped)  # the sink is done, Spark has not recorded it yet
         commit(checkpoint, 4)
@@ -116,7 +117,9 @@ def test_await_finished_waits_for_the_first_trigger_of_a_run_before_trusting_the
 ) -> None:
     plan(checkpoint, 4)
     commit(checkpoint, 4)
-    mark_finished(str(checkpoint), 4)  # an earlier run's drain: this run may read on
+    mark_finished(
+        Checkpoint.resolve(str(checkpoint)), 4
+    )  # an earlier run's drain: this run may read on
     query = FakeQuery()
     assert not await_finished(query, str(checkpoint), timeout_s=0.4)
     query.status = {"message": "Waiting for data to arrive"}  # the source planned no batch
@@ -134,15 +137,21 @@ def test_await_finished_honours_a_stop_from_elsewhere_but_not_an_earlier_runs(
 ) -> None:
     plan(checkpoint, 0)
     commit(checkpoint, 0)
-    earlier = mark_honoured(str(checkpoint), request_stop(str(checkpoint), False), "runBefore")
+    earlier = mark_honoured(
+        Checkpoint.resolve(str(checkpoint)),
+        request_stop(Checkpoint.resolve(str(checkpoint)), False),
+        "runBefore",
+    )
     query = FakeQuery()
     assert not await_finished(query, str(checkpoint), timeout_s=0.5)
-    assert read_request(str(checkpoint)) == earlier and query.isActive
+    assert read_request(Checkpoint.resolve(str(checkpoint))) == earlier and query.isActive
 
     def stop_from_cli() -> None:
-        request = request_stop(str(checkpoint), drain=False)
+        request = request_stop(Checkpoint.resolve(str(checkpoint)), drain=False)
         time.sleep(0.3)
-        mark_honoured(str(checkpoint), request, "thisRun")  # the source, at its barrier
+        mark_honoured(
+            Checkpoint.resolve(str(checkpoint)), request, "thisRun"
+        )  # the source, at its barrier
 
     worker = in_background(stop_from_cli)
     assert await_finished(query, str(checkpoint), timeout_s=30)
@@ -161,19 +170,19 @@ def test_stop_returns_once_honoured_and_at_rest_and_withdraws_its_request(
     seen: list[tuple[str, object]] = []  # what the query side saw, asserted here
 
     def query_side() -> None:
-        while (request := read_request(str(checkpoint))) is None:
+        while (request := read_request(Checkpoint.resolve(str(checkpoint)))) is None:
             time.sleep(0.05)
-        seen.append(("linked", linked_checkpoint(TOKEN)))  # the stopper linked it
+        seen.append(("linked", linked_location(TOKEN)))  # the stopper linked it
         time.sleep(0.3)
         seen.append(("stopped before honoured", query.stopped))
         commit(checkpoint, 1)
-        mark_honoured(str(checkpoint), request, "reader")
+        mark_honoured(Checkpoint.resolve(str(checkpoint)), request, "reader")
         if drain:
             time.sleep(0.3)
             # honoured, but the final checkpoint is still to come
             seen.append(("stopped before the final checkpoint", query.stopped))
             plan(checkpoint, 2)
-            mark_finished(str(checkpoint), 2)
+            mark_finished(Checkpoint.resolve(str(checkpoint)), 2)
             commit(checkpoint, 2)
 
     worker = in_background(query_side)
@@ -187,30 +196,32 @@ def test_stop_returns_once_honoured_and_at_rest_and_withdraws_its_request(
         expected.append(("stopped before the final checkpoint", False))
     assert seen == expected
     assert query.stopped
-    assert read_request(str(checkpoint)) is None
+    assert read_request(Checkpoint.resolve(str(checkpoint))) is None
 
 
 def test_a_stop_that_is_not_honoured_in_time_says_what_it_waited_for(checkpoint: Path) -> None:
     plan(checkpoint, 0)
-    request = request_stop(str(checkpoint), drain=True)
+    request = request_stop(Checkpoint.resolve(str(checkpoint)), drain=True)
     with pytest.raises(StopTimeoutError, match="the query is running but no barrier") as raised:
-        wait_for_stop(str(checkpoint), request, 0.3, lambda: True)
+        wait_for_stop(Checkpoint.resolve(str(checkpoint)), request, 0.3, lambda: True)
     assert "stop.json" in str(raised.value) and "withdraw" in str(raised.value)
-    mark_honoured(str(checkpoint), request, "reader")
+    mark_honoured(Checkpoint.resolve(str(checkpoint)), request, "reader")
     with pytest.raises(StopTimeoutError, match="final checkpoint has not committed"):
-        wait_for_stop(str(checkpoint), request, 0.3, lambda: True)
-    assert read_request(str(checkpoint)) is not None  # stays recorded
+        wait_for_stop(Checkpoint.resolve(str(checkpoint)), request, 0.3, lambda: True)
+    assert read_request(Checkpoint.resolve(str(checkpoint))) is not None  # stays recorded
 
 
 def test_stop_refuses_a_path_that_is_not_a_checkpoint_of_ours(checkpoint: Path) -> None:
     with pytest.raises(NotACheckpointError, match="no 'metadata' file"):
         stop(FakeQuery(), str(checkpoint / "nope"), timeout_s=1)
-    assert barrier_token(str(checkpoint)) is None  # started, no batch planned yet
+    assert (
+        barrier_token(Checkpoint.resolve(str(checkpoint))) is None
+    )  # started, no batch planned yet
     plan(checkpoint, 0, token=None)
     with pytest.raises(NotACheckpointError, match="carry no barrierToken"):
-        barrier_token(str(checkpoint))
+        barrier_token(Checkpoint.resolve(str(checkpoint)))
     plan(checkpoint, 1)
-    assert barrier_token(str(checkpoint)) == TOKEN
+    assert barrier_token(Checkpoint.resolve(str(checkpoint))) == TOKEN
 
 
 class TransformationFailed(Exception):
@@ -231,7 +242,7 @@ def test_stop_of_a_query_that_is_not_active_fails_at_once_and_requests_nothing(
         query.stop()
         with pytest.raises(QueryNotRunningError, match="the query is not active"):
             stop(query, str(checkpoint), drain=True, timeout_s=30)
-    assert read_request(str(checkpoint)) is None
+    assert read_request(Checkpoint.resolve(str(checkpoint))) is None
 
 
 @pytest.mark.parametrize("failed", [True, False])
@@ -242,9 +253,9 @@ def test_a_query_that_ends_during_the_drain_raises_and_keeps_the_request_for_its
     query = FakeQuery()
 
     def honour_then_end() -> None:
-        while (request := read_request(str(checkpoint))) is None:
+        while (request := read_request(Checkpoint.resolve(str(checkpoint)))) is None:
             time.sleep(0.05)
-        mark_honoured(str(checkpoint), request, "reader")
+        mark_honoured(Checkpoint.resolve(str(checkpoint)), request, "reader")
         time.sleep(0.3)
         if failed:
             query.fail(TransformationFailed("the transformation raised"))
@@ -259,7 +270,7 @@ def test_a_query_that_ends_during_the_drain_raises_and_keeps_the_request_for_its
     if not failed:
         assert "the query ended after a barrier honoured it" in str(raised.value)
         assert "the next run from this checkpoint honours it" in str(raised.value)
-    kept = read_request(str(checkpoint))
+    kept = read_request(Checkpoint.resolve(str(checkpoint)))
     assert kept is not None and kept.drain
     assert kept.honoured_by is None  # recorded again: the next run acts on it
     assert not query.stopped
@@ -278,11 +289,13 @@ def test_cli_stop_of_a_query_not_running_says_so_within_seconds_and_withdraws(
     )
     lines: list[str] = []
     with pytest.raises(QueryNotRunningError) as raised:
-        stop_from_elsewhere(str(checkpoint), True, 200, lines.append)  # not its 200 s timeout
+        stop_from_elsewhere(
+            Checkpoint.resolve(str(checkpoint)), True, 200, lines.append
+        )  # not its 200 s timeout
     assert "the query is not running: its source's heartbeat" in str(raised.value)
     assert re.search(r"source-heartbeat\.json was last written \d+ s ago", str(raised.value))
     assert "the request was withdrawn" in str(raised.value)
-    assert read_request(str(checkpoint)) is None
+    assert read_request(Checkpoint.resolve(str(checkpoint))) is None
     assert lines == ["stop requested (drain=True)"]
 
 
@@ -295,16 +308,16 @@ def test_cli_stop_of_a_running_query_waits_for_its_barrier(checkpoint: Path) -> 
     def running_source() -> None:
         beats = 0
         while not done.is_set():
-            write_heartbeat(str(checkpoint), TOKEN)
+            write_heartbeat(Checkpoint.resolve(str(checkpoint)), TOKEN)
             beats += 1
-            request = read_request(str(checkpoint))
+            request = read_request(Checkpoint.resolve(str(checkpoint)))
             if beats == 10 and request is not None:
-                mark_honoured(str(checkpoint), request, "reader")
+                mark_honoured(Checkpoint.resolve(str(checkpoint)), request, "reader")
             time.sleep(0.1)
 
     worker = in_background(running_source)
     try:
-        stop_from_elsewhere(str(checkpoint), False, 30, lines.append)
+        stop_from_elsewhere(Checkpoint.resolve(str(checkpoint)), False, 30, lines.append)
     finally:
         done.set()
         worker.join()

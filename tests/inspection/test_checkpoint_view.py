@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from checkpoint_files import QUERY_ID, TOKEN, decide, new_checkpoint, plan, source_offset
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import NotACheckpointError
 from unaligned.finishing.final_checkpoint import mark_finished
 from unaligned.finishing.stop_request import mark_completed, mark_honoured, request_stop
@@ -23,7 +24,7 @@ from unaligned.inspection.model import (
 
 
 def test_barriers_carry_their_metrics_start_and_both_commit_logs(checkpoint: Path) -> None:
-    view = build_view(str(checkpoint))
+    view = build_view(Checkpoint.resolve(str(checkpoint)))
     assert view.query_id == QUERY_ID
     by_id = {b.batch_id: b for b in view.barriers}
     assert sorted(by_id) == [0, 1, 2, 3, 4]
@@ -61,7 +62,7 @@ def test_barriers_carry_their_metrics_start_and_both_commit_logs(checkpoint: Pat
 
 
 def test_in_doubt_batches_are_the_decided_ones_without_a_done_marker(checkpoint: Path) -> None:
-    view = build_view(str(checkpoint))
+    view = build_view(Checkpoint.resolve(str(checkpoint)))
     assert view.in_doubt == (
         InDoubtBatch(3, "kafka", 1_700_000_003_900, 2, ("unaligned-q-0-1", "unaligned-q-1-1")),
     )
@@ -69,7 +70,7 @@ def test_in_doubt_batches_are_the_decided_ones_without_a_done_marker(checkpoint:
 
 
 def test_pending_channel_state_comes_from_the_newest_commit_record(checkpoint: Path) -> None:
-    assert build_view(str(checkpoint)).pending == PendingChannelState(
+    assert build_view(Checkpoint.resolve(str(checkpoint))).pending == PendingChannelState(
         3,
         (
             PendingTaskState(task_index=0, rows=25, files=1, inline=0, bytes=4096, barriers=(1,)),
@@ -79,7 +80,7 @@ def test_pending_channel_state_comes_from_the_newest_commit_record(checkpoint: P
 
 
 def test_sources_come_from_the_last_offset_log_entry(checkpoint: Path) -> None:
-    (source,) = build_view(str(checkpoint)).sources
+    (source,) = build_view(Checkpoint.resolve(str(checkpoint))).sources
     assert (source.source_id, source.batch_id, source.barrier_token) == ("0", 4, TOKEN)
     assert source.positions == {"in": {0: 40, 1: 12}}
     assert source.ending == {"in": {0: 40, 1: 15}}
@@ -90,51 +91,51 @@ def test_sources_come_from_the_last_offset_log_entry(checkpoint: Path) -> None:
 def test_end_of_data_and_a_drain_show_on_the_source(tmp_path: Path) -> None:
     root = new_checkpoint(tmp_path / "ck")
     plan(root, 0, [source_offset({0: 9}, ending={0: 9}, drained=True)])
-    (source,) = build_view(str(root)).sources
+    (source,) = build_view(Checkpoint.resolve(str(root))).sources
     assert source.end_of_data and source.drained and source.finished == {"in": (0,)}
 
 
 def test_an_unbounded_source_has_no_end(tmp_path: Path) -> None:
     root = new_checkpoint(tmp_path / "ck")
     plan(root, 0, [source_offset({0: 9, 1: 3})])
-    (source,) = build_view(str(root)).sources
+    (source,) = build_view(Checkpoint.resolve(str(root))).sources
     assert source.ending is None and source.finished == {} and not source.end_of_data
 
 
 def test_a_query_without_finished_json_or_stop_request(checkpoint: Path) -> None:
-    view = build_view(str(checkpoint))
+    view = build_view(Checkpoint.resolve(str(checkpoint)))
     assert view.finished is None and view.stop_request is None
 
 
 def test_finished_is_shown_and_true_only_for_the_last_committed_batch(checkpoint: Path) -> None:
-    mark_finished(str(checkpoint), 2)
-    stale = build_view(str(checkpoint)).finished
+    mark_finished(Checkpoint.resolve(str(checkpoint)), 2)
+    stale = build_view(Checkpoint.resolve(str(checkpoint))).finished
     assert stale is not None
     assert (stale.final_batch_id, stale.has_finished) == (2, False)
     assert stale.finished_at_ms is not None
 
     for batch in (3, 4):
         (checkpoint / "commits" / str(batch)).write_text("v1\n{}")
-    mark_finished(str(checkpoint), 4)
-    final = build_view(str(checkpoint)).finished
+    mark_finished(Checkpoint.resolve(str(checkpoint)), 4)
+    final = build_view(Checkpoint.resolve(str(checkpoint))).finished
     assert final is not None and (final.final_batch_id, final.has_finished) == (4, True)
 
 
 def test_a_stop_request_shows_how_far_it_got(checkpoint: Path) -> None:
-    request = request_stop(str(checkpoint), drain=True)
-    view = build_view(str(checkpoint)).stop_request
+    request = request_stop(Checkpoint.resolve(str(checkpoint)), drain=True)
+    view = build_view(Checkpoint.resolve(str(checkpoint))).stop_request
     assert view is not None and view.drain and view.honoured_by is None
     assert view.requested_at_ms == request.requested_at_ms
-    mark_honoured(str(checkpoint), request, "reader-1")
-    mark_completed(str(checkpoint), 4)
-    view = build_view(str(checkpoint)).stop_request
+    mark_honoured(Checkpoint.resolve(str(checkpoint)), request, "reader-1")
+    mark_completed(Checkpoint.resolve(str(checkpoint)), 4)
+    view = build_view(Checkpoint.resolve(str(checkpoint))).stop_request
     assert view is not None
     assert (view.honoured_by, view.completed_batch_id) == ("reader-1", 4)
     assert view.honoured_at_ms is not None
 
 
 def test_a_checkpoint_with_no_batch_yet_is_empty(tmp_path: Path) -> None:
-    view = build_view(str(new_checkpoint(tmp_path / "ck")))
+    view = build_view(Checkpoint.resolve(str(new_checkpoint(tmp_path / "ck"))))
     assert (view.barriers, view.in_doubt, view.sources, view.pending) == ((), (), (), None)
 
 
@@ -157,7 +158,9 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 def test_open_transactions_use_the_prefix_of_the_commit_records(
     checkpoint: Path, asked: list[tuple[str, str]]
 ) -> None:
-    found = build_view(str(checkpoint), bootstrap_servers="h:9092").open_transactions
+    found = build_view(
+        Checkpoint.resolve(str(checkpoint)), bootstrap_servers="h:9092"
+    ).open_transactions
     assert asked == [("h:9092", "unaligned-q")]
     assert found is not None and (found.prefix, found.prefix_from) == (
         "unaligned-q",
@@ -169,12 +172,14 @@ def test_open_transactions_use_the_prefix_of_the_commit_records(
 def test_a_given_prefix_wins_and_without_records_the_default_is_used(
     checkpoint: Path, tmp_path: Path, asked: list[tuple[str, str]]
 ) -> None:
-    given = build_view(str(checkpoint), bootstrap_servers="h:1", transactional_id_prefix="mine")
+    given = build_view(
+        Checkpoint.resolve(str(checkpoint)), bootstrap_servers="h:1", transactional_id_prefix="mine"
+    )
     assert given.open_transactions is not None
     assert given.open_transactions.prefix_from == "option"
     files = new_checkpoint(tmp_path / "files")
     decide(files, 0, prepared=[{"staged": "s", "final": "f", "rows": 1}], participant="files")
-    default = build_view(str(files), bootstrap_servers="h:2").open_transactions
+    default = build_view(Checkpoint.resolve(str(files)), bootstrap_servers="h:2").open_transactions
     assert default is not None and default.prefix_from == "default"
     assert asked == [("h:1", "mine"), ("h:2", f"unaligned-{QUERY_ID}")]
 
@@ -207,25 +212,25 @@ def test_open_transactions_are_described_and_matched_to_in_doubt_batches(
 
 def test_a_missing_path_is_not_a_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(NotACheckpointError, match=f"{tmp_path / 'nope'} does not exist"):
-        build_view(str(tmp_path / "nope"))
+        build_view(Checkpoint.resolve(str(tmp_path / "nope")))
 
 
 def test_a_directory_without_metadata_is_not_a_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(NotACheckpointError, match="has no 'metadata' file"):
-        build_view(str(tmp_path))
+        build_view(Checkpoint.resolve(str(tmp_path)))
 
 
 def test_unreadable_metadata_is_not_a_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "metadata").write_text("not json")
     with pytest.raises(NotACheckpointError, match="metadata"):
-        build_view(str(tmp_path))
+        build_view(Checkpoint.resolve(str(tmp_path)))
 
 
 def test_a_query_of_other_sources_and_sinks_is_not_ours(tmp_path: Path) -> None:
     root = new_checkpoint(tmp_path / "ck")
     plan(root, 0, [{"topic": {"0": 5}}])
     with pytest.raises(NotACheckpointError) as caught:
-        build_view(str(root))
+        build_view(Checkpoint.resolve(str(root)))
     assert str(root) in str(caught.value)
     assert "barrierToken" in str(caught.value) and "'unaligned/'" in str(caught.value)
 
@@ -234,5 +239,5 @@ def test_a_foreign_source_into_our_sink_is_a_checkpoint(tmp_path: Path) -> None:
     root = new_checkpoint(tmp_path / "ck")
     plan(root, 0, [json.loads('{"topic": {"0": 5}}')])
     decide(root, 0)
-    view = build_view(str(root))
+    view = build_view(Checkpoint.resolve(str(root)))
     assert view.sources == () and [b.sink for b in view.barriers] == ["done"]

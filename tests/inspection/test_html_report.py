@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from unaligned import cli
+from unaligned.checkpoint import Checkpoint
 from unaligned.inspection import build_view
 from unaligned.inspection.html_report import render_html
 from unaligned.inspection.svg_charts import Series, axis_scale, bar_chart
@@ -53,7 +54,7 @@ def parsed(page: str) -> Elements:
 
 
 def test_one_bar_per_measured_barrier_and_series(checkpoint: Path) -> None:
-    page = parsed(render_html(build_view(str(checkpoint)), timeout_ms=30_000))
+    page = parsed(render_html(build_view(Checkpoint.resolve(str(checkpoint))), timeout_ms=30_000))
     bars = page.bars()
     assert set(bars) == {"chart-duration", "chart-start-delay", "chart-rows", "chart-state-bytes"}
     duration = bars["chart-duration"]
@@ -83,7 +84,7 @@ def test_one_bar_per_measured_barrier_and_series(checkpoint: Path) -> None:
 def test_bars_grow_with_their_value_and_the_timeout_line_sits_at_its_value(
     checkpoint: Path,
 ) -> None:
-    page = parsed(render_html(build_view(str(checkpoint)), timeout_ms=20_000))
+    page = parsed(render_html(build_view(Checkpoint.resolve(str(checkpoint))), timeout_ms=20_000))
     heights = [float(b["height"]) for b in page.bars()["chart-duration"]]
     assert heights[0] < heights[2] < heights[1]
     (line,) = [a for t, a in page.tags if t == "line" and a.get("class") == "threshold"]
@@ -94,7 +95,7 @@ def test_bars_grow_with_their_value_and_the_timeout_line_sits_at_its_value(
 
 
 def test_the_page_says_the_timeout_is_assumed_and_shows_the_summary(checkpoint: Path) -> None:
-    page = render_html(build_view(str(checkpoint)), timeout_ms=45_000)
+    page = render_html(build_view(Checkpoint.resolve(str(checkpoint))), timeout_ms=45_000)
     text = " ".join(parsed(page).text)
     assert "not stored in the checkpoint: this page assumes 45.0 s" in text
     assert "alignedCheckpointTimeout 45.0 s (assumed)" in text
@@ -105,7 +106,7 @@ def test_the_page_says_the_timeout_is_assumed_and_shows_the_summary(checkpoint: 
 
 
 def test_the_page_loads_nothing(checkpoint: Path) -> None:
-    page = render_html(build_view(str(checkpoint)))
+    page = render_html(build_view(Checkpoint.resolve(str(checkpoint))))
     tags = {t for t, _ in parsed(page).tags}
     assert not tags & {"script", "link", "img", "iframe", "object"}
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
@@ -125,7 +126,7 @@ def test_report_command_writes_the_page(
 def test_a_checkpoint_without_batches_has_no_chart(tmp_path: Path) -> None:
     from checkpoint_files import new_checkpoint
 
-    page = render_html(build_view(str(new_checkpoint(tmp_path / "ck"))))
+    page = render_html(build_view(Checkpoint.resolve(str(new_checkpoint(tmp_path / "ck")))))
     assert "<svg" not in page and "No batch planned yet." in page
 
 

@@ -15,6 +15,7 @@ from checkpoint_files import (
     spark_commit,
     store_metrics,
 )
+from unaligned.checkpoint import Checkpoint
 from unaligned.inspection import build_view, render_text
 from unaligned.inspection.html_report import render_html
 from unaligned.inspection.model import BarrierView
@@ -34,7 +35,7 @@ def _committed(root: Path, batch: int, **fields: object) -> None:
 
 
 def test_a_query_that_never_planned_a_batch_is_shown_as_not_started(tmp_path: Path) -> None:
-    view = build_view(str(new_checkpoint(tmp_path / "ck")))
+    view = build_view(Checkpoint.resolve(str(new_checkpoint(tmp_path / "ck"))))
     state = query_state(view)
     assert state.kind == "not started" and state.problem
     page = render_html(view)
@@ -46,7 +47,7 @@ def test_a_query_that_failed_in_its_first_batch_is_shown_as_never_committed(
 ) -> None:
     root = new_checkpoint(tmp_path / "ck")
     plan(root, 0, [source_offset({0: 10})])
-    view = build_view(str(root))
+    view = build_view(Checkpoint.resolve(str(root)))
 
     state = query_state(view)
 
@@ -62,13 +63,13 @@ def test_an_open_newest_batch_and_a_healthy_query(tmp_path: Path) -> None:
     root = new_checkpoint(tmp_path / "ck")
     _committed(root, 0)
     plan(root, 1, [source_offset({0: 30})])
-    assert query_state(build_view(str(root))).kind == "last batch open"
+    assert query_state(build_view(Checkpoint.resolve(str(root)))).kind == "last batch open"
     store_metrics(root, metrics(1))
     decide(root, 1, prepared=[kafka_item("unaligned-q-0-1")])
     spark_commit(root, 1)
-    state = query_state(build_view(str(root)))
+    state = query_state(build_view(Checkpoint.resolve(str(root))))
     assert state.kind == "committed" and not state.problem
-    assert 'class="state"' in render_html(build_view(str(root)))
+    assert 'class="state"' in render_html(build_view(Checkpoint.resolve(str(root))))
 
 
 def test_the_first_batch_of_each_run_is_marked_start_or_restart(tmp_path: Path) -> None:
@@ -77,7 +78,7 @@ def test_the_first_batch_of_each_run_is_marked_start_or_restart(tmp_path: Path) 
     _committed(root, 1, start_delay_ms=120)
     _committed(root, 2, start_delay_ms=13_180)  # re-run after a crash: the outage is in it
     _committed(root, 3, start_delay_ms=RUN_START_DELAY_MS - 1)
-    view = build_view(str(root))
+    view = build_view(Checkpoint.resolve(str(root)))
 
     assert run_starts(view.barriers) == {0: "start", 2: "restart"}
     page = render_html(view)
@@ -119,5 +120,5 @@ def test_the_final_checkpoint_over_the_timeout_is_counted_apart() -> None:
 
 
 def test_the_report_explains_barriers_over_the_timeout(checkpoint: Path) -> None:
-    page = render_html(build_view(str(checkpoint)), timeout_ms=30_000)
+    page = render_html(build_view(Checkpoint.resolve(str(checkpoint))), timeout_ms=30_000)
     assert 'id="over-timeout-note"' in page and "expected" in page

@@ -12,6 +12,7 @@ import pytest
 from checkpoint_files import metrics
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.barriers.metrics import BarrierMetrics, read_barrier, write_metrics
+from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.stop_request import link, query_key
 from unaligned.monitoring.listener import QueryFigures, UnalignedListener, figures_of
 
@@ -22,7 +23,7 @@ QUERY = "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab"
 def checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A checkpoint the sink linked to the query on this host."""
     monkeypatch.setenv(HINT_DIR_ENV, str(tmp_path / "hints"))
-    link(query_key(QUERY), str(tmp_path / "ck"))
+    link(query_key(QUERY), Checkpoint.resolve(str(tmp_path / "ck")))
     return str(tmp_path / "ck")
 
 
@@ -54,9 +55,11 @@ def progress(batch_id: int, with_source: bool = True) -> dict[str, Any]:
 
 
 def test_the_stored_barrier_of_the_same_batch_joins_the_lag(checkpoint: str) -> None:
-    write_metrics(checkpoint, barrier(7))
-    write_metrics(checkpoint, barrier(9))  # a later barrier: the report of 7 still gets 7
-    assert read_barrier(checkpoint, 7) == barrier(7)
+    write_metrics(Checkpoint.resolve(checkpoint), barrier(7))
+    write_metrics(
+        Checkpoint.resolve(checkpoint), barrier(9)
+    )  # a later barrier: the report of 7 still gets 7
+    assert read_barrier(Checkpoint.resolve(checkpoint), 7) == barrier(7)
     figures = figures_of(progress(7))
     assert figures is not None and figures.barrier == barrier(7)
     assert figures.offsets_behind is not None and figures.offsets_behind.max == 15
@@ -68,7 +71,7 @@ def test_the_stored_barrier_of_the_same_batch_joins_the_lag(checkpoint: str) -> 
 
 def test_a_query_without_our_source_or_sink_has_no_figures(checkpoint: str) -> None:
     assert figures_of(progress(3, with_source=False)) is None
-    write_metrics(checkpoint, barrier(3))  # our sink behind another source
+    write_metrics(Checkpoint.resolve(checkpoint), barrier(3))  # our sink behind another source
     only_sink = figures_of(progress(3, with_source=False))
     assert only_sink is not None and only_sink.offsets_behind is None
 

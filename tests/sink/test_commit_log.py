@@ -11,6 +11,7 @@ import pytest
 from unaligned._checksum import sealed_json
 from unaligned._fs import atomic_write, resolve_location
 from unaligned.channel_state.refs import FileChannelState, InlineChannelState
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 
@@ -27,19 +28,19 @@ def _record(batch_id: int, n: int = 2) -> CommitRecord:
 
 
 def test_record_round_trip_and_layout(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     assert log.read(0) is None
     log.write(_record(0))
     assert (tmp_path / "unaligned" / "commits" / "0.json").is_file()
     assert not (tmp_path / "unaligned-sink").exists()
     # A fresh object (another process) reads the same decision.
-    assert CommitLog.under_checkpoint(str(tmp_path)).read(0) == _record(0)
+    assert CommitLog(Checkpoint.resolve(str(tmp_path))).read(0) == _record(0)
     assert log.decided_batch_ids() == [0]
     assert log.unfinished_batch_ids() == [0]
 
 
 def test_a_decision_is_never_replaced(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     assert log.write(_record(3, n=1))
     assert not log.write(_record(3, n=2))
     assert log.read(3) == _record(3, n=1)
@@ -50,7 +51,7 @@ def test_of_two_deciders_racing_exactly_one_decides(tmp_path: Path) -> None:
     same batch at once. Threads released together race on the same record; one writes it."""
     import threading
 
-    logs = [CommitLog.under_checkpoint(str(tmp_path)) for _ in range(8)]
+    logs = [CommitLog(Checkpoint.resolve(str(tmp_path))) for _ in range(8)]
     start = threading.Barrier(len(logs))
     won: list[int] = []
 
@@ -70,13 +71,13 @@ def test_of_two_deciders_racing_exactly_one_decides(tmp_path: Path) -> None:
 
 
 def test_file_uri_checkpoint(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(f"file://{tmp_path}")
+    log = CommitLog(Checkpoint.resolve(f"file://{tmp_path}"))
     log.write(_record(1))
-    assert CommitLog.under_checkpoint(str(tmp_path)).read(1) == _record(1)
+    assert CommitLog(Checkpoint.resolve(str(tmp_path))).read(1) == _record(1)
 
 
 def test_done_markers_and_unfinished(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     for b in range(3):
         log.write(_record(b))
     log.mark_done(0, commit_ms=12.5)
@@ -89,7 +90,7 @@ def test_done_markers_and_unfinished(tmp_path: Path) -> None:
 
 
 def test_temporary_files_are_invisible(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     commits = tmp_path / "unaligned" / "commits"
     commits.mkdir(parents=True)
     (commits / ".5.json.abc.tmp").write_text("{half")
@@ -98,7 +99,7 @@ def test_temporary_files_are_invisible(tmp_path: Path) -> None:
 
 
 def test_corrupt_record_is_a_loud_error(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     commits = tmp_path / "unaligned" / "commits"
     commits.mkdir(parents=True)
     (commits / "4.json").write_text("{not json")
@@ -110,7 +111,7 @@ def test_corrupt_record_is_a_loud_error(tmp_path: Path) -> None:
 
 
 def test_unknown_version_refused(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     doc = json.loads(_record(1).to_json())
     doc["version"] = 99
     commits = tmp_path / "unaligned" / "commits"
@@ -121,7 +122,7 @@ def test_unknown_version_refused(tmp_path: Path) -> None:
 
 
 def test_prune_keeps_newest_done_and_every_unfinished(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     for b in range(6):
         log.write(_record(b))
     for b in (0, 1, 2, 4, 5):
@@ -139,21 +140,6 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     atomic_write(location, b"second")
     assert (tmp_path / "sub" / "f.json").read_bytes() == b"second"
     assert sorted(os.listdir(tmp_path / "sub")) == ["f.json"]
-
-
-def test_a_checkpoint_of_the_earlier_layout_keeps_its_log(tmp_path: Path) -> None:
-    """Commit records under ``<checkpoint>/unaligned-sink/`` (the layout before everything moved
-    under ``<checkpoint>/unaligned/``) are still found, and new ones go next to them."""
-    legacy = tmp_path / "unaligned-sink"
-    old = CommitLog(resolve_location(str(legacy)))
-    old.write(_record(0))
-    old.mark_done(0)
-    log = CommitLog.under_checkpoint(str(tmp_path))
-    assert log.read(0) == _record(0)
-    assert log.done_batch_ids() == [0]
-    log.write(_record(1))
-    assert (legacy / "commits" / "1.json").is_file()
-    assert not (tmp_path / "unaligned" / "commits").exists()
 
 
 # A commit record with channel state, byte for byte as earlier versions wrote it (refs as JSON).
@@ -187,7 +173,7 @@ def test_channel_state_refs_are_objects_and_their_json_is_unchanged() -> None:
 
 
 def test_a_record_changed_after_it_was_written_stops_naming_the_file(tmp_path: Path) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     assert log.write(_record(2))
     path = tmp_path / "unaligned" / "commits" / "2.json"
     doc = json.loads(path.read_bytes())
@@ -198,7 +184,7 @@ def test_a_record_changed_after_it_was_written_stops_naming_the_file(tmp_path: P
     message = str(raised.value)
     assert message.startswith(f"commit record {path}: its content does not match its checksum")
     assert "was changed after it was written" in message
-    doc.pop("checksum")  # a record of an earlier version, without one, is read as it is
+    doc.pop("checksum")  # a deliberate edit, its checksum removed: read as it is
     path.write_text(json.dumps(doc))
     record = log.read(2)
     assert record is not None and record.prepared[0]["partition"] == 1

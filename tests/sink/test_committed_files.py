@@ -1,5 +1,5 @@
 """Reading back only what the file sink committed (manifest), never staged or stray files; every
-batch of every query exactly once, across compaction and the legacy layout."""
+batch of every query exactly once, across compaction."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from unaligned import read_committed_files as public_read
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink import committed_files
 from unaligned.sink.commit_log import CommitLog, CommitRecord
@@ -51,7 +52,7 @@ def _commit_batch(
     partitions: int,
     rows: int,
     finish: bool = True,
-    query_id: str | None = QUERY,
+    query_id: str = QUERY,
     offset: int = 0,
 ) -> None:
     participant = FileParticipant(FileTarget(str(out), "snappy"), SCHEMA, query_id)
@@ -146,32 +147,31 @@ def test_batch_reader_partitions_and_arrow_schema(tmp_path: Path) -> None:
     assert len(partitions) == 3
     batches = [b for p in partitions for b in reader.read(p)]
     expected = to_arrow_schema(SCHEMA, timezone="UTC")
-    assert all(b.schema.equals(expected) for b in batches)
+    assert batches and all(b.schema.equals(expected) for b in batches)
     assert sum(b.num_rows for b in batches) == 12
 
 
-# --- several queries, the legacy layout, compaction -------------------------------------------
+# --- several queries, compaction -------------------------------------------
 
 
 def _ids(out: Path) -> list[int]:
     return list(read_committed_files(str(out)).column("id").to_pylist())
 
 
-def test_every_query_and_the_legacy_entries_read_once_in_order(tmp_path: Path) -> None:
+def test_every_query_read_once_in_order(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _commit_batch(out, 0, 1, 2, query_id=OTHER, offset=20_000)
     _commit_batch(out, 0, 1, 2, query_id=QUERY, offset=10_000)
-    _commit_batch(out, 0, 1, 2, query_id=None)  # written as an older version did
     _commit_batch(out, 1, 1, 2, query_id=QUERY, offset=10_000)
-    assert _ids(out) == [0, 1, 10_000, 10_001, 11_000, 11_001, 20_000, 20_001]
+    assert _ids(out) == [10_000, 10_001, 11_000, 11_001, 20_000, 20_001]
     assert describe_committed(str(out)) == {
-        "batches": [0, 0, 1, 0],
-        "files": 4,
-        "rows": 8,
-        "queries": 3,
+        "batches": [0, 1, 0],
+        "files": 3,
+        "rows": 6,
+        "queries": 2,
     }
     reader = CommittedFilesReader({"path": str(out)}, SCHEMA)
-    assert sum(b.num_rows for p in reader.partitions() for b in reader.read(p)) == 8
+    assert sum(b.num_rows for p in reader.partitions() for b in reader.read(p)) == 6
 
 
 def test_schema_comes_from_the_most_recent_entry_of_any_query(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def _compacting(out: Path, query_id: str = QUERY) -> tuple[FileParticipant, Comm
     participant = FileParticipant(
         FileTarget(str(out), "snappy"), SCHEMA, query_id, manifest_retain=2, compact_every=2
     )
-    return participant, CommitLog.under_checkpoint(str(out.parent / f"ck-{query_id}"))
+    return participant, CommitLog(Checkpoint.resolve(str(out.parent / f"ck-{query_id}")))
 
 
 def _publish(participant: FileParticipant, log: CommitLog, batch_id: int) -> None:

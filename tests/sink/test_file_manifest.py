@@ -1,4 +1,4 @@
-"""The file sink's names (per query, legacy) and manifest compaction."""
+"""The file sink's names (per query) and manifest compaction."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from file_sink_steps import (
     OTHER,
     QUERY,
     commit_log,
-    legacy_item,
-    legacy_manifest,
     make_participant,
     manifest_files,
     prepare_item,
@@ -50,8 +48,7 @@ def test_manifest_names_parse_back() -> None:
     compacted = parse_manifest_name(compacted_manifest_name(QUERY, 99))
     assert compacted is not None and (compacted.query_id, compacted.batch_id) == (QUERY, 99)
     assert compacted.compacted
-    legacy = parse_manifest_name(manifest_name(3))
-    assert legacy is not None and (legacy.query_id, legacy.batch_id) == (None, 3)
+    assert parse_manifest_name("0000000003.json") is None  # 0.1.0 development snapshots' name
     assert parse_manifest_name(f".{manifest_name(3, QUERY)}.0123abcd.tmp") is None
 
 
@@ -84,10 +81,9 @@ def test_compaction_bounds_the_manifest_and_keeps_every_row(tmp_path: Path) -> N
     assert [b["batchId"] for b in doc["batches"]] == list(range(doc["throughBatchId"] + 1))
 
 
-def test_compaction_leaves_unfinished_batches_and_legacy_entries(tmp_path: Path) -> None:
+def test_compaction_leaves_unfinished_batches(tmp_path: Path) -> None:
     participant = make_participant(tmp_path, manifest_retain=1, compact_every=1)
     log = commit_log(tmp_path, "ck")
-    legacy_manifest(tmp_path / "out", 0, [legacy_item(tmp_path / "out", 0, 0, 1, final=True)])
     for batch_id in range(1, 4):
         if batch_id == 2:  # decided and published, but the done marker was never written
             items = [prepare_item(participant, 2, 0, 3)]
@@ -99,7 +95,6 @@ def test_compaction_leaves_unfinished_batches_and_legacy_entries(tmp_path: Path)
     names = manifest_files(tmp_path)
     assert names == sorted(
         [
-            manifest_name(0),
             compacted_manifest_name(QUERY, 1),
             manifest_name(2, QUERY),
             manifest_name(3, QUERY),
@@ -111,7 +106,7 @@ def test_compaction_leaves_unfinished_batches_and_legacy_entries(tmp_path: Path)
 def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from unaligned.sink import committed_files
+    from unaligned.sink import file_manifest
 
     participant = make_participant(tmp_path, manifest_retain=1, compact_every=1)
     log = commit_log(tmp_path, "ck")
@@ -122,7 +117,7 @@ def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
     def gone(output: object, name: object) -> None:
         raise FileNotFoundError("folded by another compaction")
 
-    monkeypatch.setattr(committed_files, "read_manifest_file", gone)
+    monkeypatch.setattr(file_manifest, "read_manifest_file", gone)
     publish_batch(participant, log, 2, partitions=1)  # 3 live entries: would compact
     assert manifest_files(tmp_path) == sorted([*before, manifest_name(2, QUERY)])
     monkeypatch.undo()

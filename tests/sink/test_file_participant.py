@@ -1,5 +1,5 @@
 """The file participant: staging, deterministic final names, idempotent renames, the manifest
-entry of a finished batch; names per query, the legacy layout of older versions. Names and
+entry of a finished batch; names per query. Names and
 compaction themselves: ``test_file_manifest.py``."""
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ from file_sink_steps import (
     SCHEMA,
     chunk,
     commit_log,
-    legacy_item,
-    legacy_manifest,
     make_participant,
     prepare_item,
     publish_batch,
     read_ids,
 )
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
@@ -114,7 +113,7 @@ def test_task_abort_removes_partial_file(tmp_path: Path) -> None:
 
 def test_clean_up_keeps_staging_of_unfinished_decided_batches(tmp_path: Path) -> None:
     participant = make_participant(tmp_path)
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     decided = prepare_item(participant, 1, 0, 10)
     log.write(CommitRecord(1, "files", (decided,), 0))  # decided, not finished
     prepare_item(participant, 0, 0, 10)  # a leftover of batch 0
@@ -174,64 +173,16 @@ def test_for_query_reads_the_id_from_the_checkpoint(tmp_path: Path) -> None:
     target = FileTarget(str(tmp_path / "out"), "snappy")
     checkpoint = tmp_path / "ck"
     with pytest.raises(SinkConfigurationError, match="query id.*metadata does not exist"):
-        FileParticipant.for_query(target, SCHEMA, str(checkpoint))
+        FileParticipant.for_query(target, SCHEMA, Checkpoint.resolve(str(checkpoint)))
     checkpoint.mkdir()
     (checkpoint / "metadata").write_text(json.dumps({"id": QUERY}) + "\n")
-    assert FileParticipant.for_query(target, SCHEMA, str(checkpoint)).query_id == QUERY
+    assert (
+        FileParticipant.for_query(target, SCHEMA, Checkpoint.resolve(str(checkpoint))).query_id
+        == QUERY
+    )
 
 
 # --- the layout of older versions -----------------------------------------------------------------
-
-
-def test_a_query_restarted_from_an_older_checkpoint_continues_its_legacy_output(
-    tmp_path: Path,
-) -> None:
-    from unaligned.sink.recovery import recover
-
-    out = tmp_path / "out"
-    log = commit_log(tmp_path, "ck")
-    # An older version committed batches 0 and 1, decided batch 2 and crashed before its
-    # renames, and crashed in batch 3 before deciding it. Batch 9 is some other legacy writer's.
-    for batch_id in (0, 1):
-        items = [legacy_item(out, batch_id, p, 2, final=True) for p in (0, 1)]
-        log.write(CommitRecord(batch_id, "files", tuple(items), 0))
-        legacy_manifest(out, batch_id, items)
-        log.mark_done(batch_id)
-    decided = [legacy_item(out, 2, p, 2, final=False) for p in (0, 1)]
-    log.write(CommitRecord(2, "files", tuple(decided), 0))
-    crashed = legacy_item(out, 3, 0, 2, final=False)
-    foreign = legacy_item(out, 9, 0, 2, final=False)
-    legacy_rows = sorted(
-        100_000 + b * 1000 + p * 100 + i for b in (0, 1, 2) for p in (0, 1) for i in (0, 1)
-    )
-
-    # The new version restarts the same query: recovery rolls batch 2 forward under its legacy
-    # names (one entry for the batch, not a second one with the query id).
-    participant = make_participant(tmp_path)
-    recover(log, participant)
-    assert log.unfinished_batch_ids() == []
-    assert (out / MANIFEST_DIR / manifest_name(2)).is_file()
-    assert not (out / MANIFEST_DIR / manifest_name(2, QUERY)).exists()
-    assert (out / decided[0]["final"]).is_file()
-    assert read_ids(tmp_path) == legacy_rows
-    assert (out / crashed["staged"]).is_file()  # batch 3 is not done in this query's log (yet)
-
-    # Spark re-runs batch 3 under the new names; then the legacy leftover of batch 3 is removed.
-    publish_batch(participant, log, 3)
-    assert not (out / crashed["staged"]).exists()
-    assert (out / foreign["staged"]).is_file()  # never this query's
-    new_rows = [p * 1000 + i for p in (0, 1) for i in range(3)]
-    assert read_ids(tmp_path) == sorted(legacy_rows + new_rows)
-    assert participant.committed_batch_ids() == [3]
-
-
-def test_legacy_participant_keeps_writing_the_legacy_layout(tmp_path: Path) -> None:
-    participant = make_participant(tmp_path, query_id=None)
-    items = publish_batch(participant, commit_log(tmp_path, "ck"), 4)
-    assert items[0]["final"] == final_name(4, 0) == "part-0000000004-00000.parquet"
-    assert "queryId" not in items[0]
-    assert (tmp_path / "out" / MANIFEST_DIR / "0000000004.json").is_file()
-    assert participant.committed_batch_ids() == [4]
 
 
 def test_a_record_of_another_query_is_refused(tmp_path: Path) -> None:

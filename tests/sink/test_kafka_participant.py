@@ -11,6 +11,7 @@ import pytest
 from kafka.admin import TransactionDescription, TransactionState
 from pyspark.sql.types import StringType, StructField, StructType
 
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka import transaction_coordinator, transaction_states
 from unaligned.kafka.transaction_states import commit_blockers
@@ -63,7 +64,7 @@ def test_clean_up_with_a_broker_away_is_skipped_not_fatal(
     monkeypatch.setattr(transaction_states, "list_transactional_ids", unavailable)
     fenced: list[str] = []
     monkeypatch.setattr(transaction_coordinator, "fence", lambda kwargs, tid: fenced.append(tid))
-    assert participant.clean_up(CommitLog.under_checkpoint(str(tmp_path)), 3) == 0
+    assert participant.clean_up(CommitLog(Checkpoint.resolve(str(tmp_path))), 3) == 0
     assert fenced == []
 
 
@@ -71,7 +72,7 @@ def test_clean_up_fences_open_ids_no_needed_record_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     participant = _participant(tmp_path, "app")
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     item = {"transactionalId": "app-0-0", "producerId": 1, "epoch": 0, "recordCount": 1}
     log.write(CommitRecord(7, "kafka", (item,), 0))
     listed = ["app-0-0", "app-0-1", "app-1-0", "app-5-1-0", "other-0-0", "app-x"]

@@ -20,7 +20,7 @@ KAFKA = {**CHECKPOINT, "kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "ou
 
 def test_kafka_target_defaults() -> None:
     options = SinkOptions.parse(KAFKA)
-    assert options.checkpoint_location == "/tmp/ck"
+    assert options.checkpoint.location == "/tmp/ck"
     assert options.query_name == "q"
     target = options.target
     assert isinstance(target, KafkaTarget)

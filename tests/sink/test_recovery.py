@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import CrashPoint
 from unaligned.errors import CommitLogError, TransactionCommitError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
@@ -26,11 +27,11 @@ ARROW = pa.schema([pa.field("id", pa.int64(), False), pa.field("s", pa.string())
 
 
 def _participant(tmp_path: Path) -> FileParticipant:
-    return FileParticipant(FileTarget(str(tmp_path / "out"), "snappy"), SCHEMA)
+    return FileParticipant(FileTarget(str(tmp_path / "out"), "snappy"), SCHEMA, "q-1")
 
 
 def _log(tmp_path: Path) -> CommitLog:
-    return CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    return CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
 
 
 def _prepare(

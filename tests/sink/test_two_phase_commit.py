@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, TransactionExpiredError
 from unaligned.sink import two_phase_commit as tpc
 from unaligned.sink.commit_log import CommitLog, CommitRecord
@@ -143,7 +144,7 @@ def test_write_commit_read_back(tmp_path: Path, task_context: Callable[..., None
     _file_writer(tmp_path).commit([m0, m1], 0)
     assert _ids(tmp_path) == list(range(23))
     assert _staging_files(tmp_path) == []
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     assert log.is_done(0) and log.unfinished_batch_ids() == []
 
 
@@ -161,7 +162,7 @@ def test_replayed_decided_batch_opens_nothing_and_rolls_forward(
     m0 = _write(writer, task_context, 4, 0, 0, 10)
     m1 = _write(writer, task_context, 4, 1, 10, 10)
     # As if the driver crashed right after writing the commit record.
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     log.write(CommitRecord(4, "files", (m0.prepared, m1.prepared), 0))  # type: ignore[arg-type]
     staged_before = sorted(_staging_files(tmp_path))
     # Spark replays batch 4: the tasks find the record, consume their input, open nothing.
@@ -200,7 +201,7 @@ def test_abort_never_touches_a_decided_batch(
 ) -> None:
     writer = _file_writer(tmp_path)
     messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     log.write(CommitRecord(0, "files", tuple(m.prepared for m in messages), 0))  # type: ignore[misc]
     _file_writer(tmp_path).abort(messages, 0)  # e.g. Spark aborts after a failed commit()
     assert len(_staging_files(tmp_path)) == 2
@@ -225,7 +226,7 @@ def test_commit_refuses_incomplete_messages(
     messages = [_write(writer, task_context, 0, p, p * 10, 10) for p in range(2)]
     with pytest.raises(CommitLogError, match=match):
         _file_writer(tmp_path).commit(mutate(messages), 0)
-    assert CommitLog.under_checkpoint(str(tmp_path / "ck")).read(0) is None
+    assert CommitLog(Checkpoint.resolve(str(tmp_path / "ck"))).read(0) is None
 
 
 def test_commit_refuses_message_of_another_batch(
@@ -242,7 +243,7 @@ def test_commit_rolls_forward_earlier_unfinished_batches(
 ) -> None:
     writer = _file_writer(tmp_path)
     first = _write(writer, task_context, 0, 0, 0, 10)
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     log.write(CommitRecord(0, "files", (first.prepared,), 0))  # type: ignore[arg-type]
     second = _write(writer, task_context, 1, 0, 10, 10)
     _file_writer(tmp_path).commit([second], 1)  # no recovery ran in between
@@ -252,7 +253,7 @@ def test_commit_rolls_forward_earlier_unfinished_batches(
 def test_record_of_other_participant_is_refused(
     tmp_path: Path, task_context: Callable[..., None]
 ) -> None:
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     log.write(CommitRecord(0, "kafka", (), 0))
     writer = _file_writer(tmp_path)
     message = _write(writer, task_context, 0, 0, 0, 5)
@@ -266,7 +267,7 @@ def test_pruning_keeps_min_batches(tmp_path: Path, task_context: Callable[..., N
         _file_writer(tmp_path, minbatchestoretain="2").commit(
             [_write(writer, task_context, b, 0, b * 10, 10)], b
         )
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     assert log.decided_batch_ids() == [3, 4]
     assert _ids(tmp_path) == list(range(50))  # manifests are never pruned
 
@@ -399,7 +400,7 @@ def test_commit_sequence_decide_commit_finish_done_clean(
     participant.calls.clear()
     writer.commit([message], 2)
     assert participant.calls == ["check:2:1", "commit:2:1", "finish:2", "clean:2"]
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     assert log.read(2) is not None and log.is_done(2)
     # Spark calls commit again for the same batch after a restart: nothing is committed twice.
     participant.calls.clear()
@@ -421,7 +422,7 @@ def test_a_batch_that_cannot_commit_is_never_decided(
     with pytest.raises(TransactionExpiredError):
         writer.commit([message], 2)
     assert participant.calls == ["check:2:1"]
-    assert CommitLog.under_checkpoint(str(tmp_path / "ck")).read(2) is None
+    assert CommitLog(Checkpoint.resolve(str(tmp_path / "ck"))).read(2) is None
 
 
 def test_an_attempt_whose_batch_was_decided_meanwhile_opens_nothing(
@@ -433,7 +434,7 @@ def test_an_attempt_whose_batch_was_decided_meanwhile_opens_nothing(
     writer = _recording_writer(tmp_path, participant)
     task_context(2, 0)
     first = writer.write(_batches(0, 4))
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
 
     def input_arriving_after_the_decision() -> Iterator[pa.RecordBatch]:
         writer.commit([first], 2)
@@ -452,7 +453,7 @@ def test_new_messages_for_a_decided_batch_are_aborted(
 ) -> None:
     participant = RecordingParticipant()
     writer = _recording_writer(tmp_path, participant)
-    log = CommitLog.under_checkpoint(str(tmp_path / "ck"))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
     log.write(CommitRecord(5, "files", ({"id": "old", "partition": 0},), 0))
     stray = SinkCommitMessage(5, 0, 1, 4, TaskOutcome.PREPARED, {"id": "new", "partition": 0})
     writer.commit([stray], 5)
@@ -511,7 +512,7 @@ def test_the_final_checkpoint_never_cuts_and_marks_the_query_finished(
     message = _write(writer, task_context, 0, 0, 0, 40)
     assert bool(message.pending) is not end_of_data
     _file_writer(tmp_path, **extra).commit([message], 0)
-    assert finished_batch(str(tmp_path / "ck")) == (0 if end_of_data else None)
+    assert finished_batch(Checkpoint.resolve(str(tmp_path / "ck"))) == (0 if end_of_data else None)
     written = _ids(tmp_path)
     if end_of_data:
         assert written == list(range(40))

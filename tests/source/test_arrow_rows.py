@@ -67,7 +67,7 @@ def test_record_batches_have_sparks_schema_and_bounded_size() -> None:
     batches = list(
         to_arrow_batches(columns, TP, include_headers=False, max_rows=128, max_bytes=50_000)
     )
-    assert all(b.schema.equals(kafka_arrow_schema(False)) for b in batches)
+    assert batches and all(b.schema.equals(kafka_arrow_schema(False)) for b in batches)
     assert all(b.num_rows <= 128 and b.nbytes <= 60_000 for b in batches)
     table = pa.Table.from_batches(batches)
     assert table.num_rows == 500

@@ -107,7 +107,7 @@ def test_max_records_per_partition_bounds_every_piece() -> None:
     pieces = split_ranges(
         [OffsetRange(A0, 10, 1010), OffsetRange(A1, 0, 5)], max_records_per_partition=300
     )
-    assert all(p.size <= 300 for p in pieces)
+    assert pieces and all(p.size <= 300 for p in pieces)
     assert sum(p.size for p in pieces if p.tp == A0) == 1000
     assert len([p for p in pieces if p.tp == A0]) == 4
 

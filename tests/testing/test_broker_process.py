@@ -15,7 +15,7 @@ import pytest
 
 from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing import broker_process
-from unaligned.testing.shim_build import ShimBuild
+from unaligned.testing.broker_process import ShimBuild
 
 # --- broker properties ---------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from benchmarks.compare.inputs import (
     skewed_counts,
 )
 from benchmarks.compare.progress import batch_figures
+from unaligned.checkpoint import Checkpoint
 
 MAX_OFFSETS = 100_000
 THROTTLE_SHARE = 5
@@ -50,7 +51,10 @@ TARGET_BATCH_DURATION = "2s"
 def _channel_state_bytes(checkpoint: Path) -> list[int]:
     from unaligned.barriers.metrics import read_metrics
 
-    return [m.channel_state_bytes + m.inlined_bytes for m in read_metrics(str(checkpoint))]
+    return [
+        m.channel_state_bytes + m.inlined_bytes
+        for m in read_metrics(Checkpoint.resolve(str(checkpoint)))
+    ]
 
 
 def _throttled_query(

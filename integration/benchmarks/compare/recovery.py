@@ -23,6 +23,7 @@ from typing import Any
 
 from benchmarks.compare import connectors, query_process
 from benchmarks.compare.inputs import PARTITIONS, produce, skewed_counts
+from unaligned.checkpoint import Checkpoint
 
 MAX_OFFSETS = 100_000
 LIMIT_S = 240.0
@@ -38,7 +39,7 @@ def _pending(checkpoint: Path) -> tuple[int, int]:
     """Rows and bytes of channel state pending after the newest commit record."""
     from unaligned.inspection.checkpoint_view import build_view
 
-    pending = build_view(str(checkpoint)).pending
+    pending = build_view(Checkpoint.resolve(str(checkpoint))).pending
     if pending is None:
         return 0, 0
     return pending.rows, sum(t.bytes for t in pending.tasks)

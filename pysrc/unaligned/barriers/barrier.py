@@ -27,16 +27,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import pyarrow.fs as pafs
+from typing import Any
 
 from unaligned.barriers.idle import tokens_in
-from unaligned.barriers.offset_log import read_offset_log, read_query_id
+from unaligned.barriers.offset_log import read_offset_log
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import OptionError
-from unaligned.finishing.final_checkpoint import end_of_data
 
 logger = logging.getLogger(__name__)
 
+
+END_OF_DATA_KEY = "endOfData"
 
 #: A clock returning wall-clock time in epoch milliseconds.
 Clock = Callable[[], float]
@@ -111,12 +112,18 @@ class Barrier:
         return Deadline(start, timeout_ms, clock)
 
 
-def read_barrier(
-    checkpoint_location: str, batch_id: int, filesystem: pafs.FileSystem | None = None
-) -> Barrier:
+def end_of_data(source_offsets: list[Any]) -> bool:
+    """True when every ``format("unaligned")`` source of a batch (an offset with a
+    ``barrierToken``) says ``endOfData``, and there is at least one: the final checkpoint
+    (:mod:`unaligned.finishing.final_checkpoint`)."""
+    ours = [o for o in source_offsets if isinstance(o, dict) and "barrierToken" in o]
+    return bool(ours) and all(o.get(END_OF_DATA_KEY) is True for o in ours)
+
+
+def read_barrier(checkpoint: Checkpoint, batch_id: int) -> Barrier:
     """The barrier of ``batch_id``, from Spark's offset log and the query metadata."""
-    entry = read_offset_log(checkpoint_location, batch_id, filesystem)
-    query_id = read_query_id(checkpoint_location, filesystem)
+    entry = read_offset_log(checkpoint, batch_id)
+    query_id = checkpoint.query_id()
     barrier = Barrier(
         batch_id=batch_id,
         start_ms=entry.batch_timestamp_ms,

@@ -1,6 +1,6 @@
 """How many rows a sink task writes between two looks at its barrier's deadline.
 
-A task notices the deadline only between chunks (:mod:`unaligned.barriers.task_side`), so near
+A task notices the deadline only between chunks (:mod:`unaligned.barriers.alignment`), so near
 the deadline chunks must be small; ``chunkRows`` is the smallest chunk and the granularity of a
 cut. But every chunk also has a fixed cost: routing, one encoding pass, waking the producer's
 I/O thread, one more produce request: with 100-byte records on the embedded broker, the Kafka

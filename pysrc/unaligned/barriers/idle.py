@@ -86,6 +86,14 @@ def publish(token: str, hint: PendingHint | None) -> None:
     logger.debug("idle-barrier hint %s: %s", token, hint)
 
 
+def publish_pending(tokens: Iterable[str], batch_id: int, pending_rows: int) -> None:
+    """Barrier ``batch_id`` committed leaving ``pending_rows`` rows of channel state: tell the
+    source of every token (a hint, or none when nothing is pending)."""
+    hint = PendingHint(batch_id, pending_rows) if pending_rows else None
+    for token in tokens:
+        publish(token, hint)
+
+
 def read(token: str) -> PendingHint | None:
     """The current hint of ``token``, or ``None`` (none, or unreadable: a hint is only a hint)."""
     try:

@@ -23,19 +23,20 @@ import dataclasses
 import json
 import logging
 import re
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
-from unaligned._fs import Location, read_text, resolve_location
+from unaligned._fs import Location, read_text
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
 
 logger = logging.getLogger(__name__)
 
-METRICS_DIR = ("unaligned", "metrics")
 _RECORD_NAME = re.compile(r"^(\d+)\.json$")
 
 Mode = Literal["aligned", "unaligned"]
@@ -155,17 +156,28 @@ def aggregate(
     )
 
 
-def _metrics_dir(checkpoint_location: str, filesystem: pafs.FileSystem | None) -> Location:
-    return resolve_location(checkpoint_location, filesystem).child(*METRICS_DIR)
+def record_barrier(
+    checkpoint: Checkpoint,
+    batch_id: int,
+    batch_start_ms: int,
+    stats: Sequence[TaskBarrierStats],
+    commit_ms: int | None = None,
+) -> BarrierMetrics | None:
+    """Aggregate and store the committed tasks' ``stats`` of barrier ``batch_id`` (the driver,
+    once the batch committed); ``None`` and nothing written when no task returned stats."""
+    if not stats:
+        return None
+    now_ms = int(time.time() * 1000) if commit_ms is None else commit_ms
+    metrics = aggregate(batch_id, batch_start_ms, now_ms, stats)
+    write_metrics(checkpoint, metrics)
+    return metrics
 
 
-def write_metrics(
-    checkpoint_location: str, metrics: BarrierMetrics, filesystem: pafs.FileSystem | None = None
-) -> str:
+def write_metrics(checkpoint: Checkpoint, metrics: BarrierMetrics) -> str:
     """Store ``metrics`` as ``<checkpoint>/unaligned/metrics/<batchId>.json`` (write to a
     temporary name, then rename; replaces an earlier record of the same batch). Returns the
     path written."""
-    directory = _metrics_dir(checkpoint_location, filesystem)
+    directory = checkpoint.metrics_dir
     directory.filesystem.create_dir(directory.path, recursive=True)
     final = directory.child(f"{metrics.batch_id}.json")
     temp = directory.child(f"{metrics.batch_id}.json.{uuid.uuid4().hex}.tmp")
@@ -186,11 +198,9 @@ def _record_files(directory: Location) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def read_metrics(
-    checkpoint_location: str, filesystem: pafs.FileSystem | None = None
-) -> list[BarrierMetrics]:
+def read_metrics(checkpoint: Checkpoint) -> list[BarrierMetrics]:
     """Every stored barrier record, by batch id. CommitLogError names a malformed file."""
-    directory = _metrics_dir(checkpoint_location, filesystem)
+    directory = checkpoint.metrics_dir
     records = []
     for batch_id, path in _record_files(directory):
         try:
@@ -207,16 +217,14 @@ def read_metrics(
     return records
 
 
-def metrics_jsonl(checkpoint_location: str, filesystem: pafs.FileSystem | None = None) -> str:
+def metrics_jsonl(checkpoint: Checkpoint) -> str:
     """Every stored barrier record as JSON lines (one object per line, by batch id)."""
-    return "".join(m.to_json() + "\n" for m in read_metrics(checkpoint_location, filesystem))
+    return "".join(m.to_json() + "\n" for m in read_metrics(checkpoint))
 
 
-def purge_metrics(
-    checkpoint_location: str, before_batch_id: int, filesystem: pafs.FileSystem | None = None
-) -> int:
+def purge_metrics(checkpoint: Checkpoint, before_batch_id: int) -> int:
     """Delete the records of batches ``< before_batch_id``; returns how many were removed."""
-    directory = _metrics_dir(checkpoint_location, filesystem)
+    directory = checkpoint.metrics_dir
     removed = 0
     for batch_id, path in _record_files(directory):
         if batch_id < before_batch_id:
@@ -228,9 +236,9 @@ def purge_metrics(
     return removed
 
 
-def read_barrier(checkpoint_location: str, batch_id: int) -> BarrierMetrics | None:
+def read_barrier(checkpoint: Checkpoint, batch_id: int) -> BarrierMetrics | None:
     """The stored record of barrier ``batch_id``, or ``None`` (none, pruned, or unreadable)."""
-    location = _metrics_dir(checkpoint_location, None).child(f"{batch_id}.json")
+    location = checkpoint.metrics_dir.child(f"{batch_id}.json")
     try:
         return BarrierMetrics.from_dict(json.loads(read_text(location)))
     except (OSError, ValueError, KeyError, TypeError):

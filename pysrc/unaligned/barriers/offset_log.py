@@ -13,8 +13,7 @@ pyspark 4.3.0, samples in ``tests/fixtures/spark_checkpoints``)::
     rates:10                <- "<source id>:<offset JSON or ->" per line; the id is the
     micro_rates:{...}          ordinal ("0") or the name given with readStream.name(...)
 
-The query id (stable across restarts; the same as the task local property
-``sql.streaming.queryId``) is in ``<checkpoint>/metadata`` as ``{"id": "..."}``.
+The query id is read by :meth:`unaligned.checkpoint.Checkpoint.query_id`.
 """
 
 from __future__ import annotations
@@ -24,13 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow.fs as pafs
-
-from unaligned._fs import read_text, resolve_location
+from unaligned._fs import read_text
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import BarrierError
 
-OFFSETS_DIR = "offsets"
-QUERY_METADATA_FILE = "metadata"
 SUPPORTED_OFFSET_LOG_VERSIONS = (1, 2)
 SERIALIZED_VOID_OFFSET = "-"
 
@@ -139,11 +135,9 @@ def parse_offset_log(text: str, *, name: str = "<offsets>") -> OffsetLogEntry:
     )
 
 
-def read_offset_log(
-    checkpoint_location: str, batch_id: int, filesystem: pafs.FileSystem | None = None
-) -> OffsetLogEntry:
+def read_offset_log(checkpoint: Checkpoint, batch_id: int) -> OffsetLogEntry:
     """Read and parse ``<checkpoint>/offsets/<batch_id>``."""
-    location = resolve_location(checkpoint_location, filesystem).child(OFFSETS_DIR, str(batch_id))
+    location = checkpoint.offsets(batch_id)
     name = location.uri or location.path
     try:
         text = read_text(location)
@@ -155,22 +149,3 @@ def read_offset_log(
     except (OSError, UnicodeDecodeError) as exc:
         raise BarrierError(f"offset log {name} for batch {batch_id} is unreadable: {exc}") from exc
     return parse_offset_log(text, name=name)
-
-
-def read_query_id(checkpoint_location: str, filesystem: pafs.FileSystem | None = None) -> str:
-    """The query id from ``<checkpoint>/metadata`` (``{"id": "..."}``)."""
-    location = resolve_location(checkpoint_location, filesystem).child(QUERY_METADATA_FILE)
-    name = location.uri or location.path
-    try:
-        text = read_text(location)
-    except FileNotFoundError as exc:
-        raise BarrierError(f"query metadata {name} does not exist") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BarrierError(f"query metadata {name} is unreadable: {exc}") from exc
-    try:
-        query_id = json.loads(_split_lines(text)[0])["id"]
-    except (IndexError, KeyError, TypeError, json.JSONDecodeError) as exc:
-        raise BarrierError(f"query metadata {name} has no JSON 'id'") from exc
-    if not isinstance(query_id, str) or not query_id:
-        raise BarrierError(f"query metadata {name}: 'id' is not a non-empty string")
-    return query_id

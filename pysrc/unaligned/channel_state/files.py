@@ -1,41 +1,13 @@
 """Channel state on disk: the directory layout under the state directory, naming, listing, deletion.
 
-Layout (``root`` is the ``channelStatePath`` option, by default
-``<checkpoint>/unaligned/channel-state``; every query keeps its state in a directory of its own,
-named by its query id, :func:`query_state_dir`)::
-
-    <root>/<query id>/barrier-<N>/task-<index>.attempt-<attempt>.<writeId>.avro      finished
-    <root>/<query id>/barrier-<N>/task-<index>.attempt-<attempt>.<writeId>.avro.tmp  being written
-
-Unique names, write-then-rename
-    Every writer has a name of its own: ``<attempt>`` ([A-Za-z0-9_-]+, :data:`ATTEMPT_NAME`;
-    the sink uses Spark's ``taskAttemptId``, unique per SparkContext) and ``<writeId>`` (the
-    writer's random id, also in the file's header and in its ref; unique across runs). The
-    writer (:mod:`unaligned.channel_state.writer`) writes the temporary name and renames it to
-    its final name when it finishes, so nobody sees half a file, and no attempt (a retry, a
-    speculative copy, a zombie of a failed stage or of an earlier run of the query) can
-    replace another attempt's file. The commit record holds the committed attempt's ref, which
-    names its exact file; replay reads that file and no other.
-
-Per-query directory
-    Two queries may share a ``channelStatePath``: each one lists and deletes only inside its
-    own ``<root>/<query id>/``.
-
-Older layouts (still read)
-    Checkpoints written before the per-attempt names hold refs to
-    ``<root>/barrier-<N>/task-<index>.avro`` (temporary ``task-<index>.attempt-<a>.avro.tmp``).
-    Refs name their file, so they replay unchanged; :func:`list_state_files` recognises these
-    names too (``write_id`` ``None``).
-
-Listing and garbage
-    Files of attempts that lost (failed, denied by Spark's commit coordinator, zombies) stay
-    until the sink's garbage collection removes them while no task runs
-    (:func:`unaligned.barriers.driver_side.collect_channel_state_garbage`):
-    :func:`list_barrier_ids` and :func:`list_state_files` find every file (finished and
-    temporary), :func:`delete_barrier_state` removes a barrier's whole directory and
-    :func:`delete_channel_state` the files of given refs. Both deletions are idempotent. A
-    file may be deleted only when no committed ref (carried-forward refs included) points at
-    it any more; carried-forward refs share their file.
+Each query keeps its state under ``<channelStatePath>/<query id>/`` (:func:`query_state_dir`;
+queries may share a ``channelStatePath``), one directory per barrier, one file per writer:
+``barrier-<N>/task-<index>.attempt-<attempt>.<writeId>.avro`` (``.tmp`` while it is written,
+then renamed), so no attempt replaces another's file. :func:`list_barrier_ids` and
+:func:`list_state_files` find every file, :func:`delete_barrier_state` and
+:func:`delete_channel_state` remove them (idempotent); garbage collection is the sink's
+(:mod:`unaligned.sink.barrier_outcome`). The rules: ARCHITECTURE.md, "Module notes",
+``channel_state/files.py``.
 """
 
 from __future__ import annotations
@@ -56,8 +28,6 @@ file and directory names."""
 _NAME = r"[A-Za-z0-9_-]+"
 _FINAL_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.({_NAME})\.avro$")
 _TEMP_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.({_NAME})\.avro\.tmp$")
-_LEGACY_FINAL_NAME = re.compile(r"^task-(\d+)\.avro$")
-_LEGACY_TEMP_NAME = re.compile(rf"^task-(\d+)\.attempt-({_NAME})\.avro\.tmp$")
 _BARRIER_DIR = re.compile(r"^barrier-(\d+)$")
 
 
@@ -88,24 +58,13 @@ def temp_file_name(task_index: int, attempt: str, write_id: str) -> str:
     return f"{state_file_name(task_index, attempt, write_id)}.tmp"
 
 
-def legacy_state_file_name(task_index: int) -> str:
-    """The finished file's name before names were unique per attempt (still read)."""
-    return f"task-{task_index}.avro"
-
-
-def _parse_name(name: str) -> tuple[int, str | None, str | None, bool] | None:
+def _parse_name(name: str) -> tuple[int, str, str, bool] | None:
     """(task index, attempt, write id, finished) of a state file's name; ``None`` if it is not
     one."""
     for pattern, finished in ((_FINAL_NAME, True), (_TEMP_NAME, False)):
         match = pattern.match(name)
         if match:
             return int(match.group(1)), match.group(2), match.group(3), finished
-    legacy = _LEGACY_FINAL_NAME.match(name)
-    if legacy:
-        return int(legacy.group(1)), None, None, True
-    legacy = _LEGACY_TEMP_NAME.match(name)
-    if legacy:
-        return int(legacy.group(1)), legacy.group(2), None, False
     return None
 
 
@@ -117,8 +76,7 @@ class StateFile:
     """A file found under a barrier's directory.
 
     ``finished`` is False for a temporary file (an attempt that never finished, or is still
-    running). ``attempt`` and ``write_id`` come from the name (``None`` in the older names:
-    both in a finished ``task-<index>.avro``, ``write_id`` in an older temporary name).
+    running). ``attempt`` and ``write_id`` come from the name.
     """
 
     path: str

@@ -1,37 +1,12 @@
 """The channel-state file format: its header, and every check made before a row is replayed.
 
-One task's state at one barrier is an Avro object container file (written by fastavro: magic,
-header, then blocks separated by the file's sync marker), inline in the commit record or in a
-file (:mod:`unaligned.channel_state.refs`). The row schema and the row encoding are
-:mod:`unaligned.channel_state.avro_rows`; the codec is the container's ``avro.codec``.
-:func:`state_header` builds the header metadata the writer
-(:mod:`unaligned.channel_state.writer`) puts next to fastavro's own keys (all strings)::
-
-    unaligned.channel_state.format_version  "1"   layout of this header (FORMAT_VERSION)
-    unaligned.channel_state.schema_version  "1"   the Arrow -> Avro mapping rules of avro_rows
-                                                  (SCHEMA_VERSION)
-    unaligned.barrier_id / query_id / task_index  whose snapshot this is
-    unaligned.write_id                      random id of the one writer that wrote the state
-    unaligned.arrow_schema                  base64 of the Arrow IPC schema (the exact input
-                                            types, which Avro alone does not keep)
-
-A change to either version makes older readers refuse the file instead of misreading it.
-
-Before the first row is replayed, :func:`open_validated` checks, in this order:
-
-1. the size and the CRC-32 of the whole Avro bytes against the ref's ``byte_size`` and
-   ``crc32``, in one streaming pass (memory stays bounded); on a CRC mismatch the header's
-   write id tells a file replaced by another writer from damage (file names are unique per
-   writer, so only a file of the older one-name-per-task layout can be replaced that way);
-2. the Avro header can be decoded;
-3. the header (:func:`check_header`): both versions, barrier id, task index, query id and
-   write id equal the ref's, and the Arrow schema decodes;
-4. when the caller expects a schema (the sink input's), the stored one equals it.
-
-Any failure, including a missing or unreadable file, raises
-:class:`~unaligned.errors.ChannelStateError` naming the file (or "inline state") and the
-barrier. The row count is checked by the reader as replay ends
-(:mod:`unaligned.channel_state.reader`).
+One task's state at one barrier is an Avro object container file (fastavro), inline in the
+commit record or in a file (:mod:`unaligned.channel_state.refs`); rows and their Avro schema are
+:mod:`unaligned.channel_state.avro_rows`. :func:`state_header` builds the header metadata
+(versions, barrier, query, task, write id, the exact Arrow schema); :func:`open_validated`
+checks size and CRC-32, the header and the schema before the first row is replayed, and raises
+:class:`~unaligned.errors.ChannelStateError` naming the file and the barrier. The header keys
+and the order of the checks: ARCHITECTURE.md, "Module notes", ``channel_state/format.py``.
 """
 
 from __future__ import annotations

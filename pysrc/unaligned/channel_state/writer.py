@@ -1,33 +1,12 @@
-"""Writing channel state: ChannelStateWriter streams one task's rows at one barrier to Avro.
+"""Writing channel state: :class:`ChannelStateWriter` streams one task's rows at a barrier to Avro.
 
-A sink task that cuts at an unaligned barrier drains the rest of its input into a
-:class:`ChannelStateWriter` and puts the :class:`~unaligned.channel_state.refs.ChannelStateRef` that
+A sink task that cuts at an unaligned barrier drains the rest of its input into a writer and
+puts the :class:`~unaligned.channel_state.refs.ChannelStateRef` that
 :meth:`~ChannelStateWriter.finish` returns into its commit message; the next batch's task
-replays it with :func:`~unaligned.channel_state.reader.read_channel_state`.
-
-Format
-    An Avro object container file (fastavro) over the sink's input rows; the Avro schema and
-    the row encoding are :mod:`unaligned.channel_state.avro_rows`, the header (exact Arrow
-    schema, barrier, task, query and write id) and its checks are
-    :mod:`unaligned.channel_state.format`.
-    Codecs: ``null`` and ``deflate`` are built in; ``snappy`` needs ``cramjam`` (or
-    ``python-snappy``); ``zstandard`` needs ``backports.zstd`` (Python < 3.14).
-
-Inline or file (Flink's data-inline-threshold)
-    The writer keeps the Avro bytes in memory while they stay within
-    ``inline_threshold_bytes``; :meth:`ChannelStateWriter.finish` then returns an
-    :class:`~unaligned.channel_state.refs.InlineChannelState` that travels in the commit record.
-    Once the bytes pass the threshold the writer opens a file, writes what it has, and streams
-    every further Avro block to it: memory stays within the threshold plus one block
-    (``block_bytes``, before compression) plus one chunk of rows (``chunk_rows``).
-
-Files
-    The file is written under its temporary name and renamed by
-    :meth:`~ChannelStateWriter.finish` (write-then-rename; the layout is
-    :mod:`unaligned.channel_state.files`). Both names hold the attempt and the writer's random
-    ``write_id``, so no other writer (another attempt of the task, a zombie of an earlier run)
-    can replace the file. The returned ref names that exact file and carries the ``write_id``
-    and the size and CRC-32 of the Avro bytes.
+replays it (:func:`~unaligned.channel_state.reader.read_channel_state`). Small state stays
+inline in the commit record; past ``inline_threshold_bytes`` the writer streams to a file under
+a name unique to the attempt and the write, renamed into place when it finishes. Format,
+codecs, memory bound and files: ARCHITECTURE.md, "Module notes", ``channel_state/writer.py``.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
+from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import kill_session
 from unaligned.sink.commit_log import CommitLog
 
@@ -62,7 +63,7 @@ def skewed_values(records: int, partitions: int) -> dict[int, list[bytes]]:
 class Watcher:
     """Prints every barrier of the checkpoint once, as the sink commits it."""
 
-    checkpoint: str
+    checkpoint: Checkpoint
     shown: dict[int, BarrierMetrics] = field(default_factory=dict)
 
     def poll(self) -> None:
@@ -79,7 +80,7 @@ class Watcher:
 
     def pending_rows(self) -> int:
         """Rows of channel state the latest decided barrier left pending."""
-        log = CommitLog.under_checkpoint(self.checkpoint)
+        log = CommitLog(self.checkpoint)
         decided = log.decided_batch_ids()
         record = log.read(decided[-1]) if decided else None
         if record is None:
@@ -129,7 +130,6 @@ def _run_until(
 
 def run_demo(records: int, partitions: int, workdir: Path) -> int:
     """Run the story; return 0 when every record arrived exactly once and nothing is open."""
-    from unaligned.barriers.offset_log import read_query_id
     from unaligned.kafka.transaction_states import list_transactional_ids
     from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
     from unaligned.testing import EmbeddedKafka
@@ -165,7 +165,7 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
             "max_offsets": max(1, records // 5),
         }
         log = workdir / "query.log"
-        watcher = Watcher(checkpoint)
+        watcher = Watcher(Checkpoint.resolve(checkpoint))
         print("\nrun 1: starting the query (Spark takes a few seconds to start)", flush=True)
         killed = _run_until(_start(config, log), watcher, True, timeout_s=300)
         if not killed:
@@ -178,7 +178,7 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
         got: dict[int, list[bytes]] = defaultdict(list)
         for record in broker.consume_all(output, read_committed=True):
             got[record.partition].append(record.value)
-        prefix = default_transactional_id_prefix(read_query_id(checkpoint))
+        prefix = default_transactional_id_prefix(watcher.checkpoint.query_id())
         open_ids = list_transactional_ids({"bootstrap_servers": broker.bootstrap_servers}, prefix)
         # The process keeps the admin client that listed them (kafka/admin_clients.py); once the
         # broker stops, its I/O thread would log every failed reconnect over the summary.
@@ -195,7 +195,9 @@ def _report(checkpoint: str, workdir: Path) -> Path:
 
     timeout_ms = parse_duration_ms("alignedCheckpointTimeout", ALIGNED_CHECKPOINT_TIMEOUT)
     path = workdir / "report.html"
-    path.write_text(render_html(build_view(checkpoint), timeout_ms), encoding="utf-8")
+    path.write_text(
+        render_html(build_view(Checkpoint.resolve(checkpoint)), timeout_ms), encoding="utf-8"
+    )
     return path
 
 

@@ -26,18 +26,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-import pyarrow.fs as pafs
-
-from unaligned._fs import atomic_write, read_bytes, resolve_location
+from unaligned._fs import atomic_write, read_bytes
 from unaligned.barriers.idle import hint_dir
-from unaligned.barriers.offset_log import QUERY_METADATA_FILE
-from unaligned.finishing.stop_request import linked_checkpoint
+from unaligned.checkpoint import Checkpoint
+from unaligned.finishing.stop_request import LinkedCheckpoints
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_FILE = ("unaligned", "source-heartbeat.json")
 INTERVAL_S = 2.0
 STALE_S = 10.0
 """A heartbeat older than this says the query's source is not running."""
@@ -52,19 +48,17 @@ class Heartbeat:
         return now_s - self.at_ms / 1000
 
 
-def write_heartbeat(checkpoint_location: str, token: str) -> None:
+def write_heartbeat(checkpoint: Checkpoint, token: str) -> None:
     """Refresh the heartbeat; nothing when the checkpoint is gone (never recreate one)."""
-    root = resolve_location(checkpoint_location)
-    metadata = root.child(QUERY_METADATA_FILE)
-    if metadata.filesystem.get_file_info(metadata.path).type == pafs.FileType.NotFound:
+    if not checkpoint.has_metadata():
         return
     document = {"barrierToken": token, "atMs": int(time.time() * 1000)}
-    atomic_write(root.child(*HEARTBEAT_FILE), json.dumps(document).encode())
+    atomic_write(checkpoint.source_heartbeat, json.dumps(document).encode())
 
 
-def read_heartbeat(checkpoint_location: str) -> Heartbeat | None:
+def read_heartbeat(checkpoint: Checkpoint) -> Heartbeat | None:
     """The last heartbeat, or ``None`` (never written, or unreadable)."""
-    data = read_bytes(resolve_location(checkpoint_location).child(*HEARTBEAT_FILE))
+    data = read_bytes(checkpoint.source_heartbeat)
     if data is None:
         return None
     try:
@@ -74,9 +68,9 @@ def read_heartbeat(checkpoint_location: str) -> Heartbeat | None:
         return None
 
 
-def beating(checkpoint_location: str, now_s: float | None = None) -> bool:
+def beating(checkpoint: Checkpoint, now_s: float | None = None) -> bool:
     """Whether the query's source wrote its heartbeat within :data:`STALE_S`."""
-    heartbeat = read_heartbeat(checkpoint_location)
+    heartbeat = read_heartbeat(checkpoint)
     now = time.time() if now_s is None else now_s
     return heartbeat is not None and heartbeat.age_s(now) < STALE_S
 
@@ -87,7 +81,7 @@ class SourceHeartbeat:
     def __init__(self, interval_s: float = INTERVAL_S) -> None:
         self._interval_s = interval_s
         self._token: str | None = None
-        self._links: Path | None = None
+        self._links: LinkedCheckpoints | None = None
         self._thread: threading.Thread | None = None
 
     def __getstate__(self) -> dict[str, object]:
@@ -100,19 +94,25 @@ class SourceHeartbeat:
         if token is None or self._thread is not None:
             return
         self._token = token
-        self._links = hint_dir()  # the process's, as it is now
+        self._links = LinkedCheckpoints(hint_dir())  # the process's, as it is now
         self._thread = threading.Thread(
             target=self._run, name="unaligned-source-heartbeat", daemon=True
         )
         self._thread.start()
 
     def _run(self) -> None:
-        assert self._token is not None
+        token, links = self._token, self._links
+        if token is None or links is None:
+            return
         while True:
-            checkpoint = linked_checkpoint(self._token, self._links)
+            try:
+                checkpoint = links.get(token)
+            except Exception as exc:  # noqa: BLE001 - liveness only, never fatal
+                logger.debug("heartbeat link of %s unreadable: %r", token, exc)
+                checkpoint = None
             if checkpoint is not None:
                 try:
-                    write_heartbeat(checkpoint, self._token)
+                    write_heartbeat(checkpoint, token)
                 except Exception as exc:  # noqa: BLE001 - liveness only, never fatal
-                    logger.debug("heartbeat under %s not written: %r", checkpoint, exc)
+                    logger.debug("heartbeat under %s not written: %r", checkpoint.location, exc)
             time.sleep(self._interval_s)

@@ -1,23 +1,13 @@
-"""A request to stop a running query, recorded under its checkpoint.
+"""A request to stop a running query, ``<checkpoint>/unaligned/stop.json``, and the link
+through which the query's source finds it.
 
-``<checkpoint>/unaligned/stop.json``::
-
-    {"drain": true, "requestedAtMs": 1700000000000,
-     "honouredBy": "<reader id>", "honouredAtMs": 1700000000900, "completedBatchId": 12}
-
-Written by :func:`unaligned.stop` or ``unaligned stop CHECKPOINT [--drain]`` (from any host);
-``honouredBy`` is added by the query's source when it acts on the request at a barrier, and
-``completedBatchId`` by the sink when a drain's final checkpoint has committed. Which requests a
-later run acts on again is in :mod:`.source_side`. A new request replaces the old. A stopper
-that sees the query end before its request completed records it again without ``honouredBy``
-(:func:`rearm`): the next run acts on it.
-
-How the source finds it: Spark gives a Python source no checkpoint location, but its offsets
-carry the query's ``barrierToken``. The sink's driver side (which knows the checkpoint) and the
-stopper both *link* the token to the checkpoint in the driver-local hint directory of
-:mod:`unaligned.barriers.idle` (``<hint dir>/<token>.checkpoint``), and the source reads the
-request through that link, at most once per :data:`POLL_INTERVAL_S`. A stopper on another host
-cannot link; the sink's next barrier does it there.
+``{"drain": true, "requestedAtMs": ..., "honouredBy": "<reader id>", "honouredAtMs": ...,
+"completedBatchId": 12}``: written by :func:`unaligned.stop` or ``unaligned stop`` (any host),
+``honouredBy`` added by the source that acts on it at a barrier
+(:mod:`unaligned.source.stopping`), ``completedBatchId`` by the sink once a drain's final
+checkpoint committed. Spark gives a Python source no checkpoint location, so the sink's driver
+and the stopper *link* the query's ``barrierToken`` to the checkpoint in the driver-local hint
+directory (``<hint dir>/<token>.checkpoint``). The rules: ARCHITECTURE.md, "Finishing".
 """
 
 from __future__ import annotations
@@ -31,12 +21,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from unaligned._checksum import sealed_json, verified
-from unaligned._fs import Location, atomic_write, describe, read_bytes, resolve_location
+from unaligned._fs import atomic_write, describe, read_bytes
 from unaligned.barriers.idle import hint_dir
+from unaligned.checkpoint import Checkpoint
 
 logger = logging.getLogger(__name__)
 
-STOP_FILE = ("unaligned", "stop.json")
 POLL_INTERVAL_S = 1.0
 
 
@@ -83,66 +73,60 @@ class StopRequest:
         return (self.drain, self.requested_at_ms) == (other.drain, other.requested_at_ms)
 
 
-def _location(checkpoint_location: str) -> Location:
-    return resolve_location(checkpoint_location).child(*STOP_FILE)
-
-
-def request_stop(checkpoint_location: str, drain: bool) -> StopRequest:
+def request_stop(checkpoint: Checkpoint, drain: bool) -> StopRequest:
     """Record a new stop request (replacing any earlier one) and return it."""
     request = StopRequest(drain, int(time.time() * 1000))
-    atomic_write(_location(checkpoint_location), request.to_json())
-    logger.info("stop requested (drain=%s) under %s", drain, checkpoint_location)
+    atomic_write(checkpoint.stop_request, request.to_json())
+    logger.info("stop requested (drain=%s) under %s", drain, checkpoint.location)
     return request
 
 
-def read_request(checkpoint_location: str) -> StopRequest | None:
+def read_request(checkpoint: Checkpoint) -> StopRequest | None:
     """The recorded request, or ``None``. An unreadable file, or one that fails its checksum, is
     ignored with a warning naming it: a damaged request never stops a query."""
-    data = read_bytes(_location(checkpoint_location))
+    data = read_bytes(checkpoint.stop_request)
     if data is None:
         return None
     try:
         return StopRequest.from_json(data)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        logger.warning(
-            "ignoring the stop request %s: %s", describe(_location(checkpoint_location)), exc
-        )
+        logger.warning("ignoring the stop request %s: %s", describe(checkpoint.stop_request), exc)
         return None
 
 
-def mark_honoured(checkpoint_location: str, request: StopRequest, reader_id: str) -> StopRequest:
+def mark_honoured(checkpoint: Checkpoint, request: StopRequest, reader_id: str) -> StopRequest:
     """The source acts on ``request``: record which reader did (atomic rewrite)."""
     honoured = replace(request, honoured_by=reader_id, honoured_at_ms=int(time.time() * 1000))
-    atomic_write(_location(checkpoint_location), honoured.to_json())
+    atomic_write(checkpoint.stop_request, honoured.to_json())
     logger.info("stop request honoured (drain=%s) by reader %s", request.drain, reader_id)
     return honoured
 
 
-def mark_completed(checkpoint_location: str, batch_id: int) -> None:
+def mark_completed(checkpoint: Checkpoint, batch_id: int) -> None:
     """The final checkpoint ``batch_id`` committed: a honoured drain is complete (the sink's
     driver side, finishing step 3)."""
-    request = read_request(checkpoint_location)
+    request = read_request(checkpoint)
     if request is not None and request.drain and request.honoured_by is not None:
         done = replace(request, completed_batch=batch_id)
-        atomic_write(_location(checkpoint_location), done.to_json())
+        atomic_write(checkpoint.stop_request, done.to_json())
 
 
-def rearm(checkpoint_location: str, request: StopRequest) -> None:
+def rearm(checkpoint: Checkpoint, request: StopRequest) -> None:
     """The query ended before ``request`` completed: record it again as not yet honoured (if it
     is still the recorded one), so that the next run acts on it at its first barrier."""
-    current = read_request(checkpoint_location)
+    current = read_request(checkpoint)
     if current is not None and current.same_request(request) and current.completed_batch is None:
         atomic_write(
-            _location(checkpoint_location),
+            checkpoint.stop_request,
             StopRequest(request.drain, request.requested_at_ms).to_json(),
         )
 
 
-def withdraw(checkpoint_location: str, request: StopRequest) -> None:
+def withdraw(checkpoint: Checkpoint, request: StopRequest) -> None:
     """Remove the recorded request if it is still ``request`` (not a newer one)."""
-    current = read_request(checkpoint_location)
+    current = read_request(checkpoint)
     if current is not None and current.same_request(request):
-        location = _location(checkpoint_location)
+        location = checkpoint.stop_request
         location.filesystem.delete_file(location.path)
 
 
@@ -160,25 +144,47 @@ def _link_path(token: str, directory: Path | None = None) -> Path:
     return (hint_dir() if directory is None else directory) / f"{token}.checkpoint"
 
 
-def link(token: str, checkpoint_location: str) -> None:
+def link(token: str, checkpoint: Checkpoint) -> None:
     """Tell the source of ``token`` on this host where its query's checkpoint is (also keyed by
     :func:`query_key` for the listener of :mod:`unaligned.monitoring`)."""
     path = _link_path(token)
     try:
-        if path.read_text() == checkpoint_location:
+        if path.read_text() == checkpoint.location:
             return
     except OSError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
-    temp.write_text(checkpoint_location)
+    temp.write_text(checkpoint.location)
     os.replace(temp, path)
 
 
-def linked_checkpoint(token: str, directory: Path | None = None) -> str | None:
-    """The checkpoint linked to ``token`` on this host (in ``directory``, default the hint
-    directory of now), or ``None``."""
+def linked_location(token: str, directory: Path | None = None) -> str | None:
+    """The checkpoint location linked to ``token`` on this host (in ``directory``, default the
+    hint directory of now), or ``None``."""
     try:
         return _link_path(token, directory).read_text() or None
     except OSError:
         return None
+
+
+class LinkedCheckpoints:
+    """The checkpoints linked to barrier tokens on this host, each resolved once per location
+    (a source polls its link every second)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self._directory = directory
+        self._resolved: dict[str, Checkpoint] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_resolved": {}}
+
+    def get(self, token: str) -> Checkpoint | None:
+        """The checkpoint linked to ``token``, or ``None``."""
+        location = linked_location(token, self._directory)
+        if location is None:
+            return None
+        checkpoint = self._resolved.get(location)
+        if checkpoint is None:
+            checkpoint = self._resolved[location] = Checkpoint.resolve(location)
+        return checkpoint

@@ -21,19 +21,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from unaligned._fs import resolve_location
 from unaligned.barriers.idle import tokens_in
-from unaligned.barriers.offset_log import QUERY_METADATA_FILE, read_offset_log
+from unaligned.barriers.offset_log import read_offset_log
+from unaligned.checkpoint import QUERY_METADATA_FILE, Checkpoint
 from unaligned.errors import NotACheckpointError, QueryNotRunningError, StopTimeoutError
-from unaligned.finishing.final_checkpoint import (
-    at_rest,
-    has_finished,
-    last_logged_batch,
-    spark_committed,
-)
-from unaligned.finishing.heartbeat import HEARTBEAT_FILE, INTERVAL_S, STALE_S, read_heartbeat
+from unaligned.finishing.final_checkpoint import at_rest, has_finished
+from unaligned.finishing.heartbeat import INTERVAL_S, STALE_S, read_heartbeat
 from unaligned.finishing.stop_request import (
-    STOP_FILE,
     StopRequest,
     link,
     read_request,
@@ -56,17 +50,18 @@ def await_finished(query: Any, checkpoint_location: str, timeout_s: float | None
     raises its exception, as ``awaitTermination`` does. A stop request an earlier run already
     honoured is ignored.
     """
+    checkpoint = Checkpoint.resolve(checkpoint_location)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    before = read_request(checkpoint_location)
+    before = read_request(checkpoint)
     earlier = before if before is not None and before.honoured_by is not None else None
     while True:
-        finished = has_finished(checkpoint_location) and _planned_once(query)
-        if finished or _stop_honoured(checkpoint_location, earlier):
+        finished = has_finished(checkpoint) and _planned_once(query)
+        if finished or _stop_honoured(checkpoint, earlier):
             query.stop()
             return True
         if not query.isActive:
             query.awaitTermination()  # raises the query's exception, if it failed
-            return has_finished(checkpoint_location)
+            return has_finished(checkpoint)
         if deadline is not None and time.monotonic() > deadline:
             return False
         time.sleep(_POLL_S)
@@ -82,14 +77,14 @@ def _planned_once(query: Any) -> bool:
     return query.lastProgress is not None or query.status.get("message") in _IDLE_STATUS
 
 
-def _stop_honoured(checkpoint_location: str, earlier: StopRequest | None) -> bool:
-    request = read_request(checkpoint_location)
+def _stop_honoured(checkpoint: Checkpoint, earlier: StopRequest | None) -> bool:
+    request = read_request(checkpoint)
     return (
         request is not None
         and not request.drain
         and request.honoured_by is not None
         and not (earlier is not None and earlier.same_request(request))
-        and at_rest(checkpoint_location)
+        and at_rest(checkpoint)
     )
 
 
@@ -113,25 +108,26 @@ def stop(
     and the request stays recorded), and :class:`~unaligned.errors.NotACheckpointError` for a
     path that is not this query's.
     """
-    barrier_token(checkpoint_location)
+    checkpoint = Checkpoint.resolve(checkpoint_location)
+    barrier_token(checkpoint)
     if not query.isActive:
         query.awaitTermination()  # raises the query's exception, if it failed
         raise QueryNotRunningError(
             f"unaligned.stop(drain={drain}): the query is not active (it was stopped before "
             "the call); nothing was requested"
         )
-    request = request_stop(checkpoint_location, drain)
+    request = request_stop(checkpoint, drain)
     try:
-        wait_for_stop(checkpoint_location, request, timeout_s, lambda: bool(query.isActive))
+        wait_for_stop(checkpoint, request, timeout_s, lambda: bool(query.isActive))
     except QueryNotRunningError:
         query.awaitTermination()  # raises the query's exception, if it failed
         raise
     query.stop()
-    withdraw(checkpoint_location, request)
+    withdraw(checkpoint, request)
 
 
 def wait_for_stop(
-    checkpoint_location: str,
+    checkpoint: Checkpoint,
     request: StopRequest,
     timeout_s: float | None,
     is_active: Callable[[], bool],
@@ -146,31 +142,29 @@ def wait_for_stop(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        token = barrier_token(checkpoint_location)
-        honoured, completed = _progress(checkpoint_location, request)
+        token = barrier_token(checkpoint)
+        honoured, completed = _progress(checkpoint, request)
         if not honoured and token is not None:
-            link(token, checkpoint_location)  # the query's source on this host sees it now
+            link(token, checkpoint)  # the query's source on this host sees it now
         if completed:
             return
         if not is_active():
-            if _progress(checkpoint_location, request)[1]:
+            if _progress(checkpoint, request)[1]:
                 return  # completed, and stopped by its own await_finished
-            rearm(checkpoint_location, request)
-            raise QueryNotRunningError(_ended_message(checkpoint_location, request, honoured))
+            rearm(checkpoint, request)
+            raise QueryNotRunningError(_ended_message(checkpoint, request, honoured))
         if deadline is not None and time.monotonic() > deadline:
-            raise StopTimeoutError(_timeout_message(checkpoint_location, request, honoured))
+            raise StopTimeoutError(_timeout_message(checkpoint, request, honoured))
         time.sleep(_POLL_S)
 
 
-def _progress(checkpoint_location: str, request: StopRequest) -> tuple[bool, bool]:
+def _progress(checkpoint: Checkpoint, request: StopRequest) -> tuple[bool, bool]:
     """(honoured by a barrier, completed) of ``request``."""
-    current = read_request(checkpoint_location)
+    current = read_request(checkpoint)
     honoured = (
         current is not None and current.same_request(request) and current.honoured_by is not None
     )
-    completed = honoured and (
-        has_finished(checkpoint_location) if request.drain else at_rest(checkpoint_location)
-    )
+    completed = honoured and (has_finished(checkpoint) if request.drain else at_rest(checkpoint))
     return honoured, completed
 
 
@@ -181,10 +175,10 @@ class _HeartbeatWatch:
     ended just before counts only once it changes; the first :data:`~.heartbeat.STALE_S` are
     a grace period (the source starts beating once the stopper linked its token)."""
 
-    def __init__(self, checkpoint_location: str, say: Callable[[str], None]) -> None:
-        self._checkpoint = checkpoint_location
+    def __init__(self, checkpoint: Checkpoint, say: Callable[[str], None]) -> None:
+        self._checkpoint = checkpoint
         self._say = say
-        beat = read_heartbeat(checkpoint_location)
+        beat = read_heartbeat(checkpoint)
         self._last_value = None if beat is None else beat.at_ms
         self._last_change = time.monotonic()
         self.seen = False
@@ -202,7 +196,7 @@ class _HeartbeatWatch:
 
 
 def stop_from_elsewhere(
-    checkpoint_location: str, drain: bool, timeout_s: float | None, say: Callable[[str], None]
+    checkpoint: Checkpoint, drain: bool, timeout_s: float | None, say: Callable[[str], None]
 ) -> None:
     """``unaligned stop``: record a request and wait until it completed, from any process.
 
@@ -212,31 +206,31 @@ def stop_from_elsewhere(
     request stays recorded for its next run); :class:`~unaligned.errors.StopTimeoutError` and
     :class:`~unaligned.errors.NotACheckpointError` as :func:`stop` does.
     """
-    barrier_token(checkpoint_location)
-    request = request_stop(checkpoint_location, drain)
+    barrier_token(checkpoint)
+    request = request_stop(checkpoint, drain)
     say(f"stop requested (drain={drain})")
-    watch = _HeartbeatWatch(checkpoint_location, say)
+    watch = _HeartbeatWatch(checkpoint, say)
     try:
-        wait_for_stop(checkpoint_location, request, timeout_s, watch.active)
+        wait_for_stop(checkpoint, request, timeout_s, watch.active)
     except QueryNotRunningError:
         if watch.seen:
             raise
-        withdraw(checkpoint_location, request)
-        heartbeat = read_heartbeat(checkpoint_location)
+        withdraw(checkpoint, request)
+        heartbeat = read_heartbeat(checkpoint)
         last = (
             "was never written"
             if heartbeat is None
             else f"was last written {heartbeat.age_s(time.time()):.0f} s ago"
         )
-        path = resolve_location(checkpoint_location).child(*HEARTBEAT_FILE).path
+        path = checkpoint.source_heartbeat.path
         raise QueryNotRunningError(
             f"the query is not running: its source's heartbeat {path} {last} (a running "
             f"query refreshes it every {INTERVAL_S:.0f} s); the request was withdrawn"
         ) from None
 
 
-def _ended_message(checkpoint_location: str, request: StopRequest, honoured: bool) -> str:
-    path = resolve_location(checkpoint_location).child(*STOP_FILE).path
+def _ended_message(checkpoint: Checkpoint, request: StopRequest, honoured: bool) -> str:
+    path = checkpoint.stop_request.path
     stage = "after a barrier honoured it" if honoured else "before any barrier honoured it"
     return (
         f"stop (drain={request.drain}) did not complete: the query ended {stage}. The request "
@@ -245,16 +239,16 @@ def _ended_message(checkpoint_location: str, request: StopRequest, honoured: boo
     )
 
 
-def _timeout_message(checkpoint_location: str, request: StopRequest, honoured: bool) -> str:
-    path = resolve_location(checkpoint_location).child(*STOP_FILE).path
-    last = last_logged_batch(checkpoint_location)
+def _timeout_message(checkpoint: Checkpoint, request: StopRequest, honoured: bool) -> str:
+    path = checkpoint.stop_request.path
+    last = checkpoint.last_logged_batch()
     if not honoured:
         waited = (
             "the query is running but no barrier of it honoured the stop request yet (a batch "
             "still running; a query on another host sees the request after its next batch)"
         )
     elif request.drain:
-        committed = last is not None and spark_committed(checkpoint_location, last)
+        committed = last is not None and checkpoint.spark_committed(last)
         waited = (
             "the drain was honoured; the final checkpoint has not committed yet (last planned "
             f"batch {last}, committed: {committed})"
@@ -268,27 +262,25 @@ def _timeout_message(checkpoint_location: str, request: StopRequest, honoured: b
     )
 
 
-def barrier_token(checkpoint_location: str) -> str | None:
+def barrier_token(checkpoint: Checkpoint) -> str | None:
     """The barrier token of the query's ``format("unaligned")`` source, from the last batch of
     Spark's offset log; ``None`` while no batch was planned yet.
 
     Raises :class:`~unaligned.errors.NotACheckpointError` for a path without Spark's query
     metadata, or whose offsets carry no barrier token (not a ``format("unaligned")`` query).
     """
-    root = resolve_location(checkpoint_location)
-    metadata = root.child(QUERY_METADATA_FILE)
-    if metadata.filesystem.get_file_info(metadata.path).type.name == "NotFound":
+    if checkpoint.filesystem.get_file_info(checkpoint.metadata.path).type.name == "NotFound":
         raise NotACheckpointError(
-            f"{checkpoint_location} is not a streaming query's checkpoint: it has no "
+            f"{checkpoint.location} is not a streaming query's checkpoint: it has no "
             f"'{QUERY_METADATA_FILE}' file (pass the query's checkpointLocation)"
         )
-    last = last_logged_batch(checkpoint_location)
+    last = checkpoint.last_logged_batch()
     if last is None:
         return None
-    tokens = tokens_in(s.offset for s in read_offset_log(checkpoint_location, last).sources)
+    tokens = tokens_in(s.offset for s in read_offset_log(checkpoint, last).sources)
     if not tokens:
         raise NotACheckpointError(
-            f"{checkpoint_location} is not the checkpoint of a query reading "
+            f"{checkpoint.location} is not the checkpoint of a query reading "
             'format("unaligned"): the offsets of its batch '
             f"{last} carry no barrierToken"
         )

@@ -17,24 +17,13 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-import pyarrow.fs as pafs
-
-from unaligned._fs import numbered_files, read_bytes, resolve_location
+from unaligned._fs import read_bytes
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
-from unaligned.barriers.offset_log import (
-    OFFSETS_DIR,
-    QUERY_METADATA_FILE,
-    OffsetLogEntry,
-    read_offset_log,
-    read_query_id,
-)
+from unaligned.barriers.offset_log import OffsetLogEntry, read_offset_log
 from unaligned.channel_state.refs import InlineChannelState
+from unaligned.checkpoint import QUERY_METADATA_FILE, STATE_DIR, Checkpoint
 from unaligned.errors import BarrierError, CommitLogError, NotACheckpointError
-from unaligned.finishing.final_checkpoint import (
-    FINISHED_FILE,
-    SPARK_COMMITS_DIR,
-    has_finished,
-)
+from unaligned.finishing.final_checkpoint import has_finished
 from unaligned.finishing.stop_request import read_request
 from unaligned.inspection.model import (
     BarrierView,
@@ -50,7 +39,7 @@ from unaligned.inspection.model import (
     StopView,
 )
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.sink.commit_log import LEGACY_SINK_STATE_DIR, SINK_STATE_DIR, CommitLog, CommitRecord
+from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
 from unaligned.source.offsets import KafkaSourceOffset
 
@@ -58,12 +47,12 @@ _TOKEN_KEY = "barrierToken"
 
 
 def build_view(
-    checkpoint_location: str,
+    checkpoint: Checkpoint,
     *,
     bootstrap_servers: str | None = None,
     transactional_id_prefix: str | None = None,
 ) -> CheckpointView:
-    """Everything ``unaligned inspect`` shows of ``checkpoint_location``.
+    """Everything ``unaligned inspect`` shows of ``checkpoint``.
 
     ``bootstrap_servers``: also ask that cluster which transactions of the query's
     transactional-id prefix are open (``transactional_id_prefix`` if given, else the prefix of
@@ -72,10 +61,9 @@ def build_view(
     Raises :class:`~unaligned.errors.NotACheckpointError` for a path that is not the
     checkpoint of a query with a ``format("unaligned")`` source or sink.
     """
-    query_id = _check_checkpoint(checkpoint_location)
-    log = CommitLog.under_checkpoint(checkpoint_location)
-    offsets = _spark_ids(checkpoint_location, OFFSETS_DIR)
-    entries = {batch_id: _entry(checkpoint_location, batch_id) for batch_id in offsets}
+    query_id = _check_checkpoint(checkpoint)
+    log = CommitLog(checkpoint)
+    entries = {b: read_offset_log(checkpoint, b) for b in checkpoint.logged_batches()}
     in_doubt = tuple(_in_doubt(record) for record in log.records(log.unfinished_batch_ids()))
     decided = log.decided_batch_ids()
     newest = log.read(decided[-1]) if decided else None
@@ -88,64 +76,45 @@ def build_view(
         open_transactions = OpenTransactions(prefix, prefix_from, transactions)
     last = max(entries) if entries else None
     return CheckpointView(
-        checkpoint=checkpoint_location,
+        checkpoint=checkpoint.location,
         query_id=query_id,
-        barriers=_barriers(checkpoint_location, log, entries),
+        barriers=_barriers(checkpoint, log, entries),
         in_doubt=in_doubt,
         open_transactions=open_transactions,
         sources=() if last is None else _sources(last, entries[last]),
         pending=None if newest is None else _pending(newest),
-        finished=_finished(checkpoint_location),
-        stop_request=_stop(checkpoint_location),
+        finished=_finished(checkpoint),
+        stop_request=_stop(checkpoint),
     )
 
 
-def _check_checkpoint(checkpoint_location: str) -> str:
+def _check_checkpoint(checkpoint: Checkpoint) -> str:
     """The query id; NotACheckpointError naming the path and what is missing."""
-    root = resolve_location(checkpoint_location)
-    info = root.filesystem.get_file_info(root.path)
-    if info.type == pafs.FileType.NotFound:
+    name = checkpoint.location
+    if not checkpoint.exists():
         raise NotACheckpointError(
-            f"{checkpoint_location} does not exist (a query that failed as it started, before "
+            f"{name} does not exist (a query that failed as it started, before "
             "its first batch, may leave none: its error is in the driver's log)"
         )
-    metadata = root.child(QUERY_METADATA_FILE)
-    if metadata.filesystem.get_file_info(metadata.path).type != pafs.FileType.File:
+    if not checkpoint.has_metadata():
         raise NotACheckpointError(
-            f"{checkpoint_location} is not a streaming query's checkpoint: it has no "
+            f"{name} is not a streaming query's checkpoint: it has no "
             f"'{QUERY_METADATA_FILE}' file (pass the query's checkpointLocation)"
         )
     try:
-        query_id = read_query_id(checkpoint_location)
+        query_id = checkpoint.query_id()
     except BarrierError as exc:
-        raise NotACheckpointError(f"{checkpoint_location} is not a checkpoint: {exc}") from exc
-    offsets = _spark_ids(checkpoint_location, OFFSETS_DIR)
-    if not offsets or _has_sink_state(checkpoint_location):
+        raise NotACheckpointError(f"{name} is not a checkpoint: {exc}") from exc
+    offsets = checkpoint.logged_batches()
+    if not offsets or checkpoint.has_state_dir():
         return query_id
-    if not _tokens(_entry(checkpoint_location, offsets[-1])):
+    if not _tokens(read_offset_log(checkpoint, offsets[-1])):
         raise NotACheckpointError(
-            f'{checkpoint_location} is not the checkpoint of a format("unaligned") query: the '
+            f'{name} is not the checkpoint of a format("unaligned") query: the '
             f"offsets of its batch {offsets[-1]} carry no {_TOKEN_KEY} and it has no "
-            f"'{SINK_STATE_DIR}/' directory"
+            f"'{STATE_DIR}/' directory"
         )
     return query_id
-
-
-def _has_sink_state(checkpoint_location: str) -> bool:
-    root = resolve_location(checkpoint_location)
-    for name in (SINK_STATE_DIR, LEGACY_SINK_STATE_DIR):
-        location = root.child(name)
-        if location.filesystem.get_file_info(location.path).type == pafs.FileType.Directory:
-            return True
-    return False
-
-
-def _spark_ids(checkpoint_location: str, directory: str) -> list[int]:
-    return numbered_files(resolve_location(checkpoint_location).child(directory), "")
-
-
-def _entry(checkpoint_location: str, batch_id: int) -> OffsetLogEntry:
-    return read_offset_log(checkpoint_location, batch_id)
 
 
 def _tokens(entry: OffsetLogEntry) -> list[str]:
@@ -160,10 +129,10 @@ def _tokens(entry: OffsetLogEntry) -> list[str]:
 
 
 def _barriers(
-    checkpoint_location: str, log: CommitLog, entries: dict[int, OffsetLogEntry]
+    checkpoint: Checkpoint, log: CommitLog, entries: dict[int, OffsetLogEntry]
 ) -> tuple[BarrierView, ...]:
-    metrics = {m.batch_id: m for m in read_metrics(checkpoint_location)}
-    spark_commits = set(_spark_ids(checkpoint_location, SPARK_COMMITS_DIR))
+    metrics = {m.batch_id: m for m in read_metrics(checkpoint)}
+    spark_commits = set(checkpoint.spark_committed_batches())
     decided, done = set(log.decided_batch_ids()), sorted(log.done_batch_ids())
     batch_ids = sorted(set(entries) | spark_commits | set(metrics) | decided | set(done))
     views = []
@@ -311,8 +280,8 @@ def _sources(batch_id: int, entry: OffsetLogEntry) -> tuple[SourceView, ...]:
     return tuple(views)
 
 
-def _finished(checkpoint_location: str) -> FinishedView | None:
-    location = resolve_location(checkpoint_location).child(*FINISHED_FILE)
+def _finished(checkpoint: Checkpoint) -> FinishedView | None:
+    location = checkpoint.finished_marker
     data = read_bytes(location)
     if data is None:
         return None
@@ -325,12 +294,12 @@ def _finished(checkpoint_location: str) -> FinishedView | None:
     return FinishedView(
         final_batch_id=final_batch_id,
         finished_at_ms=None if finished_at is None else int(finished_at),
-        has_finished=has_finished(checkpoint_location),
+        has_finished=has_finished(checkpoint),
     )
 
 
-def _stop(checkpoint_location: str) -> StopView | None:
-    request = read_request(checkpoint_location)
+def _stop(checkpoint: Checkpoint) -> StopView | None:
+    request = read_request(checkpoint)
     if request is None:
         return None
     return StopView(

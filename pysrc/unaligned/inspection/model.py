@@ -2,41 +2,9 @@
 
 :func:`unaligned.inspection.checkpoint_view.build_view` collects the facts; :mod:`.text` and
 :mod:`.html_report` render them. :meth:`CheckpointView.to_dict` is the document ``unaligned
-inspect --json`` prints. Its keys are stable (a new key may be added, none is renamed or
-removed); times are epoch milliseconds, sizes bytes, ``null`` means "not known":
-
-``checkpoint``, ``queryId``
-    the path as given, and the query id from ``<checkpoint>/metadata``.
-``barriers``
-    one object per batch (= barrier) that Spark's offset log, the sink's commit log or the
-    barrier metrics still hold, by ``batchId``: ``startMs`` (``batchTimestampMs``),
-    ``durationMs``, ``startDelayMs``, ``mode`` (``aligned``/``unaligned``), ``tasks``,
-    ``tasksCut``, ``rowsWritten``, ``rowsSpilled``, ``rowsReplayed``, ``rowsCarried``,
-    ``channelStateFiles``, ``channelStateBytes``, ``inlinedBytes`` (from the metrics; ``null``
-    for a batch without metrics), ``sink`` (:data:`SinkStatus`), ``spark`` (:data:`SparkStatus`)
-    and ``committed`` (both sides committed it).
-``inDoubt``
-    sink batches decided (commit record) but not done: ``batchId``, ``participant``,
-    ``decidedAtMs``, ``preparedItems``, ``transactionalIds``. A restart rolls them forward.
-``openTransactions``
-    ``null`` without ``--bootstrap-servers``; else ``prefix``, ``prefixFrom`` (``option``,
-    ``commit record`` or ``default``) and ``transactions``: ``transactionalId``, ``state``,
-    ``producerId``, ``producerEpoch``, ``startMs``, ``timeoutMs``, ``namedByBatch`` (the in-doubt
-    batch whose record names it; ``null``: no record does, the sink's clean-up fences it).
-``sources``
-    per ``format("unaligned")`` source of the last offset-log entry: ``sourceId``, ``batchId``,
-    ``barrierToken``, ``positions`` / ``ending`` (``{topic: {partition: offset}}``; ``ending``
-    ``null`` for unbounded input), ``finished`` (``{topic: [partitions]}``), ``endOfData``,
-    ``drained``.
-``pendingChannelState``
-    ``batchId`` of the newest commit record, and ``tasks``: per sink task ``taskIndex``,
-    ``rows`` (still to replay), ``files``, ``inline``, ``bytes``, ``barriers`` (which wrote it).
-``finished``
-    ``finalBatchId``, ``finishedAtMs``, ``hasFinished`` (the final batch is also the last one
-    Spark planned and committed); ``null`` without ``unaligned/finished.json``.
-``stopRequest``
-    ``drain``, ``requestedAtMs``, ``honouredBy``, ``honouredAtMs``, ``completedBatchId``;
-    ``null`` without ``unaligned/stop.json``.
+inspect --json`` prints; its keys are stable (a new key may be added, none is renamed or
+removed), times are epoch milliseconds, sizes bytes, ``null`` means "not known". Every key:
+ARCHITECTURE.md, "Module notes", ``inspection/model.py``.
 """
 
 from __future__ import annotations

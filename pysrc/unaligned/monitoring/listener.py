@@ -26,7 +26,8 @@ from typing import Any
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from unaligned.barriers.metrics import BarrierMetrics, read_barrier
-from unaligned.finishing.stop_request import linked_checkpoint, query_key
+from unaligned.checkpoint import Checkpoint
+from unaligned.finishing.stop_request import linked_location, query_key
 from unaligned.monitoring.lag import OffsetsBehind, offsets_behind
 
 logger = logging.getLogger(__name__)
@@ -73,8 +74,8 @@ def figures_of(progress: Mapping[str, Any]) -> QueryFigures | None:
     query_id = str(progress.get("id"))
     batch_id = int(progress.get("batchId", -1))
     lag = offsets_behind(progress.get("sources") or [])
-    checkpoint = linked_checkpoint(query_key(query_id))
-    barrier = None if checkpoint is None else read_barrier(checkpoint, batch_id)
+    location = linked_location(query_key(query_id))
+    barrier = None if location is None else read_barrier(Checkpoint.resolve(location), batch_id)
     if lag is None and barrier is None:
         return None
     return QueryFigures(query_id, batch_id, lag, barrier)

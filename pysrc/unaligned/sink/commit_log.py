@@ -6,9 +6,7 @@ Layout (``<checkpoint>`` is the query's ``checkpointLocation``, any ``pyarrow.fs
     <checkpoint>/unaligned/done/<batchId>.json      every item committed, batch finished
 
 Everything the sink keeps lives under ``<checkpoint>/unaligned/`` (metrics and, by default,
-channel state too). Checkpoints written before this layout kept the log under
-``<checkpoint>/unaligned-sink/``; :meth:`CommitLog.under_checkpoint` keeps using that directory
-when it exists, so such a query restarts where it stopped.
+channel state too); the paths are :class:`unaligned.checkpoint.Checkpoint`'s.
 
 A commit record is written exactly once per batch, atomically (write a hidden temporary file in
 the same directory, then rename it over the final name; on a local disk the file and the
@@ -18,7 +16,7 @@ a batch without one was never decided and everything it prepared is aborted. Rea
 half-written record; temporary files (names starting with ``.``) are ignored. Each record
 carries a checksum (:mod:`unaligned._checksum`) verified on every read: a record changed after
 it was written stops the query with a :class:`CommitLogError` naming the file; a record without
-one (written by an earlier version) is read as it is.
+one (its field removed after a deliberate edit) is read as it is.
 
 The done marker is only an optimisation for recovery (rolling forward a finished batch again is
 harmless because every commit is idempotent), and it is what pruning keys on: only finished
@@ -46,18 +44,13 @@ from unaligned._fs import (
     describe,
     numbered_files,
     read_bytes,
-    resolve_location,
 )
 from unaligned.channel_state.refs import ChannelStateRef
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import ChannelStateError, CommitLogError
 
 logger = logging.getLogger(__name__)
 
-SINK_STATE_DIR = "unaligned"
-#: Where checkpoints written before the one-directory layout kept the commit log.
-LEGACY_SINK_STATE_DIR = "unaligned-sink"
-COMMITS_DIR = "commits"
-DONE_DIR = "done"
 RECORD_VERSION = 1
 _NAME = re.compile(r"^(\d+)\.json$")
 
@@ -100,7 +93,7 @@ class CommitRecord:
 
     @classmethod
     def from_json(cls, data: bytes, name: str) -> CommitRecord:
-        """Parse and verify a record; a record without a checksum (earlier versions) is read
+        """Parse and verify a record; a record without a checksum (a deliberate edit) is read
         as it is. Raises :class:`CommitLogError` naming ``name``."""
         try:
             doc, problem = verified(json.loads(data.decode("utf-8")))
@@ -133,28 +126,14 @@ class CommitRecord:
 class CommitLog:
     """Commit records and done markers of one query's sink (see the module docstring)."""
 
-    def __init__(self, root: Location) -> None:
-        self._root = root
-
-    @classmethod
-    def under_checkpoint(cls, checkpoint_location: str) -> CommitLog:
-        """The log under ``<checkpoint>/unaligned``, or under ``<checkpoint>/unaligned-sink`` for
-        a checkpoint that an earlier version wrote (one metadata look-up)."""
-        checkpoint = resolve_location(checkpoint_location)
-        legacy = checkpoint.child(LEGACY_SINK_STATE_DIR)
-        if legacy.filesystem.get_file_info(legacy.path).type == pafs.FileType.Directory:
-            return cls(legacy)
-        return cls(checkpoint.child(SINK_STATE_DIR))
-
-    @property
-    def root(self) -> Location:
-        return self._root
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self._checkpoint = checkpoint
 
     def _record_location(self, batch_id: int) -> Location:
-        return self._root.child(COMMITS_DIR, f"{batch_id}.json")
+        return self._checkpoint.commit_record(batch_id)
 
     def _done_location(self, batch_id: int) -> Location:
-        return self._root.child(DONE_DIR, f"{batch_id}.json")
+        return self._checkpoint.done_marker(batch_id)
 
     def describe(self, batch_id: int) -> str:
         """Where batch ``batch_id``'s record is (for error messages)."""
@@ -239,10 +218,10 @@ class CommitLog:
 
     def decided_batch_ids(self) -> list[int]:
         """Every batch with a commit record, ascending."""
-        return numbered_files(self._root.child(COMMITS_DIR))
+        return numbered_files(self._checkpoint.commit_records_dir)
 
     def done_batch_ids(self) -> list[int]:
-        return numbered_files(self._root.child(DONE_DIR))
+        return numbered_files(self._checkpoint.done_markers_dir)
 
     def unfinished_batch_ids(self) -> list[int]:
         """Batches decided but not marked done: recovery must roll these forward."""
@@ -266,7 +245,7 @@ class CommitLog:
             raise CommitLogError(f"retain must be at least 1, got {retain}")
         done = self.done_batch_ids()
         pruned = done[:-retain] if len(done) > retain else []
-        fs = self._root.filesystem
+        fs = self._checkpoint.filesystem
         for batch_id in pruned:
             # Record first: a record without a done marker would be rolled forward again.
             for location in (self._record_location(batch_id), self._done_location(batch_id)):

@@ -1,34 +1,19 @@
 """Read back exactly what the file sink committed: the files its manifest names, nothing else.
 
-The file sink (:mod:`unaligned.sink.file_participant`, which describes the layout; names and
-compaction in :mod:`unaligned.sink.file_manifest`) publishes one manifest entry per committed
-micro-batch and query, ``<path>/_unaligned_manifest/<queryId>-<batchId>.json``, after the
-batch's files have their final names; a query's older entries are folded into
-``<queryId>-<throughBatchId>.compacted.json``; entries of older versions are named
-``<batchId>.json`` (no query id). Readers list the manifest directory, never the data directory,
-so staged files of undecided or failed attempts and final files of a batch whose manifest entry
-is not written yet are invisible.
-
-Every committed batch of every query that wrote to ``path`` is read exactly once: a batch is
-identified by ``(query id, batch id)`` (``None`` for a legacy entry), so a batch listed both in a
-compacted file and as an entry that compaction has not deleted yet counts once, and a file that
-disappears between the listing and the read (a compaction just replaced it) makes the reader
-list again. Order: legacy entries first, then query by query (by query id), each in batch then
-file order.
-
-Two ways in:
-
-- :func:`read_committed_files` (``unaligned.read_committed_files(path)``): a ``pyarrow.Table``.
-- ``spark.read.format("unaligned").option("path", ...).load()``: :class:`CommittedFilesReader`,
-  one Spark partition per committed file, schema from the most recently committed manifest entry
-  (:func:`committed_files_schema`).
+Readers list the manifest directory ``<path>/_unaligned_manifest/`` (names and format:
+:mod:`unaligned.sink.file_manifest`), never the data directory, so staged files and final files
+whose entry is not written yet are invisible. Every committed batch of every query that wrote
+to ``path`` is read once, keyed by ``(query id, batch id)`` (a batch may be listed both in a
+compacted file and as an entry not deleted yet); a file that disappears between the listing and
+the read makes the reader list again. Order: by query id, then batch, then file.
+:func:`read_committed_files` (``unaligned.read_committed_files(path)``) returns a
+``pyarrow.Table``; :class:`CommittedFilesReader` serves ``spark.read.format("unaligned")``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -37,131 +22,28 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, read_bytes, resolve_location
+from unaligned._fs import Location, absolute_path, resolve_location
 from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink.file_manifest import (
     MANIFEST_DIR,
-    MANIFEST_VERSION,
-    ManifestName,
+    ManifestEntry,
     list_manifest,
+    read_manifest_file,
 )
-from unaligned.sink.options import absolute_path
 
 READ_BATCH_ROWS = 64 * 1024
 LISTING_ATTEMPTS = 10
 """How often a reader lists the manifest again when listed files disappear under it."""
 
 
-@dataclass(frozen=True)
-class CommittedFile:
-    """One committed Parquet file: its path relative to the output path and its row count."""
-
-    batch_id: int
-    path: str
-    rows: int
-    bytes: int = 0
-    query_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ManifestEntry:
-    """One committed batch of one query (``query_id`` ``None``: a legacy entry)."""
-
-    batch_id: int
-    schema: StructType
-    files: tuple[CommittedFile, ...]
-    query_id: str | None = None
-    committed_at_ms: int = 0
-
-    @property
-    def key(self) -> tuple[str | None, int]:
-        return (self.query_id, self.batch_id)
-
-
 def _location(path: str, filesystem: pafs.FileSystem | None) -> Location:
     return resolve_location(path, filesystem)
 
 
-def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEntry]:
-    """The batches one manifest file holds: one for an entry, many for a compacted file.
-
-    Raises ``FileNotFoundError`` if the file is gone (a compaction deleted it after the
-    listing) and :class:`CommitLogError` if it is unreadable or does not match its name.
-    """
-    location = output.child(MANIFEST_DIR, name.name)
-    described = location.uri or location.path
-    data = read_bytes(location)
-    if data is None:
-        raise FileNotFoundError(described)
-    try:
-        doc = json.loads(data.decode("utf-8"))
-        if doc["version"] != MANIFEST_VERSION:
-            raise CommitLogError(
-                f"manifest file {described} has unsupported version {doc['version']}"
-            )
-        query_id = doc.get("queryId")
-        if query_id != name.query_id or bool(doc.get("compacted", False)) != name.compacted:
-            raise CommitLogError(
-                f"manifest file {described} holds query {query_id!r} "
-                f"({'compacted' if doc.get('compacted') else 'entry'}), not what its name says"
-            )
-        schema = StructType.fromJson(doc["schema"])
-        if name.compacted:
-            return _compacted_entries(doc, schema, query_id, described)
-        batch_id = int(doc["batchId"])
-        if batch_id != name.batch_id:
-            raise CommitLogError(f"manifest entry {described} names batch {batch_id}")
-        return [
-            ManifestEntry(
-                batch_id=batch_id,
-                schema=schema,
-                files=tuple(_committed_file(f, batch_id, query_id) for f in doc["files"]),
-                query_id=query_id,
-                committed_at_ms=int(doc.get("committedAtMs", 0)),
-            )
-        ]
-    except CommitLogError:
-        raise
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
-        raise CommitLogError(f"manifest file {described} is unreadable: {exc!r}") from exc
-
-
-def _committed_file(doc: Mapping[str, Any], batch_id: int, query_id: str | None) -> CommittedFile:
-    return CommittedFile(
-        batch_id, str(doc["path"]), int(doc["rows"]), int(doc.get("bytes", 0)), query_id
-    )
-
-
-def _compacted_entries(
-    doc: Mapping[str, Any], schema: StructType, query_id: str | None, described: str
-) -> list[ManifestEntry]:
-    files: dict[int, list[CommittedFile]] = {}
-    for f in doc["files"]:
-        batch_id = int(f["batchId"])
-        files.setdefault(batch_id, []).append(_committed_file(f, batch_id, query_id))
-    entries = [
-        ManifestEntry(
-            batch_id=int(b["batchId"]),
-            schema=schema,
-            files=tuple(files.pop(int(b["batchId"]), ())),
-            query_id=query_id,
-            committed_at_ms=int(b.get("committedAtMs", 0)),
-        )
-        for b in doc["batches"]
-    ]
-    if files:
-        raise CommitLogError(
-            f"compacted manifest {described} names files of batches {sorted(files)} it does "
-            "not list"
-        )
-    return entries
-
-
 def manifest_entries(output: Location) -> list[ManifestEntry]:
-    """Every committed batch of every query, each once: legacy entries first, then by query id,
-    then by batch id."""
+    """Every committed batch of every query, each once, by query id, then by batch id."""
     for _ in range(LISTING_ATTEMPTS):
-        batches: dict[tuple[str | None, int], ManifestEntry] = {}
+        batches: dict[tuple[str, int], ManifestEntry] = {}
         try:
             # Entries after compacted files: a live entry and its compacted copy are the same.
             for name in sorted(list_manifest(output), key=lambda m: not m.compacted):
@@ -169,9 +51,7 @@ def manifest_entries(output: Location) -> list[ManifestEntry]:
                     batches[entry.key] = entry
         except FileNotFoundError:
             continue  # replaced by a compaction since the listing: list again
-        return [
-            batches[k] for k in sorted(batches, key=lambda k: (k[0] is not None, k[0] or "", k[1]))
-        ]
+        return [batches[key] for key in sorted(batches)]
     raise CommitLogError(
         f"the manifest under {output.uri or output.path} kept changing while being read "
         f"({LISTING_ATTEMPTS} listings)"

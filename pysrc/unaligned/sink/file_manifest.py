@@ -1,41 +1,14 @@
-"""The file sink's names and manifest: per-query naming, the legacy layout, entries, compaction.
+"""The file sink's names and manifest: per-query naming, entries, compaction, reading a file.
 
 Every name the file sink uses under its output ``path`` is built here: staging directories
 (:func:`staging_dir`), committed data files (:func:`final_name`), manifest entries
-(:func:`manifest_name`) and compacted manifest files (:func:`compacted_manifest_name`). Each
-carries the query id ``<q>`` (:func:`check_query_id`); the layout and the protocol steps that
-write it are in :mod:`unaligned.sink.file_participant`. This module also writes manifest
-entries (:func:`write_manifest_entry`) and compacts them (:func:`compact_manifest`); reading
-them back is :mod:`unaligned.sink.committed_files`.
-
-Compaction. A long-running query would add one manifest entry per batch forever. After a batch
-is done, the participant's clean-up folds the query's finished entries older than its newest
-``manifest_retain`` into one compacted file, once more than ``manifest_retain + compact_every``
-entries are live. The compacted file holds the previous compacted file's batches plus the folded
-ones; it is written atomically (:func:`unaligned._fs.atomic_write`) *before* the older compacted
-file and the folded entries are deleted. So every listing of the manifest directory covers every
-committed batch at least once; readers de-duplicate by ``(query id, batch id)`` (a batch may be
-listed both in a compacted file and as an entry not yet deleted) and list again when a listed
-file disappears under them.
-
-Layout of older versions (no query id; every name function builds it for ``query_id=None``),
-still read and continued::
-
-    <path>/_unaligned_staging/<batchId>/part-<partition>-<attempt>-<random>.parquet
-    <path>/part-<batchId:010d>-<partition:05d>.parquet
-    <path>/_unaligned_manifest/<batchId:010d>.json
-
-Rule for those *legacy* names: a legacy manifest entry belongs to no query id; every reader
-reads it once (key ``(None, batch id)``), and no query compacts or deletes it. A query restarted
-from a checkpoint that an older version wrote has the same query id; what its commit records
-decided with legacy names (items without ``queryId``) is rolled forward under the same legacy
-names (the same final files, the same legacy manifest entry - idempotent, never a second entry
-for the batch), and every batch it decides from then on uses its query id. A legacy staging
-directory ``_unaligned_staging/<batchId>/`` is removed only by a query whose own commit log has
-batch ``batchId`` done (the query re-ran that batch under its new names, or rolled it forward):
-then whatever is staged there is a leftover of that very query. Do not run an older version
-of the package on the same ``path`` at the same time as this one: older versions do not know
-query ids and overwrite each other's names.
+(:func:`manifest_name`) and compacted manifest files (:func:`compacted_manifest_name`), each
+with the query id (:func:`check_query_id`). It writes manifest entries
+(:func:`write_manifest_entry`), compacts a query's finished entries older than its newest
+``manifest_retain`` into one file written *before* the folded ones are deleted
+(:func:`compact_manifest`), and reads one manifest file (:func:`read_manifest_file`; listing
+all of them once per batch is :mod:`unaligned.sink.committed_files`). The layout and the
+protocol: ARCHITECTURE.md, "Checkpoint layout" (file sink).
 """
 
 from __future__ import annotations
@@ -46,15 +19,13 @@ import re
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow.fs as pafs
+from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, atomic_write
-from unaligned.errors import SinkConfigurationError
-
-if TYPE_CHECKING:
-    from unaligned.sink.committed_files import ManifestEntry
+from unaligned._fs import Location, atomic_write, read_bytes
+from unaligned.errors import CommitLogError, SinkConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +41,6 @@ most about ``retain + compact_every + 1`` manifest files per query, rewritten ev
 ``compact_every`` batches."""
 
 _QUERY_ID = re.compile(r"^[0-9A-Za-z_-]+$")
-_LEGACY_ENTRY = re.compile(r"^(?P<batch>\d+)\.json$")
 _ENTRY = re.compile(r"^(?P<query>[0-9A-Za-z_-]+)-(?P<batch>\d+)\.json$")
 _COMPACTED = re.compile(r"^(?P<query>[0-9A-Za-z_-]+)-(?P<batch>\d+)\.compacted\.json$")
 
@@ -85,17 +55,13 @@ def check_query_id(query_id: str) -> str:
     return query_id
 
 
-def final_name(batch_id: int, partition_id: int, query_id: str | None = None) -> str:
-    """A committed data file's name (``query_id=None``: the legacy name)."""
-    if query_id is None:
-        return f"part-{batch_id:010d}-{partition_id:05d}.parquet"
+def final_name(batch_id: int, partition_id: int, query_id: str) -> str:
+    """A committed data file's name."""
     return f"part-{query_id}-{batch_id:010d}-{partition_id:05d}.parquet"
 
 
-def manifest_name(batch_id: int, query_id: str | None = None) -> str:
-    """A batch's manifest entry name in ``MANIFEST_DIR`` (``query_id=None``: the legacy name)."""
-    if query_id is None:
-        return f"{batch_id:010d}.json"
+def manifest_name(batch_id: int, query_id: str) -> str:
+    """A batch's manifest entry name in ``MANIFEST_DIR``."""
     return f"{query_id}-{batch_id:010d}.json"
 
 
@@ -104,35 +70,32 @@ def compacted_manifest_name(query_id: str, through_batch_id: int) -> str:
     return f"{query_id}-{through_batch_id:010d}.compacted.json"
 
 
-def staging_dir(batch_id: int, query_id: str | None = None) -> str:
-    """A batch's staging directory relative to the output (``None``: the legacy one)."""
-    if query_id is None:
-        return f"{STAGING_DIR}/{batch_id}"
+def staging_dir(batch_id: int, query_id: str) -> str:
+    """A batch's staging directory relative to the output."""
     return f"{STAGING_DIR}/{query_id}/{batch_id}"
 
 
 @dataclass(frozen=True)
 class ManifestName:
     """A parsed file name in ``MANIFEST_DIR``: an entry (one batch) or a compacted file (every
-    batch up to ``batch_id``). ``query_id`` is ``None`` for a legacy entry."""
+    batch up to ``batch_id``)."""
 
     name: str
-    query_id: str | None
+    query_id: str
     batch_id: int
     compacted: bool
 
     @property
-    def key(self) -> tuple[str | None, int]:
+    def key(self) -> tuple[str, int]:
         return (self.query_id, self.batch_id)
 
 
 def parse_manifest_name(name: str) -> ManifestName | None:
     """``None`` for what is not a manifest file (temporary files of atomic writes, strays)."""
-    for pattern, compacted in ((_COMPACTED, True), (_ENTRY, False), (_LEGACY_ENTRY, False)):
+    for pattern, compacted in ((_COMPACTED, True), (_ENTRY, False)):
         match = pattern.match(name)
         if match:
-            query = match.groupdict().get("query")
-            return ManifestName(name, query, int(match.group("batch")), compacted)
+            return ManifestName(name, match.group("query"), int(match.group("batch")), compacted)
     return None
 
 
@@ -151,12 +114,12 @@ def list_manifest(output: Location) -> list[ManifestName]:
 def write_manifest_entry(
     output: Location,
     batch_id: int,
-    query_id: str | None,
+    query_id: str,
     schema_json: str,
     items: Sequence[Mapping[str, Any]],
 ) -> None:
     """Write batch ``batch_id``'s manifest entry atomically: the committed files of ``items``
-    (the commit record's prepared items) under the query's name (``None``: the legacy name)."""
+    (the commit record's prepared items) under the query's name."""
     entry: dict[str, Any] = {
         "version": MANIFEST_VERSION,
         "batchId": batch_id,
@@ -166,9 +129,8 @@ def write_manifest_entry(
             {"path": item["final"], "rows": item["rows"], "bytes": item["bytes"]}
             for item in sorted(items, key=lambda i: i["final"])
         ],
+        "queryId": query_id,
     }
-    if query_id is not None:
-        entry["queryId"] = query_id
     location = output.child(MANIFEST_DIR, manifest_name(batch_id, query_id))
     atomic_write(location, json.dumps(entry, sort_keys=True).encode("utf-8"))
 
@@ -193,8 +155,6 @@ def compact_manifest(
     finds a listed file gone (another one ran at the same time) deletes nothing. Returns how
     many entries were folded.
     """
-    from unaligned.sink.committed_files import read_manifest_file
-
     names = [m for m in list_manifest(output) if m.query_id == query_id]
     entries = sorted((m for m in names if not m.compacted), key=lambda m: m.batch_id)
     if len(entries) <= retain + compact_every:
@@ -255,3 +215,107 @@ def _compacted_doc(query_id: str, batches: Mapping[int, ManifestEntry]) -> dict[
             for f in e.files
         ],
     }
+
+
+# --- reading one manifest file ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommittedFile:
+    """One committed Parquet file: its path relative to the output path and its row count."""
+
+    batch_id: int
+    path: str
+    rows: int
+    bytes: int = 0
+    query_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One committed batch of one query."""
+
+    batch_id: int
+    schema: StructType
+    files: tuple[CommittedFile, ...]
+    query_id: str
+    committed_at_ms: int = 0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.query_id, self.batch_id)
+
+
+def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEntry]:
+    """The batches one manifest file holds: one for an entry, many for a compacted file.
+
+    Raises ``FileNotFoundError`` if the file is gone (a compaction deleted it after the
+    listing) and :class:`CommitLogError` if it is unreadable or does not match its name.
+    """
+    location = output.child(MANIFEST_DIR, name.name)
+    described = location.uri or location.path
+    data = read_bytes(location)
+    if data is None:
+        raise FileNotFoundError(described)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+        if doc["version"] != MANIFEST_VERSION:
+            raise CommitLogError(
+                f"manifest file {described} has unsupported version {doc['version']}"
+            )
+        if doc.get("queryId") != name.query_id or bool(doc.get("compacted")) != name.compacted:
+            raise CommitLogError(
+                f"manifest file {described} holds query {doc.get('queryId')!r} "
+                f"({'compacted' if doc.get('compacted') else 'entry'}), not what its name says"
+            )
+        query_id = name.query_id
+        schema = StructType.fromJson(doc["schema"])
+        if name.compacted:
+            return _compacted_entries(doc, schema, query_id, described)
+        batch_id = int(doc["batchId"])
+        if batch_id != name.batch_id:
+            raise CommitLogError(f"manifest entry {described} names batch {batch_id}")
+        return [
+            ManifestEntry(
+                batch_id=batch_id,
+                schema=schema,
+                files=tuple(_committed_file(f, batch_id, query_id) for f in doc["files"]),
+                query_id=query_id,
+                committed_at_ms=int(doc.get("committedAtMs", 0)),
+            )
+        ]
+    except CommitLogError:
+        raise
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        raise CommitLogError(f"manifest file {described} is unreadable: {exc!r}") from exc
+
+
+def _committed_file(doc: Mapping[str, Any], batch_id: int, query_id: str) -> CommittedFile:
+    return CommittedFile(
+        batch_id, str(doc["path"]), int(doc["rows"]), int(doc.get("bytes", 0)), query_id
+    )
+
+
+def _compacted_entries(
+    doc: Mapping[str, Any], schema: StructType, query_id: str, described: str
+) -> list[ManifestEntry]:
+    files: dict[int, list[CommittedFile]] = {}
+    for f in doc["files"]:
+        batch_id = int(f["batchId"])
+        files.setdefault(batch_id, []).append(_committed_file(f, batch_id, query_id))
+    entries = [
+        ManifestEntry(
+            batch_id=int(b["batchId"]),
+            schema=schema,
+            files=tuple(files.pop(int(b["batchId"]), ())),
+            query_id=query_id,
+            committed_at_ms=int(b.get("committedAtMs", 0)),
+        )
+        for b in doc["batches"]
+    ]
+    if files:
+        raise CommitLogError(
+            f"compacted manifest {described} names files of batches {sorted(files)} it does "
+            "not list"
+        )
+    return entries

@@ -3,8 +3,7 @@
 Layout under the output ``path``; every name carries the id of the query that wrote it (``<q>``,
 Spark's query id from ``<checkpoint>/metadata``, a UUID stable across restarts of one
 checkpoint), so queries with different checkpoints can write to the same ``path`` side by side.
-The names are built by :mod:`unaligned.sink.file_manifest`, which also has the rules for the
-legacy layout of older versions (no query id) and for manifest compaction::
+The names are built by :mod:`unaligned.sink.file_manifest`, which also compacts the manifest::
 
     <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet  step 1
     <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2
@@ -37,7 +36,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from unaligned._fs import Location, fsync_path, resolve_location
-from unaligned.barriers.offset_log import read_query_id
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import (
@@ -67,7 +66,7 @@ class FileTaskWriter:
         batch_id: int,
         partition_id: int,
         attempt_number: int,
-        query_id: str | None = None,
+        query_id: str,
     ) -> None:
         self._output = output
         self._compression = compression
@@ -124,9 +123,8 @@ class FileTaskWriter:
             "rows": self._rows,
             "bytes": size,
             "partition": self._partition_id,
+            "queryId": self._query_id,
         }
-        if self._query_id is not None:
-            item["queryId"] = self._query_id
         return item
 
     def abort(self) -> None:
@@ -149,8 +147,7 @@ class FileParticipant:
     """Staged Parquet files as 2PC participants. Picklable: holds options only.
 
     ``query_id`` names every file this participant writes (the sink builds it with
-    :meth:`for_query`). Without one it writes the legacy layout of older versions and never
-    compacts (kept for tools and tests that write a bare directory).
+    :meth:`for_query`).
     """
 
     kind = PARTICIPANT
@@ -159,7 +156,7 @@ class FileParticipant:
         self,
         target: FileTarget,
         schema: StructType,
-        query_id: str | None = None,
+        query_id: str,
         *,
         manifest_retain: int = DEFAULT_MANIFEST_RETAIN,
         compact_every: int = DEFAULT_COMPACT_EVERY,
@@ -168,18 +165,18 @@ class FileParticipant:
             raise ValueError("manifest_retain and compact_every must be at least 1")
         self._target = target
         self._schema_json = schema.json()
-        self._query_id = check_query_id(query_id) if query_id is not None else None
+        self._query_id = check_query_id(query_id)
         self._manifest_retain = manifest_retain
         self._compact_every = compact_every
 
     @classmethod
     def for_query(
-        cls, target: FileTarget, schema: StructType, checkpoint_location: str
+        cls, target: FileTarget, schema: StructType, checkpoint: Checkpoint
     ) -> FileParticipant:
         """The sink's participant: names carry the query id read from the checkpoint once
         (``<checkpoint>/metadata``, written by Spark before the first batch is planned)."""
         try:
-            query_id = read_query_id(checkpoint_location)
+            query_id = checkpoint.query_id()
         except BarrierError as exc:
             raise SinkConfigurationError(
                 f"the file sink names its files after the query id: {exc}"
@@ -187,7 +184,7 @@ class FileParticipant:
         return cls(target, schema, query_id)
 
     @property
-    def query_id(self) -> str | None:
+    def query_id(self) -> str:
         return self._query_id
 
     def output(self) -> Location:
@@ -222,10 +219,8 @@ class FileParticipant:
         batch_id: int,
         progress: Callable[[int], None],
     ) -> None:
-        """Rename every staged file to its final name (idempotent), ``progress(n)`` after each.
-
-        The names come from the items verbatim, so a record an older version decided is rolled
-        forward under its legacy names."""
+        """Rename every staged file to its final name (idempotent), ``progress(n)`` after each;
+        the names come from the items verbatim."""
         output = self.output()
         fs = output.filesystem
         for done, item in enumerate(items, start=1):
@@ -242,12 +237,9 @@ class FileParticipant:
         if items and isinstance(fs, pafs.LocalFileSystem):
             fsync_path(output.path)
 
-    def _record_query_id(self, record: CommitRecord) -> str | None:
-        """The query id the record's batch is published under: ``None`` (legacy names) when an
-        older version decided it (its items carry no ``queryId``), else this query's id."""
+    def _record_query_id(self, record: CommitRecord) -> str:
+        """This query's id, which every item of the record must name."""
         ids = {item.get("queryId") for item in record.prepared}
-        if None in ids:
-            return None
         if ids and ids != {self._query_id}:
             raise CommitLogError(
                 f"batch {record.batch_id}: its commit record names files of query "
@@ -295,9 +287,7 @@ class FileParticipant:
 
         A batch decided but not finished keeps its staging directory (its roll-forward renames
         from there); what else is in the query's staging is from failed, denied or undecided
-        attempts, or left over after the renames. Legacy staging directories are removed only
-        for batches this query's log has done (the legacy rule in
-        :mod:`unaligned.sink.file_manifest`). Returns how many directories were removed.
+        attempts, or left over after the renames. Returns how many directories were removed.
         """
         keep = set(log.unfinished_batch_ids())
         output = self.output()
@@ -307,27 +297,18 @@ class FileParticipant:
             return batch_id not in keep and (up_to_batch is None or batch_id <= up_to_batch)
 
         removed = 0
-        for batch_id, path in _batch_dirs(output, STAGING_DIR):
-            # Legacy directories: every one (older versions) or those this query finished.
-            if in_range(batch_id) and (self._query_id is None or log.is_done(batch_id)):
+        for batch_id, path in _batch_dirs(output, f"{STAGING_DIR}/{self._query_id}"):
+            if in_range(batch_id):
                 fs.delete_dir(path)
                 removed += 1
-        if self._query_id is not None:
-            own = f"{STAGING_DIR}/{self._query_id}"
-            for batch_id, path in _batch_dirs(output, own):
-                if in_range(batch_id):
-                    fs.delete_dir(path)
-                    removed += 1
-            self.compact_manifest(keep, up_to_batch)
+        self.compact_manifest(keep, up_to_batch)
         return removed
 
     def compact_manifest(self, unfinished: set[int], up_to_batch: int | None) -> int:
         """Compact this query's manifest entries
         (:func:`unaligned.sink.file_manifest.compact_manifest`, which has the rules) with this
-        participant's ``manifest_retain`` and ``compact_every``; a legacy participant never
-        compacts. Returns how many entries were folded."""
-        if self._query_id is None:
-            return 0
+        participant's ``manifest_retain`` and ``compact_every``. Returns how many entries were
+        folded."""
         return compact_manifest(
             self.output(),
             self._query_id,
@@ -338,7 +319,7 @@ class FileParticipant:
         )
 
     def committed_batch_ids(self) -> list[int]:
-        """Batches this participant's query published (legacy participant: legacy entries)."""
+        """Batches this participant's query published."""
         from unaligned.sink.committed_files import manifest_entries
 
         return sorted(

@@ -1,53 +1,21 @@
 """Options of ``df.writeStream.format("unaligned")``, parsed and checked before any data moves.
 
 Spark hands the stream writer the user's options with lower-cased keys, plus
-``checkpointlocation`` and ``queryname``. Exactly one target is chosen:
-
-- Kafka: ``kafka.bootstrap.servers`` and a ``topic`` option or a ``topic`` input column.
-  Every other ``kafka.*`` option is passed through to the producer (mapped by
-  :mod:`unaligned.kafka.client_options`). Options that would break exactly-once are refused:
-  ``kafka.enable.idempotence=false``, ``kafka.acks`` other than ``all``/``-1``, a user-set
-  ``kafka.transactional.id`` (the sink owns the ids), serializer options (the sink writes bytes).
-- Files: ``path`` (any URI ``pyarrow.fs.FileSystem.from_uri`` accepts).
-
-Naming both a path and a Kafka target, or neither, is a :class:`SinkConfigurationError`, as is a
-missing ``checkpointLocation``.
-
-Sink options (case-insensitive, like every Spark option; the table of known ones is
-``_OPTIONS``). An unknown option, or one that only the other target reads, is refused naming
-it (and the known ones); ``kafka.*`` passes through. Sizes and durations go through the one
-parser of each in :mod:`unaligned._parsing`:
-
-==========================  =========  ==================================================
-``transactionalIdPrefix``   derived    prefix of every transactional id the sink opens
-                                       (default ``unaligned-<query id>``)
-``kafka.transaction.timeout.ms``  900000  must cover batch time plus restart time, and be
-                                       <= the brokers' ``transaction.max.timeout.ms``
-``chunkRows``               1000       smallest chunk a task writes between two checks
-                                       (:mod:`unaligned.barriers.chunking`)
-``maxUnacknowledgedBytes``  4 MiB      between chunks a task waits until at most this is unacked
-``minBatchesToRetain``      100        commit records kept after their batch finished
-``compression``             snappy     Parquet codec of the file sink
-``checkpointMode``          unaligned  ``aligned``: every row is written before the batch
-                                       commits (Spark's behaviour); ``unaligned``: cut at
-                                       the timeout (:mod:`unaligned.barriers.task_side`)
-``alignedCheckpointTimeout``  30s      from the batch start; past it a task spills the rest
-``maxInflightBytes``        256MB      a task with more pending state does not cut again
-``channelStateCodec``       deflate    ``null``, ``deflate``, ``snappy``, ``zstandard``
-``channelStateInlineThreshold``  20KB  smaller state goes into the commit record
-``channelStatePath``        under the checkpoint  ``<checkpoint>/unaligned/channel-state``; each
-                                       query keeps its state in ``<path>/<query id>/``, so
-                                       queries may share a path
-==========================  =========  ==================================================
+``checkpointlocation`` (resolved once into a :class:`~unaligned.checkpoint.Checkpoint`) and
+``queryname``. Exactly one target is chosen: Kafka (``kafka.bootstrap.servers`` and a ``topic``
+option or column; other ``kafka.*`` options pass to the producer, those that would break
+exactly-once are refused) or files (``path``). An unknown option, or one only the other target
+reads, is refused naming it; sizes and durations go through :mod:`unaligned._parsing`. What
+each option means: README.md, "Sink options" (the known ones are ``_OPTIONS``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from unaligned._fs import absolute_path
 from unaligned._parsing import (
     KAFKA_PREFIX,
     kafka_params,
@@ -56,8 +24,9 @@ from unaligned._parsing import (
     parse_duration_ms,
     parse_positive,
 )
-from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
+from unaligned.barriers.alignment import AlignmentSettings, CheckpointMode
 from unaligned.channel_state.codecs import check_codec
+from unaligned.checkpoint import Checkpoint
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.client_options import producer_kwargs
 
@@ -168,7 +137,7 @@ def _check_target_options(opts: Mapping[str, str], target: str) -> None:
 
 @dataclass(frozen=True)
 class SinkOptions:
-    checkpoint_location: str
+    checkpoint: Checkpoint
     query_name: str | None
     target: KafkaTarget | FileTarget
     chunk_rows: int
@@ -190,20 +159,21 @@ class SinkOptions:
         target = _parse_target(opts)
         _check_target_options(opts, "file" if isinstance(target, FileTarget) else "Kafka")
         chunk_rows = _positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS)
+        resolved = Checkpoint.resolve(checkpoint)
         return cls(
-            checkpoint_location=checkpoint,
+            checkpoint=resolved,
             query_name=opts.get("queryname") or None,
             target=target,
             chunk_rows=chunk_rows,
             min_batches_to_retain=_positive_int(
                 opts, "minbatchestoretain", "minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN
             ),
-            alignment=_parse_alignment(opts, checkpoint, chunk_rows),
+            alignment=_parse_alignment(opts, resolved, chunk_rows),
         )
 
 
 def _parse_alignment(
-    opts: Mapping[str, str], checkpoint: str, chunk_rows: int
+    opts: Mapping[str, str], checkpoint: Checkpoint, chunk_rows: int
 ) -> AlignmentSettings:
     mode = CheckpointMode(
         parse_choice(
@@ -214,7 +184,7 @@ def _parse_alignment(
     )
     codec = opts.get("channelstatecodec", DEFAULT_CHANNEL_STATE_CODEC).strip().lower()
     check_codec(codec)
-    state_dir = opts.get("channelstatepath", "").strip() or default_channel_state_path(checkpoint)
+    state_dir = opts.get("channelstatepath", "").strip() or checkpoint.default_channel_state_path()
     return AlignmentSettings(
         mode=mode,
         timeout_ms=parse_duration_ms(
@@ -234,12 +204,6 @@ def _parse_alignment(
             DEFAULT_INLINE_THRESHOLD_BYTES,
         ),
     )
-
-
-def default_channel_state_path(checkpoint: str) -> str:
-    """``channelStatePath`` when the option is not set (per query by construction; each
-    query's state still goes to ``<path>/<query id>/``, :mod:`unaligned.channel_state.files`)."""
-    return absolute_path(checkpoint.rstrip("/") + "/unaligned/channel-state")
 
 
 def _bytes(opts: Mapping[str, str], key: str, name: str, default: int, minimum: int = 0) -> int:
@@ -274,13 +238,6 @@ def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
             "'kafka.bootstrap.servers' with option 'topic' or a topic column (Kafka)"
         )
     return _parse_kafka(opts, kafka)
-
-
-def absolute_path(path: str) -> str:
-    """A local path made absolute on the driver (tasks may run elsewhere); URIs unchanged."""
-    if "://" in path or path.startswith("file:"):
-        return path
-    return os.path.abspath(path)
 
 
 def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> KafkaTarget:

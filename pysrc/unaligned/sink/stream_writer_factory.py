@@ -19,10 +19,10 @@ from collections.abc import Mapping
 
 from pyspark.sql.types import StructType
 
+from unaligned.barriers.alignment import arrow_input_schema
 from unaligned.barriers.barrier import wall_clock_ms
-from unaligned.barriers.driver_side import collect_channel_state_garbage
-from unaligned.barriers.task_side import arrow_input_schema
 from unaligned.errors import BarrierError, SinkConfigurationError
+from unaligned.sink.barrier_outcome import collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
 from unaligned.sink.participant import Participant
@@ -50,7 +50,7 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPh
     if role is WriterRole.PLANNER:
         participant.check_at_query_start()
         # Step 3: recovery, in Spark's planner only (see unaligned.sink.two_phase_commit).
-        recover(CommitLog.under_checkpoint(sink_options.checkpoint_location), participant)
+        recover(CommitLog(sink_options.checkpoint), participant)
         collect_channel_state_garbage(sink_options)
         planned_at_ms = int(wall_clock_ms())
     return TwoPhaseCommitWriter(
@@ -67,7 +67,7 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
     if isinstance(target, FileTarget):
         from unaligned.sink.file_participant import FileParticipant
 
-        return FileParticipant.for_query(target, schema, options.checkpoint_location)
+        return FileParticipant.for_query(target, schema, options.checkpoint)
     from unaligned.sink.kafka_columns import kafka_columns
     from unaligned.sink.kafka_participant import KafkaParticipant
 
@@ -79,10 +79,8 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
 def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
     if target.transactional_id_prefix is not None:
         return target.transactional_id_prefix
-    from unaligned.barriers.offset_log import read_query_id
-
     try:
-        query_id = read_query_id(options.checkpoint_location)
+        query_id = options.checkpoint.query_id()
     except BarrierError as exc:
         raise SinkConfigurationError(
             f"cannot derive the default transactionalIdPrefix from the query id: {exc}; "

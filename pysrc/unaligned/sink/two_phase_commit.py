@@ -52,7 +52,7 @@ Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark c
 
 Transaction timeout and late restarts: see :func:`unaligned.sink.recovery.roll_forward`. What
 the driver does with channel state, metrics and idle-barrier hints at a barrier:
-:mod:`unaligned.barriers.driver_side`.
+:mod:`unaligned.sink.barrier_outcome`.
 """
 
 from __future__ import annotations
@@ -67,16 +67,16 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from unaligned import crash_points
 from unaligned._worker_memory import tune_worker_memory
+from unaligned.barriers.alignment import BarrierAlignment, CheckpointMode
 from unaligned.barriers.barrier import read_barrier, wall_clock_ms
-from unaligned.barriers.driver_side import (
+from unaligned.barriers.metrics import purge_metrics
+from unaligned.crash_points import CrashPoint, FailPoint
+from unaligned.errors import CommitLogError, TaskContextError
+from unaligned.sink.barrier_outcome import (
     after_barrier,
     collect_channel_state_garbage,
     pending_after,
 )
-from unaligned.barriers.metrics import purge_metrics
-from unaligned.barriers.task_side import BarrierAlignment, CheckpointMode
-from unaligned.crash_points import CrashPoint, FailPoint
-from unaligned.errors import CommitLogError, TaskContextError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
@@ -105,7 +105,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         planned it; its deadline then counts from the planning time instead.
         ``input_schema`` / ``sink_columns``: the sink's input as Spark declared it and the
         columns it writes, so channel state replays by column name even in a task with no
-        input rows (:class:`unaligned.barriers.task_side.BarrierAlignment`)."""
+        input rows (:class:`unaligned.barriers.alignment.BarrierAlignment`)."""
         self._options = options
         self._participant = participant
         self._planned_at_ms = planned_at_ms
@@ -117,7 +117,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         return self._participant
 
     def _log(self) -> CommitLog:
-        return CommitLog.under_checkpoint(self._options.checkpoint_location)
+        return CommitLog(self._options.checkpoint)
 
     # Step 1 -----------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
@@ -147,7 +147,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             )
 
         # 1b. The barrier: replay inherited channel state, write new rows chunk by chunk, cut
-        #     at the deadline in unaligned mode (unaligned.barriers.task_side). The transaction /
+        #     at the deadline in unaligned mode (unaligned.barriers.alignment). The transaction /
         #     staging file opens with the first row written.
         alignment = self._barrier_alignment(
             batch_id, partition_id, attempt, context.taskAttemptId()
@@ -207,7 +207,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         self, batch_id: int, partition_id: int, attempt: int, attempt_id: int
     ) -> BarrierAlignment:
         settings = self._options.alignment
-        barrier = read_barrier(self._options.checkpoint_location, batch_id)
+        barrier = read_barrier(self._options.checkpoint, batch_id)
         if settings.mode is CheckpointMode.UNALIGNED and barrier.end_of_data:
             # The final checkpoint (unaligned.finishing, step 1): replay everything, cut nothing.
             settings = dataclasses.replace(settings, mode=CheckpointMode.ALIGNED)
@@ -284,7 +284,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         retain = self._options.min_batches_to_retain
         log.prune(retain)
         if batchId % retain == 0:  # one listing of the metrics directory per `retain` batches
-            purge_metrics(self._options.checkpoint_location, batchId + 1 - retain)
+            purge_metrics(self._options.checkpoint, batchId + 1 - retain)
         collect_channel_state_garbage(self._options)
         after_barrier(self._options, record, _messages(messages))
         logger.info(

@@ -1,50 +1,11 @@
-"""Kafka positions: the source's checkpointed offset, and the offsets JSON of the options.
+"""Kafka positions: the source's checkpointed offset (:class:`KafkaSourceOffset`).
 
-Every offset in this module is a *next offset to read* position (Kafka's "position", one past
-the last record consumed). Ranges between two offsets and read limits are in
-:mod:`unaligned.source.offset_ranges`.
-
-The source's checkpointed offset (what Spark writes to its offset log for this source)::
-
-    {"offsets": {"topic": {"0": 23, "1": 40}}, "idleBarrier": 0, "barrierToken": "9f0c..."}
-
-``queryStart`` (optional, same shape as ``offsets``) pins where the query started. Spark's
-Python data sources have no metadata log of their own, and a restart that re-runs the very
-first batch (planned, never committed) calls ``initialOffset()`` again, so ``latest`` or a
-timestamp would resolve to a later position and the records in between would be skipped.
-The initial offset therefore records its own positions as ``queryStart``, the end offset
-planned from it copies them, and planning a batch whose end carries ``queryStart`` reads from
-there instead of from the start Spark passes (see :meth:`KafkaSourceOffset.batch_start`).
-
-``readTasks`` (optional) is the number of read tasks chosen when the query first started
-(:func:`unaligned.source.offset_ranges.group_ranges`), copied to every later offset, so a restart
-on another host keeps every topic-partition on the same task index (the per-key order of the
-sink's pending channel state depends on it); offsets written without it plan one task per
-topic-partition.
-
-``topicIds`` (optional) maps each topic to Kafka's topic id of when the offset was planned: a
-topic deleted and re-created under the same name has another id, which the stream reader
-treats as data loss (:func:`unaligned.source.range_planning.plan_ranges`).
-
-``idleBarrier`` counts idle barriers: the source bumps it to force a batch with empty ranges
-when channel state is pending and no record arrived (:mod:`unaligned.barriers.idle`); a change
-in it alone makes a new offset even when no partition moved. ``barrierToken`` is chosen once,
-when the query first starts, and names the query's idle-barrier hint.
-
-Bounded input (``endingOffsets`` and friends) adds three keys::
-
-    {"offsets": {"t": {"0": 50, "1": 9}}, ..., "ending": {"t": {"0": 50, "1": 90}},
-     "finished": {"t": [0]}}
-
-``ending`` holds the exclusive end per partition, resolved once when the query first starts and
-copied to every later offset, so a restart never resolves it again; only its partitions are read
-(partitions added later are not). ``finished`` lists the partitions whose position reached their
-end: they are never read again. ``"endOfData": true`` marks an offset where every partition is
-finished: the end offset of the batch that finishes the last partition, and every offset after
-it (idle barriers only). ``finished`` and ``endOfData`` are derived from ``offsets`` and
-``ending`` (written for readers of Spark's offset log such as the sink, recomputed on reading).
-
-The JSON options Spark's Kafka source takes (``assign``, ``startingOffsets``...) are parsed in
+Every offset here is a *next offset to read* position. The offset Spark writes to its offset
+log for this source is ``{"offsets": {topic: {partition: position}}, "idleBarrier": n,
+"barrierToken": ...}`` with the optional keys ``queryStart``, ``readTasks``, ``topicIds``, and,
+for bounded input, ``ending``, ``finished``, ``endOfData`` and ``drained``. What each key is for:
+ARCHITECTURE.md, "Module notes", ``source/offsets.py``. Ranges and read limits are
+:mod:`unaligned.source.offset_ranges`; the JSON options (``assign``, ``startingOffsets``...)
 :mod:`unaligned.source.offset_options`.
 """
 
@@ -85,7 +46,7 @@ class KafkaSourceOffset:
     """Bounded input: the exclusive end per partition, fixed when the query first started
     (or frozen by a drain); ``None``: unbounded."""
     drained: bool = False
-    """Whether ``ending`` was frozen by a drain (:mod:`unaligned.finishing.source_side`)."""
+    """Whether ``ending`` was frozen by a drain (:mod:`unaligned.source.stopping`)."""
     read_tasks: int | None = None
     """Read tasks per batch, fixed when the query first started; ``None``: one task per
     topic-partition (offsets written before the count was recorded)."""

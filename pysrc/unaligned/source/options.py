@@ -1,49 +1,12 @@
 """Options of ``spark.readStream.format("unaligned")``: Spark's Kafka source option names.
 
-Keys are case-insensitive, as Spark's are. Every option is validated when the query is defined;
+Keys are case-insensitive, as Spark's are. Every option is checked when the query is defined;
 an unknown option, a malformed value, or options that contradict each other raise
-:class:`~unaligned.errors.OptionError` naming the option (in Spark's spelling).
-
-Accepted (meanings as in Spark's Kafka source):
-
-- exactly one of ``subscribe`` (comma list), ``subscribePattern`` (regex, searched within the
-  topic name as Spark does; topics created later are picked up), ``assign`` (``{"t": [0, 1]}``);
-- ``kafka.bootstrap.servers`` (required) and other ``kafka.*`` settings
-  (see :mod:`unaligned.kafka.client_options`);
-- starting position, by precedence as in Spark: ``startingTimestamp`` (ms, all partitions),
-  ``startingOffsetsByTimestamp`` (JSON of ms per partition), ``startingOffsets`` (``earliest``,
-  ``latest`` (default) or JSON with -2 / -1); ``startingOffsetsByTimestampStrategy`` ``error``
-  (default) | ``latest`` for partitions with no record at or after the timestamp (parsed in
-  :mod:`unaligned.source.position_options`);
-- ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (Spark time string,
-  default ``15m``), ``minPartitions``, ``maxRecordsPerPartition``, ``includeHeaders``,
-  ``failOnDataLoss`` (default true);
-- ``readTasks`` (ours: read tasks per batch, each reading several topic-partitions; default the
-  cores of the host that starts the query, see
-  :func:`unaligned.source.offset_ranges.group_ranges`); not with ``minPartitions`` /
-  ``maxRecordsPerPartition``, which split partitions instead;
-- ``kafkaConsumer.pollTimeoutMs`` (default 120000: how long a task waits without progress),
-  ``fetchOffset.numRetries`` and ``fetchOffset.retryIntervalMs`` (retries of the driver's offset
-  lookups), ``groupIdPrefix`` (like ``kafka.group.id``: end offsets are committed to a consumer
-  group for monitoring, see :mod:`unaligned.source.group_offsets`).
-
-- bounded input, by precedence as in Spark: ``endingTimestamp`` (ms, all partitions),
-  ``endingOffsetsByTimestamp`` (JSON of ms per partition; the first offset at or after the time,
-  latest when there is none), ``endingOffsets`` (``latest`` or JSON with -1 for latest). Ends
-  are exclusive. Spark takes them only in batch queries; here streaming queries take them too,
-  under every trigger: the ends are resolved once, when the query first starts, and recorded in
-  the checkpointed offset (:mod:`unaligned.source.offsets`). Parsed in
-  :mod:`unaligned.source.position_options`.
-
-Batch queries (``spark.read``, :meth:`SourceOptions.parse` with ``batch=True``) default to
-``startingOffsets=earliest`` and ``endingOffsets=latest`` and refuse a ``latest`` start or an
-``earliest`` end, as Spark does.
-
-This module holds the subscription, the other options and :class:`SourceOptions`, which checks
-them against each other (e.g. ``startingOffsets`` must name exactly the ``assign`` partitions).
-
-Adding an option: add a field to :class:`SourceOptions` and one :class:`_Option` entry to
-``_OPTIONS``.
+:class:`~unaligned.errors.OptionError` naming the option in Spark's spelling. This module holds
+the subscription, the options and :class:`SourceOptions`, which checks them against each other;
+starting and ending positions are parsed in :mod:`unaligned.source.position_options`. What each
+option means: README.md, "Source options". Adding an option: a field of :class:`SourceOptions`
+and one :class:`_Option` entry in ``_OPTIONS``.
 """
 
 from __future__ import annotations

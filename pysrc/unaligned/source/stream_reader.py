@@ -1,65 +1,13 @@
 """``spark.readStream.format("unaligned")``: the Kafka stream reader (a drop-in for Spark's).
 
-Driver side (one :class:`KafkaStreamReader` per query run, kept across batches): it discovers
-partitions (:mod:`unaligned.source.partition_discovery`), resolves the starting position
-(:mod:`unaligned.source.position_resolution`), computes each batch's end offsets under the read
-limits, and plans the batch's read tasks (``readTasks`` tasks, each with several
-topic-partitions: :func:`~unaligned.source.offset_ranges.group_ranges`). Executor side
-(:meth:`KafkaStreamReader.read`):
-:func:`~unaligned.source.partition_reader.read_partition` runs on a fresh, unpickled reader per
-task and uses only what the :class:`~unaligned.source.partition_reader.KafkaInputPartition`
-carries.
-
-Offsets are "next offset to read" positions; ranges are ``[start, end)``; the checkpointed
-offset is :class:`~unaligned.source.offsets.KafkaSourceOffset` JSON, with room for an
-``idleBarrier`` counter.
-
-Per batch Spark calls ``latestOffset(start, limit)`` -> ``commit(previous end)`` ->
-``partitions(start, end)``; after a restart it replays the last planned batch with
-``partitions(start, end)`` straight from its offset log. Planning therefore never depends on
-state set by ``latestOffset``.
-
-Data loss (``failOnDataLoss``, default true): records below a partition's log start offset
-(retention, delete-records), a partition or topic that disappeared, an offset that went
-backwards (topic recreated), or a new partition not starting at 0 stop the query with a
-:class:`~unaligned.errors.DataLossError` naming the topic-partition and offsets; with
-``failOnDataLoss=false`` the source logs a warning and reads what is still there.
-
-A known partition is lost only when the broker says so: one listing of every topic can leave
-out a topic that exists (a broker with stale metadata). A known topic or partition that a
-listing leaves out is confirmed with a direct metadata request for its topic
-(:meth:`unaligned.kafka.connections.OffsetLookup.confirm_topics`): UNKNOWN_TOPIC_OR_PARTITION, or
-the topic without that partition, means deleted; any other answer keeps the partition at its
-last known position (:func:`unaligned.source.partition_discovery.confirmed_gone`). A partition
-therefore never drops out of the offsets, and never comes back as new from its earliest offset,
-because of one flaky refresh.
-
-Idle barriers after a restart: the idle-barrier hint (:mod:`unaligned.barriers.idle`) lives on
-the driver's local disk, and a restart on another host finds none. A reader that resumes from an
-offset of an earlier run (one its own ``initialOffset()`` did not make) therefore forces one idle
-barrier in the first ``latestOffset`` of its life when no record arrived, unless it already
-planned a batch (Spark re-running the last batch of the earlier run): that batch reaches the
-sink, whose commit writes pending channel state and publishes the hint again on this host.
-
-First batch after a restart: a restart that re-runs the very first batch calls
-``initialOffset()`` again (a Python source has no ``sources/0`` metadata file); the initial offset
-records its positions as ``queryStart`` and that batch reads from there, so ``latest`` or a
-timestamp is never resolved twice (:meth:`~unaligned.source.offsets.KafkaSourceOffset.batch_start`).
-
-Bounded input (``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp``, under
-every trigger): ``initialOffset()`` resolves the exclusive end of every partition once
-(:func:`unaligned.source.position_resolution.resolve_ending`) and the offsets carry it
-(``ending``) from then on. Each batch ends at ``min(latest, ending)``; a partition whose
-position reached its end is finished and planned as an empty range without any lookup;
-partitions not in ``ending`` (added later) are never read. The batch that finishes the last
-partition carries ``"endOfData": true``; after it ``latestOffset`` returns its start (no more
-batches, except the idle barriers that drain channel state the sink left pending), so a
-``Trigger.AvailableNow`` query ends by itself. Spark never stops a processing-time query by
-itself: such a query idles once its input ended, until it is stopped.
-
-Stopping (:mod:`unaligned.finishing.source_side`): a stop request under the checkpoint makes
-the reader hold (no batch after the last one) or drain (freeze every end at the latest offsets
-and finish as bounded input, with ``"drained": true`` in the offsets).
+Driver side, one :class:`KafkaStreamReader` per query run: it discovers partitions
+(:mod:`unaligned.source.partition_discovery`), resolves the starting position and bounded
+input's ends (:mod:`unaligned.source.position_resolution`), computes each batch's end under the
+read limits, plans the batch's read tasks (:mod:`unaligned.source.range_planning`), asks for idle
+barriers (:mod:`unaligned.barriers.idle`) and acts on stop requests
+(:mod:`unaligned.source.stopping`). Executor side, :meth:`KafkaStreamReader.read` runs on a fresh,
+unpickled reader per task (:mod:`unaligned.source.partition_reader`). Call order, data loss,
+restarts and bounded input: ARCHITECTURE.md, "Module notes", ``source/stream_reader.py``.
 """
 
 from __future__ import annotations
@@ -82,7 +30,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
-from unaligned.finishing.source_side import SourceStops
 from unaligned.kafka.connections import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
@@ -104,6 +51,7 @@ from unaligned.source.partition_discovery import (
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 from unaligned.source.position_resolution import resolve_range
 from unaligned.source.range_planning import plan_ranges
+from unaligned.source.stopping import SourceStops
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import queue
 import shutil
 import signal
@@ -30,15 +31,27 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from unaligned.errors import EmbeddedKafkaError
 
-if TYPE_CHECKING:
-    from unaligned.testing.shim_build import ShimBuild
-
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShimBuild:
+    """A built shim: its jar plus every runtime dependency jar (the launch classpath), and the
+    class-data-sharing archive recorded for this classpath, if there is one."""
+
+    shim_dir: Path
+    classpath: tuple[Path, ...]
+    class_data_archive: Path | None = None
+
+    def classpath_arg(self) -> str:
+        return os.pathsep.join(str(path) for path in self.classpath)
+
 
 BROKER_MAIN_CLASS = "dev.unaligned.shim.EmbeddedBroker"
 PROTOCOL_PREFIX = "UNALIGNED-SHIM "

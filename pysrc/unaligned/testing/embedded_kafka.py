@@ -108,7 +108,7 @@ class EmbeddedKafka:
             self._data_dir.mkdir(parents=True, exist_ok=True)
             self._owns_data_dir = False
 
-    def _start_broker(self, build: shim_build.ShimBuild) -> None:
+    def _start_broker(self, build: broker_process.ShimBuild) -> None:
         assert self._data_dir is not None
         log_file = self._data_dir / LOG_FILE
         for attempt in range(1, _START_ATTEMPTS + 1):

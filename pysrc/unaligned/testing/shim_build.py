@@ -20,11 +20,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing.broker_process import (
+    ShimBuild,
     broker_properties,
     free_loopback_port,
     launch_broker,
@@ -41,19 +41,6 @@ CLASS_DATA_ARCHIVE_NAME = "broker.jsa"
 BUILD_RECIPE = "2"  # bump when the build steps below change: forces a rebuild
 
 _MAVEN_TAIL_LINES = 40
-
-
-@dataclass(frozen=True)
-class ShimBuild:
-    """A built shim: its jar plus every runtime dependency jar (the launch classpath), and the
-    class-data-sharing archive recorded for this classpath, if there is one."""
-
-    shim_dir: Path
-    classpath: tuple[Path, ...]
-    class_data_archive: Path | None = None
-
-    def classpath_arg(self) -> str:
-        return os.pathsep.join(str(path) for path in self.classpath)
 
 
 def source_fingerprint(directory: Path) -> str:

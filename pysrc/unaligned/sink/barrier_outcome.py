@@ -1,11 +1,11 @@
-"""What the driver does at a barrier with channel state, metrics and idle-barrier hints.
+"""What the driver does at a barrier besides committing it: the channel state pending after
+it, channel-state garbage, and what it publishes once it committed.
 
 Called by :meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit` (step 2) and, for
-garbage collection, by :func:`unaligned.sink.stream_writer_factory.build_stream_writer` in Spark's
-planner. Every function here runs on the driver while no task of the query runs (what a task
-does at its barrier is :mod:`unaligned.barriers.task_side`). ``messages`` are the
-batch's task commit messages, already filtered to
-:class:`unaligned.sink.participant.SinkCommitMessage` (``None`` and foreign messages dropped).
+garbage collection, by :func:`unaligned.sink.stream_writer_factory.build_stream_writer` in
+Spark's planner, always while no task of the query runs (what a task does at its barrier is
+:mod:`unaligned.barriers.alignment`). ``messages`` are the batch's task commit messages, already
+filtered to :class:`unaligned.sink.participant.SinkCommitMessage`.
 """
 
 from __future__ import annotations
@@ -16,22 +16,21 @@ from typing import TYPE_CHECKING
 
 from unaligned._fs import resolve_location
 from unaligned.barriers import idle as idle_barriers
-from unaligned.barriers.barrier import wall_clock_ms
-from unaligned.barriers.metrics import TaskBarrierStats, aggregate, write_metrics
-from unaligned.barriers.offset_log import read_offset_log, read_query_id
+from unaligned.barriers.barrier import end_of_data
+from unaligned.barriers.metrics import TaskBarrierStats, record_barrier
+from unaligned.barriers.offset_log import read_offset_log
 from unaligned.channel_state.files import (
     delete_barrier_state,
-    delete_channel_state,
     list_barrier_ids,
     list_state_files,
     query_state_dir,
 )
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.errors import BarrierError
-from unaligned.finishing.final_checkpoint import clear_stale_marker, end_of_data, mark_finished
-from unaligned.finishing.stop_request import link, mark_completed, query_key
+from unaligned.finishing.final_checkpoint import barrier_committed
+from unaligned.finishing.stop_request import link, query_key
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import SinkOptions, default_channel_state_path
+from unaligned.sink.options import SinkOptions
 
 if TYPE_CHECKING:
     from unaligned.sink.participant import SinkCommitMessage
@@ -112,65 +111,38 @@ def collect_garbage(state_dir: str, keep: Sequence[ChannelStateRef]) -> int:
 def collect_channel_state_garbage(options: SinkOptions) -> None:
     """Delete channel-state files the newest commit record no longer references (replayed,
     or written by failed, denied, speculative or zombie attempts). Runs only when no task of
-    the query runs.
-
-    Lists and deletes only inside this query's own directory, ``<channelStatePath>/<query
-    id>/`` (other queries may share ``channelStatePath``). Files of the older layout
-    (``<channelStatePath>/barrier-<N>/``, before per-query directories): under the default
-    path, which belongs to this query alone, every such file no record keeps; under a
-    ``channelStatePath`` the user set, which other queries may share, only the files this
-    query's previous commit record named and the newest one no longer keeps.
-    """
-    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    the query runs. Lists and deletes only inside this query's own directory,
+    ``<channelStatePath>/<query id>/`` (other queries may share ``channelStatePath``)."""
+    log = CommitLog(options.checkpoint)
     decided = log.decided_batch_ids()
     latest = log.read(decided[-1]) if decided else None
     keep = [ref for refs in (latest.channel_state.values() if latest else ()) for ref in refs]
-    root = options.alignment.state_dir
     try:
-        query_id = read_query_id(options.checkpoint_location)
+        query_id = options.checkpoint.query_id()
     except BarrierError as exc:
         logger.warning("channel-state garbage not collected: %s", exc)
         return
-    collect_garbage(query_state_dir(root, query_id), keep)
-    if root == default_channel_state_path(options.checkpoint_location):
-        collect_garbage(root, keep)  # lists barrier-<N>/ directories only, never query dirs
-        return
-    previous = log.read(decided[-2]) if len(decided) > 1 else None
-    if previous is None:
-        return
-    kept_paths = {ref.location().path for ref in keep if isinstance(ref, FileChannelState)}
-    own_dir = resolve_location(query_state_dir(root, query_id)).path.rstrip("/") + "/"
-    dropped = [
-        ref
-        for refs in previous.channel_state.values()
-        for ref in refs
-        if isinstance(ref, FileChannelState)
-        and not ref.location().path.startswith(own_dir)
-        and ref.location().path not in kept_paths
-    ]
-    if dropped:
-        removed = delete_channel_state(dropped)
-        logger.info("deleted %d channel-state file(s) of the older layout", removed)
+    collect_garbage(query_state_dir(options.alignment.state_dir, query_id), keep)
 
 
 def after_barrier(
     options: SinkOptions, record: CommitRecord, messages: Sequence[SinkCommitMessage]
 ) -> None:
-    """Metrics of the barrier, the idle-barrier hint and the stop-request link for the source,
-    and the ``finished`` marker of a final checkpoint (finishing, step 3)."""
-    entry = read_offset_log(options.checkpoint_location, record.batch_id)
+    """Step 2f, once barrier ``record.batch_id`` committed: its metrics
+    (:mod:`unaligned.barriers.metrics`), the idle-barrier hint (:mod:`unaligned.barriers.idle`)
+    and the stop-request links (:mod:`unaligned.finishing.stop_request`) for the source, and the
+    ``finished`` marker of a final checkpoint (:mod:`unaligned.finishing.final_checkpoint`)."""
+    checkpoint = options.checkpoint
+    entry = read_offset_log(checkpoint, record.batch_id)
+    offsets = [source.offset for source in entry.sources]
+    tokens = idle_barriers.tokens_in(offsets)
     stats = [TaskBarrierStats.from_dict(dict(m.stats)) for m in messages if m.stats]
-    if stats:
-        metrics = aggregate(record.batch_id, entry.batch_timestamp_ms, int(wall_clock_ms()), stats)
-        write_metrics(options.checkpoint_location, metrics)
-        link(query_key(read_query_id(options.checkpoint_location)), options.checkpoint_location)
+    if record_barrier(checkpoint, record.batch_id, entry.batch_timestamp_ms, stats) is not None:
+        link(query_key(checkpoint.query_id()), checkpoint)  # the monitoring listener reads it
     pending_rows = sum(ref.remaining_rows for refs in record.channel_state.values() for ref in refs)
-    hint = idle_barriers.PendingHint(record.batch_id, pending_rows) if pending_rows else None
-    for token in idle_barriers.tokens_in(source.offset for source in entry.sources):
-        idle_barriers.publish(token, hint)
-        link(token, options.checkpoint_location)
-    if not end_of_data([source.offset for source in entry.sources]):
-        clear_stale_marker(options.checkpoint_location, record.batch_id)
-    elif not pending_rows:
-        mark_finished(options.checkpoint_location, record.batch_id)  # finishing, step 3
-        mark_completed(options.checkpoint_location, record.batch_id)
+    idle_barriers.publish_pending(tokens, record.batch_id, pending_rows)
+    for token in tokens:
+        link(token, checkpoint)
+    barrier_committed(
+        checkpoint, record.batch_id, final=end_of_data(offsets), pending_rows=pending_rows
+    )

@@ -8,13 +8,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from unaligned.barriers.barrier import Barrier, Deadline
-from unaligned.barriers.task_side import (
+from unaligned.barriers.alignment import (
     AlignmentSettings,
     BarrierAlignment,
     CheckpointMode,
     TaskBarrierOutcome,
 )
+from unaligned.barriers.barrier import Barrier, Deadline
 from unaligned.channel_state.reader import read_all
 from unaligned.channel_state.refs import FileChannelState, InlineChannelState
 
@@ -194,7 +194,7 @@ def test_another_attempt_of_the_task_never_replaces_the_committed_state(tmp_path
     speculative, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=50, attempt_id="8")
     zombie, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=20, attempt_id="7")
     refs = [ref for o in (committed, speculative, zombie) for ref in o.pending]
-    assert all(isinstance(ref, FileChannelState) for ref in refs)
+    assert refs and all(isinstance(ref, FileChannelState) for ref in refs)
     assert len({ref.path for ref in refs if isinstance(ref, FileChannelState)}) == 3
     _, written = run_barrier(tmp_path, 2, committed.pending, rows(100, 10), ms_per_chunk=1)
     assert values(written) == list(range(40, 110))
@@ -205,7 +205,7 @@ def test_replay_maps_reordered_input_columns_by_name(tmp_path: Path) -> None:
     swapped = pa.schema([SCHEMA.field("value"), SCHEMA.field("key")])
     new_input = (batch.select(["value", "key"]) for batch in rows(100, 20))
     _, written = run_barrier(tmp_path, 2, first.pending, new_input, ms_per_chunk=1)
-    assert all(chunk.schema.equals(swapped) for chunk in written)  # what the sink reads by position
+    assert written and all(chunk.schema.equals(swapped) for chunk in written)  # read by position
     assert values(written) == list(range(40, 120))
     keys = [k for chunk in written for k in chunk.column(1).to_pylist()]
     assert keys == [f"k{i % 3}".encode() for i in range(40, 120)]
@@ -257,7 +257,7 @@ def test_arrow_input_schema_is_what_spark_hands_the_sink() -> None:
         TimestampType,
     )
 
-    from unaligned.barriers.task_side import arrow_input_schema
+    from unaligned.barriers.alignment import arrow_input_schema
 
     header = StructType().add("key", StringType(), False).add("value", BinaryType(), True)
     spark_schema = (

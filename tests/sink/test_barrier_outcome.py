@@ -15,21 +15,22 @@ import pyarrow as pa
 import pytest
 
 from unaligned.barriers import idle as idle_barriers
+from unaligned.barriers.alignment import BarrierAlignment
 from unaligned.barriers.barrier import Barrier, Deadline
-from unaligned.barriers.driver_side import (
+from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
+from unaligned.barriers.metrics import TaskBarrierStats, read_metrics
+from unaligned.channel_state.files import list_barrier_ids, list_state_files, query_state_dir
+from unaligned.channel_state.reader import read_all
+from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
+from unaligned.channel_state.writer import ChannelStateWriter
+from unaligned.checkpoint import Checkpoint
+from unaligned.finishing.stop_request import linked_location
+from unaligned.sink.barrier_outcome import (
     after_barrier,
     collect_channel_state_garbage,
     pending_after,
     reassign_pending,
 )
-from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
-from unaligned.barriers.metrics import TaskBarrierStats, read_metrics
-from unaligned.barriers.task_side import BarrierAlignment
-from unaligned.channel_state.files import list_barrier_ids, list_state_files, query_state_dir
-from unaligned.channel_state.reader import read_all
-from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, InlineChannelState
-from unaligned.channel_state.writer import ChannelStateWriter
-from unaligned.finishing.stop_request import linked_checkpoint
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
@@ -119,7 +120,7 @@ def decide(
         decided_at_ms=0,
         channel_state={index: tuple(refs) for index, refs in channel_state.items()},
     )
-    CommitLog.under_checkpoint(options.checkpoint_location).write(record)
+    CommitLog(Checkpoint.resolve(options.checkpoint.location)).write(record)
     return record
 
 
@@ -127,7 +128,7 @@ def write_offset_log(
     options: SinkOptions, batch_id: int, start_ms: int, *source_lines: str
 ) -> None:
     """``<checkpoint>/offsets/<batchId>`` as Spark writes it (v1: one line per source)."""
-    offsets = Path(options.checkpoint_location) / "offsets"
+    offsets = Path(options.checkpoint.location) / "offsets"
     offsets.mkdir(parents=True, exist_ok=True)
     metadata = compact_json({"batchWatermarkMs": 0, "batchTimestampMs": start_ms, "conf": {}})
     (offsets / str(batch_id)).write_text("\n".join(["v1", metadata, *source_lines]))
@@ -163,7 +164,7 @@ def path_of(ref: ChannelStateRef) -> str:
 
 
 def test_first_barrier_keeps_each_tasks_new_pending_state(options: SinkOptions) -> None:
-    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
     a, b = state(options, 0, 0, 5), state(options, 0, 2, 7)
     messages = [message(0, 0, [a]), message(0, 1), message(0, 2, [b])]
 
@@ -179,7 +180,7 @@ def test_first_barrier_keeps_each_tasks_new_pending_state(options: SinkOptions) 
 def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(
     options: SinkOptions,
 ) -> None:
-    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
     old0, old1 = state(options, 1, 0, 10), state(options, 1, 1, 10)
     decide(options, 1, {0: [old0], 1: [old1]})
     # Barrier 2: task 0 replayed everything; task 1 carried part of its state forward.
@@ -191,7 +192,7 @@ def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(
 def test_state_of_task_indexes_that_did_not_run_moves_ahead_of_the_survivors_state(
     options: SinkOptions,
 ) -> None:
-    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
     orphan2, orphan3 = state(options, 1, 2, 3), state(options, 1, 3, 4)
     decide(options, 1, {2: [orphan2], 3: [orphan3]})
     new1 = state(options, 2, 1, 6)
@@ -201,7 +202,7 @@ def test_state_of_task_indexes_that_did_not_run_moves_ahead_of_the_survivors_sta
 
 
 def test_only_the_newest_record_before_the_barrier_counts(options: SinkOptions) -> None:
-    log = CommitLog.under_checkpoint(options.checkpoint_location)
+    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
     older, newest_before, own = (
         state(options, 1, 4, 1),
         state(options, 3, 5, 2),
@@ -335,7 +336,7 @@ def test_barrier_metrics_are_written_from_the_tasks_stats(
     after_barrier(options, record, [message(4, 0, stats=stats[0]), message(4, 1, stats=stats[1])])
     after_ms = int(time.time() * 1000)
 
-    (metrics,) = read_metrics(options.checkpoint_location)
+    (metrics,) = read_metrics(Checkpoint.resolve(options.checkpoint.location))
     assert metrics.batch_id == 4 and metrics.tasks == 2 and metrics.tasks_cut == 1
     assert metrics.mode == "unaligned"
     assert (
@@ -358,7 +359,7 @@ def test_no_metrics_without_task_stats(options: SinkOptions, hint_dir: Path) -> 
     write_offset_log(options, 4, int(time.time() * 1000), source_offset("tok1"))
     record = decide(options, 4, {})
     after_barrier(options, record, [message(4, 0), message(4, 1)])
-    assert read_metrics(options.checkpoint_location) == []
+    assert read_metrics(Checkpoint.resolve(options.checkpoint.location)) == []
 
 
 def test_hint_counts_the_rows_still_to_replay(options: SinkOptions, hint_dir: Path) -> None:
@@ -403,7 +404,7 @@ def test_hint_goes_to_every_source_token_and_only_to_tokens(
         "tokB.checkpoint",
         "tokB.json",
     ]
-    assert linked_checkpoint("tokA") == linked_checkpoint("tokB") == options.checkpoint_location
+    assert linked_location("tokA") == linked_location("tokB") == options.checkpoint.location
     assert idle_barriers.read("tokA") == idle_barriers.read("tokB") == PendingHint(2, 3)
 
 
@@ -469,43 +470,6 @@ def test_queries_sharing_a_channel_state_path_keep_their_own_state(tmp_path: Pat
     decide(a, 2, {})
     collect_channel_state_garbage(a)
     assert not Path(path_of(state_a)).exists()
-
-
-def legacy_state(options: SinkOptions, barrier_id: int, task: int, rows: int) -> ChannelStateRef:
-    """State of the older layout: ``<channelStatePath>/barrier-N/task-P.avro``."""
-    ref = state(options, barrier_id, task, rows, state_dir=options.alignment.state_dir)
-    legacy = Path(path_of(ref)).with_name(f"task-{task}.avro")
-    Path(path_of(ref)).rename(legacy)
-    return dataclasses.replace(ref, path=str(legacy), uri=str(legacy))  # type: ignore[type-var]
-
-
-def test_garbage_collection_of_the_older_layout_under_the_default_path(
-    options: SinkOptions,
-) -> None:
-    carried = legacy_state(options, 1, 0, 10)
-    replayed = legacy_state(options, 1, 1, 10)
-    decide(options, 1, {0: [carried], 1: [replayed]})
-    decide(options, 2, {0: [carried.advanced(4)]})
-    collect_channel_state_garbage(options)
-    assert Path(path_of(carried)).exists() and not Path(path_of(replayed)).exists()
-    assert ids(carried.advanced(4)) == list(range(4, 10))
-    decide(options, 3, {})
-    collect_channel_state_garbage(options)
-    assert list_barrier_ids(options.alignment.state_dir) == []
-
-
-def test_garbage_collection_of_the_older_layout_under_a_shared_path(tmp_path: Path) -> None:
-    shared = str(tmp_path / "shared")
-    options = query_options(tmp_path / "ck", channelStatePath=shared)
-    other = query_options(tmp_path / "ck-other", "query-other", channelStatePath=shared)
-    ours, theirs = legacy_state(options, 1, 0, 10), legacy_state(other, 2, 0, 10)
-    decide(options, 1, {0: [ours]})
-    collect_channel_state_garbage(options)
-    assert Path(path_of(ours)).exists() and Path(path_of(theirs)).exists()
-    decide(options, 2, {})  # replayed: the previous record named it, the newest does not
-    collect_channel_state_garbage(options)
-    assert not Path(path_of(ours)).exists()
-    assert Path(path_of(theirs)).exists()  # another query's: never listed, never deleted
 
 
 def test_garbage_collection_without_the_query_id_deletes_nothing(tmp_path: Path) -> None:

@@ -1,31 +1,13 @@
 """The source's part in stopping a query: hold at a barrier, or drain to a frozen end.
 
-One :class:`SourceStops` per driver-side reader (one per query run). At every
-``latestOffset`` the reader asks it for a stop request to act on (:mod:`.stop_request`):
-
-- **without drain** (Flink's stop-with-savepoint): the reader *holds*: from now on
-  ``latestOffset`` returns its start, so no batch is planned after the last one (which has
-  committed by the time Spark asks again). Channel state that barrier left pending stays in
-  the checkpoint; no idle barrier writes it; the next run resumes exactly there.
-- **with drain**: the end of every partition is frozen at the latest offsets of this moment
-  (``min`` with an end the query already had) and recorded in the offsets with
-  ``"drained": true``. From there the query is bounded input: it reads up to the frozen end,
-  the last batch carries EndOfData and is the final checkpoint
-  (:mod:`.final_checkpoint`). A drain of a query whose input already ended only records that
-  it was honoured.
-
-The reader also keeps the query's heartbeat (:mod:`.heartbeat`) from the first barrier token
-it sees, so that ``unaligned stop`` can tell a running query from one that is not.
-
-A request is acted on once per run. A stop without drain honoured by an earlier run is spent (that
-run stopped). A drain honoured by an earlier run that never completed and whose frozen end never
-reached Spark's offset log (a crash in between) is honoured again, at the latest offsets of then.
-
-A drained end lasts as long as the drain: a run that starts from the committed EndOfData
-offset of a drain it never saw (the drain completed in an earlier run) drops the frozen end and
-reads on, unbounded, unless the run itself was given an end (``endingOffsets`` & co.). A run
-that re-runs the drain's last batch (a crash before its commit) or continues a drain that had
-not reached its end keeps the frozen end and finishes.
+One :class:`SourceStops` per driver-side reader (one per query run). At every ``latestOffset``
+the reader asks it for a stop request to act on (:mod:`unaligned.finishing.stop_request`):
+without drain the reader *holds* (``latestOffset`` returns its start: no batch after the last
+one); with drain every partition's end is frozen at the latest offsets of now (``"drained":
+true``) and the query ends with its final checkpoint
+(:mod:`unaligned.finishing.final_checkpoint`). It also keeps the query's heartbeat
+(:mod:`unaligned.finishing.heartbeat`). Which requests a later run acts on again, and how long a
+drained end lasts: ARCHITECTURE.md, "Finishing".
 """
 
 from __future__ import annotations
@@ -37,13 +19,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from unaligned import crash_points
+from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import CrashPoint
 from unaligned.finishing.final_checkpoint import remove_marker
 from unaligned.finishing.heartbeat import SourceHeartbeat
 from unaligned.finishing.stop_request import (
     POLL_INTERVAL_S,
+    LinkedCheckpoints,
     StopRequest,
-    linked_checkpoint,
     mark_honoured,
     read_request,
 )
@@ -65,6 +48,7 @@ class SourceStops:
         self._bounded_by_options = bounded_by_options
         self._heartbeat = SourceHeartbeat() if heartbeat is None else heartbeat
         self._clock = clock
+        self._links = LinkedCheckpoints()
         self._reader_id: str | None = None
         self._next_poll = 0.0
         self._saw_drain = False
@@ -89,7 +73,7 @@ class SourceStops:
             return replace(begin, ending=None, drained=False)
         return begin
 
-    def poll(self, begin: KafkaSourceOffset) -> tuple[str, StopRequest] | None:
+    def poll(self, begin: KafkaSourceOffset) -> tuple[Checkpoint, StopRequest] | None:
         """(checkpoint, request) when a stop request waits to be acted on by this reader; read
         at most once per :data:`POLL_INTERVAL_S`."""
         self._heartbeat.watch(begin.barrier_token)
@@ -97,7 +81,7 @@ class SourceStops:
         if begin.barrier_token is None or now < self._next_poll:
             return None
         self._next_poll = now + POLL_INTERVAL_S
-        checkpoint = linked_checkpoint(begin.barrier_token)
+        checkpoint = self._links.get(begin.barrier_token)
         if checkpoint is None:
             return None
         request = read_request(checkpoint)
@@ -117,7 +101,7 @@ class SourceStops:
             and not begin.drained
         )
 
-    def hold(self, checkpoint: str, request: StopRequest) -> None:
+    def hold(self, checkpoint: Checkpoint, request: StopRequest) -> None:
         """Honour a stop without drain: plan no batch from now on."""
         mark_honoured(checkpoint, request, self._id())
         self.held = True
@@ -125,7 +109,7 @@ class SourceStops:
 
     def drain(
         self,
-        checkpoint: str,
+        checkpoint: Checkpoint,
         request: StopRequest,
         begin: KafkaSourceOffset,
         latest: Mapping[TopicPartitionId, int],

@@ -12,8 +12,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from fake_offset_lookup import FakeLookup, reader_for
 from unaligned.barriers.idle import HINT_DIR_ENV
+from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.final_checkpoint import finished_batch, mark_finished
-from unaligned.finishing.source_side import SourceStops
 from unaligned.finishing.stop_request import (
     link,
     mark_completed,
@@ -23,6 +23,7 @@ from unaligned.finishing.stop_request import (
 )
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import KafkaSourceOffset
+from unaligned.source.stopping import SourceStops
 from unaligned.source.stream_reader import KafkaStreamReader
 
 TP = TopicPartitionId
@@ -34,7 +35,7 @@ ALL = ReadAllAvailable()
 def checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A checkpoint linked to the query's token on this host (as the sink's barrier does)."""
     monkeypatch.setenv(HINT_DIR_ENV, str(tmp_path / "hints"))
-    link(TOKEN, str(tmp_path / "ck"))
+    link(TOKEN, Checkpoint.resolve(str(tmp_path / "ck")))
     return str(tmp_path / "ck")
 
 
@@ -59,17 +60,19 @@ def test_stop_without_drain_plans_no_batch_after_the_last_one(checkpoint: str) -
     lookup = broker({0: 100, 1: 100})
     start = at({0: 100, 1: 100}).to_json()
     reader = started(lookup, start)
-    request_stop(checkpoint, drain=False)
+    request_stop(Checkpoint.resolve(checkpoint), drain=False)
     lookup.ends = {TP("t", 0): 500, TP("t", 1): 500}  # new records keep coming
     assert reader.latestOffset(start, ALL) == start
-    honoured = read_request(checkpoint)
+    honoured = read_request(Checkpoint.resolve(checkpoint))
     assert honoured is not None and honoured.honoured_by is not None
     assert reader.latestOffset(start, ALL) == start  # still holding, request or not
 
     later_run = started(lookup, start)  # a restart resumes exactly there
     end = later_run.latestOffset(start, ALL)
     assert end["offsets"] == {"t": {"0": 500, "1": 500}}
-    assert read_request(checkpoint) == honoured  # acted on once, by the earlier run
+    assert (
+        read_request(Checkpoint.resolve(checkpoint)) == honoured
+    )  # acted on once, by the earlier run
 
 
 def test_a_drain_freezes_the_end_at_the_latest_offsets_and_finishes_there(
@@ -78,7 +81,7 @@ def test_a_drain_freezes_the_end_at_the_latest_offsets_and_finishes_there(
     lookup = broker({0: 300, 1: 120})
     start = at({0: 100, 1: 100}).to_json()
     reader = started(lookup, start, maxOffsetsPerTrigger="100")
-    request_stop(checkpoint, drain=True)
+    request_stop(Checkpoint.resolve(checkpoint), drain=True)
     first = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert first["ending"] == {"t": {"0": 300, "1": 120}} and first["drained"] is True
     assert "endOfData" not in first  # the limit still applies: 100 of the 220 records
@@ -97,21 +100,23 @@ def test_a_drain_of_a_query_at_rest_runs_one_final_checkpoint_batch(checkpoint: 
     lookup = broker({0: 100})
     start = at({0: 100}).to_json()
     reader = started(lookup, start)
-    mark_finished(checkpoint, 3)  # a marker an earlier drain left: stale from now on
-    request_stop(checkpoint, drain=True)
+    mark_finished(
+        Checkpoint.resolve(checkpoint), 3
+    )  # a marker an earlier drain left: stale from now on
+    request_stop(Checkpoint.resolve(checkpoint), drain=True)
     end = reader.latestOffset(start, ALL)
     assert end["idleBarrier"] == 1 and end["endOfData"] is True and end["drained"] is True
     assert [[(r.start, r.end) for r in p.ranges] for p in reader.partitions(start, end)] == [
         [(100, 100)]
     ]
-    assert finished_batch(checkpoint) is None
+    assert finished_batch(Checkpoint.resolve(checkpoint)) is None
 
 
 def test_a_drain_of_a_bounded_query_keeps_the_nearer_end(checkpoint: str) -> None:
     lookup = broker({0: 500, 1: 500})
     start = at({0: 0, 1: 0}, ending={TP("t", 0): 50, TP("t", 1): 800}).to_json()
     reader = started(lookup, start, endingOffsets="latest")
-    request_stop(checkpoint, drain=True)
+    request_stop(Checkpoint.resolve(checkpoint), drain=True)
     end = reader.latestOffset(start, ALL)
     assert end["ending"] == {"t": {"0": 50, "1": 500}} and end["endOfData"] is True
 
@@ -150,40 +155,48 @@ def test_requests_are_read_at_most_once_per_poll_interval(checkpoint: str) -> No
     stops = SourceStops(bounded_by_options=False, clock=lambda: now[0])
     begin = KafkaSourceOffset.from_json(at({0: 1}).to_json(), "x")
     assert stops.poll(begin) is None  # read: nothing there
-    request_stop(checkpoint, drain=False)
+    request_stop(Checkpoint.resolve(checkpoint), drain=False)
     now[0] = 0.5
     assert stops.poll(begin) is None  # not read again yet
     now[0] = 1.0
     seen = stops.poll(begin)
-    assert seen is not None and seen[0] == checkpoint and not seen[1].drain
+    assert seen is not None and seen[0].location == checkpoint and not seen[1].drain
 
 
 def test_a_drain_an_earlier_run_honoured_but_never_logged_is_honoured_again(
     checkpoint: str,
 ) -> None:
-    request = request_stop(checkpoint, drain=True)
-    mark_honoured(checkpoint, request, "crashedRun")  # killed before Spark logged the offsets
+    request = request_stop(Checkpoint.resolve(checkpoint), drain=True)
+    mark_honoured(
+        Checkpoint.resolve(checkpoint), request, "crashedRun"
+    )  # killed before Spark logged the offsets
     start = at({0: 100}).to_json()
     end = started(broker({0: 400}), start).latestOffset(start, ALL)
     assert end["ending"] == {"t": {"0": 400}} and end["drained"] is True
-    again = read_request(checkpoint)
+    again = read_request(Checkpoint.resolve(checkpoint))
     assert again is not None and again.honoured_by not in (None, "crashedRun")
 
 
 def test_a_drain_that_reached_the_offset_log_or_completed_is_not_honoured_again(
     checkpoint: str,
 ) -> None:
-    request = mark_honoured(checkpoint, request_stop(checkpoint, drain=True), "earlierRun")
+    request = mark_honoured(
+        Checkpoint.resolve(checkpoint),
+        request_stop(Checkpoint.resolve(checkpoint), drain=True),
+        "earlierRun",
+    )
     middle = at({0: 150}, ending={TP("t", 0): 200}, drained=True).to_json()
     end = started(broker({0: 700}), middle).latestOffset(middle, ALL)
     assert end["ending"] == {"t": {"0": 200}}  # the logged freeze, not the latest offsets
-    assert read_request(checkpoint) == request
+    assert read_request(Checkpoint.resolve(checkpoint)) == request
 
-    mark_completed(checkpoint, 9)  # the sink, once the final checkpoint committed
+    mark_completed(
+        Checkpoint.resolve(checkpoint), 9
+    )  # the sink, once the final checkpoint committed
     resumed = at({0: 200}).to_json()  # a later run that read on
     end = started(broker({0: 700}), resumed).latestOffset(resumed, ALL)
     assert end["offsets"] == {"t": {"0": 700}} and "ending" not in end
-    completed = read_request(checkpoint)
+    completed = read_request(Checkpoint.resolve(checkpoint))
     assert completed is not None and completed.completed_batch == 9
 
 

@@ -1,46 +1,12 @@
 """What one sink task does at its barrier: aligned or unaligned (Flink FLIP-76, in a Spark sink).
 
-Every micro-batch is a barrier (:class:`unaligned.barriers.barrier.Barrier`: the batch id and the
-batch start fixed on the driver). A sink task at barrier *N*:
-
-1. Replays the channel state it inherited from barrier *N-1* (the rows an earlier cut left
-   pending for this task index), in order, before any new row, inside the same transaction.
-2. Writes its new input, chunk by chunk (at least ``chunkRows`` rows a chunk, more while the
-   deadline is far: :mod:`unaligned.barriers.chunking`).
-3. Checks the barrier between chunks. In ``unaligned`` mode, once the deadline (batch start +
-   ``alignedCheckpointTimeout``) has passed, the barrier overtakes the rows still in flight:
-   the task stops writing to the external system and
-
-   - carries the rest of the inherited state forward *by reference* (same file, later
-     ``start_row``; never rewritten), and
-   - drains the rest of its input into one new channel-state file (Avro, streamed, bounded
-     memory; inline in the commit record when small).
-
-   The task then pre-commits what it wrote; the driver's commit record makes the pending state
-   part of the checkpoint (:mod:`unaligned.barriers.driver_side`), and barrier *N+1* replays
-   it (step 1).
-
-Guarantees and rules:
-
-- Order: rows leave a task in input order: inherited state (oldest first), then new rows,
-  whatever is cut. With a stable sink-input partitioning (the source plans one task per Kafka
-  partition, in a stable order), per-key and per-partition order holds across barriers.
-- Progress: a task writes at least one chunk before it checks the deadline, so even a task
-  that starts after its deadline (a re-run, a long queue) moves pending state forward.
-- ``maxInflightBytes`` (Flink's UNALIGNED_WITH_MAX_INFLIGHT_DATA): a task whose inherited state
-  is above it does not cut at this barrier; it writes aligned until it is back under.
-- ``aligned`` mode never cuts: Spark's own behaviour.
-- State files go to the query's own directory, ``<channelStatePath>/<query id>/``, under names
-  unique per attempt and write (:mod:`unaligned.channel_state.files`): no other attempt of the
-  task (a retry, a speculative copy, a zombie of a failed stage or of an earlier run) can
-  replace the file the commit record names.
-- Replayed rows come in the sink's *current* input schema, mapped by column name from the
-  schema they were stored with (:mod:`unaligned.channel_state.replay_schema`): a query
-  restarted with its columns reordered, or with a nullable column added, replays its pending
-  state correctly; a change replay cannot bridge stops the task with
-  :class:`~unaligned.errors.SchemaMismatchError` before any row is written. The current schema
-  is that of the task's first input batch, else ``input_schema`` (a task with no input: an
-  idle barrier).
+:class:`BarrierAlignment` replays the channel state the task inherited, writes its new input
+chunk by chunk (:mod:`unaligned.barriers.chunking`) and, in ``unaligned`` mode once the deadline
+has passed, carries the rest of the inherited state forward by reference and drains the rest of
+its input into new channel state (:mod:`unaligned.channel_state`). :class:`AlignmentSettings`
+and :class:`CheckpointMode` are the sink options it follows. The steps, order and progress
+guarantees, ``maxInflightBytes`` and schema changes: ARCHITECTURE.md, "Module notes",
+``barriers/alignment.py``.
 """
 
 from __future__ import annotations

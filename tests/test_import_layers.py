@@ -1,0 +1,68 @@
+"""Imports only go down the layers of ARCHITECTURE.md, and no module imports itself through
+others (``tests/import_layers.py``, run by ``./dev lint`` too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from import_layers import LAYERS, check, main
+
+PACKAGE = Path(__file__).parents[1] / "pysrc" / "unaligned"
+
+
+def test_the_package_imports_only_down_and_has_no_module_cycle() -> None:
+    assert check(PACKAGE) == []
+    assert main([str(PACKAGE)]) == 0
+
+
+def tree(root: Path, files: dict[str, str]) -> Path:
+    package = root / "unaligned"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
+def test_an_upward_import_fails_also_when_lazy_or_relative(tmp_path: Path) -> None:
+    package = tree(
+        tmp_path,
+        {
+            "errors.py": "",
+            "barriers/__init__.py": "",
+            "barriers/metrics.py": "def f():\n    from ..sink import options\n",
+            "sink/__init__.py": "",
+            "sink/options.py": "from unaligned import errors\n",
+        },
+    )
+    assert check(package) == [
+        "unaligned.barriers.metrics:2 imports unaligned.sink.options: sink is above barriers"
+    ]
+    assert main([str(package)]) == 1
+
+
+def test_a_module_cycle_fails_also_within_a_package_and_under_type_checking(
+    tmp_path: Path,
+) -> None:
+    package = tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/a.py": "from unaligned.sink.b import x\n",
+            "sink/b.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from unaligned.sink import a\nx = 1\n"
+            ),
+        },
+    )
+    assert check(package) == ["module cycle: unaligned.sink.a <-> unaligned.sink.b"]
+
+
+def test_a_part_in_no_layer_fails(tmp_path: Path) -> None:
+    package = tree(tmp_path, {"newthing.py": "from unaligned import errors\n", "errors.py": ""})
+    assert check(package) == ["unaligned.newthing: its part 'newthing' is in no layer"]
+
+
+def test_every_layer_names_distinct_parts() -> None:
+    parts = [part for layer in LAYERS for part in layer]
+    assert len(parts) == len(set(parts))
