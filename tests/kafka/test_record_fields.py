@@ -5,13 +5,16 @@ responses (framing, compression, transactions) are tested in tests/test_kafka_re
 from __future__ import annotations
 
 import os
+import random
 from typing import Any
 
+import numpy as np
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from unaligned.errors import RecordDecodeError
+from unaligned.kafka import record_fields
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.record_fields import RecordScan, decode_fields, read_varint
 
@@ -166,3 +169,58 @@ def test_read_varint_decodes_zig_zag_and_returns_the_next_position(
     encoded: bytes, value: int
 ) -> None:
     assert read_varint(b"\x09" + encoded + b"\x09", 1) == (value, 1 + len(encoded))
+
+
+def _ranges(rng: random.Random, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint increasing byte ranges over a random buffer: of one length and stride, of
+    random lengths and gaps, or fixed with a change now and then (a batch boundary)."""
+    starts, lengths, pos = [], [], rng.randint(0, 5)
+    length, gap = rng.randint(1, 20), rng.randint(0, 5)
+    for _ in range(rng.randint(1, 60)):
+        if mode == "random" or (mode == "mostly fixed" and rng.random() < 0.1):
+            length, gap = rng.randint(1, 20), rng.randint(0, 5)
+        pos += gap
+        starts.append(pos)
+        lengths.append(length)
+        pos += length
+    arr = np.frombuffer(rng.randbytes(pos + 3), np.uint8)
+    return arr, np.array(starts, np.int64), np.array(lengths, np.int64)
+
+
+@pytest.mark.parametrize("most_runs", [-1.0, 1 / 16, 2.0])  # always masked, default, strided
+def test_gathered_bytes_are_the_ranges_concatenated(
+    monkeypatch: pytest.MonkeyPatch, most_runs: float
+) -> None:
+    monkeypatch.setattr(record_fields, "_MOST_STRIDED_RUNS", most_runs)
+    rng = random.Random(11)
+    checked = 0
+    for _ in range(300):
+        for mode in ("fixed", "random", "mostly fixed"):
+            arr, starts, lengths = _ranges(rng, mode)
+            expected = b"".join(
+                arr[s : s + n].tobytes()
+                for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)
+            )
+            gathered = record_fields._gather(arr, starts, lengths)
+            assert gathered.dtype == np.uint8
+            assert gathered.tobytes() == expected, mode
+            checked += 1
+    assert checked == 900
+
+
+def test_fixed_size_records_of_one_batch_are_one_strided_run() -> None:
+    starts = np.arange(8, 8 + 110 * 50, 110, dtype=np.int64)
+    lengths = np.full(50, 100, np.int64)
+    runs = record_fields._strided_runs(starts, lengths, 50)
+    assert runs is not None and runs.tolist() == [0]
+    # a second batch (61 more bytes of header) and longer values start new runs
+    starts[30:] += 61
+    lengths[40:] = 101
+    starts[41:] += np.arange(1, 10)  # one byte longer each: 111 apart
+    runs = record_fields._strided_runs(starts, lengths, 50)
+    assert runs is not None and runs.tolist() == [0, 30, 40]
+    assert record_fields._strided_runs(starts, lengths, 3) is None
+    # ranges of alternating distances pair up
+    starts[40:] += np.arange(10) % 2
+    runs = record_fields._strided_runs(starts, lengths, 50)
+    assert runs is not None and runs.tolist() == [0, 30, 40, 42, 44, 46, 48]

@@ -109,6 +109,10 @@ def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return signed, after
 
 
+_MOST_STRIDED_RUNS = 1 / 16
+"""Above this many runs per record, :func:`_gather` masks bytes instead (values of many lengths)."""
+
+
 def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The bytes ``arr[s:s+l]`` of every (start, length > 0), concatenated; the ranges are
     disjoint and in increasing order."""
@@ -124,15 +128,59 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
         index = np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
         gathered: np.ndarray = arr[index]
         return gathered
-    # dense: a byte mask of alternating (gap, value) runs
-    runs = np.empty(2 * len(starts), np.int64)
-    runs[0] = 0
-    runs[2::2] = starts[1:] - ends[:-1]
-    runs[1::2] = lengths
+    runs = _strided_runs(starts, lengths, int(len(starts) * _MOST_STRIDED_RUNS))
+    if runs is not None:
+        return _gather_strided(arr, starts, lengths, runs, total)
+    # dense, of many lengths: a byte mask of alternating (gap, value) runs
+    pieces = np.empty(2 * len(starts), np.int64)
+    pieces[0] = 0
+    pieces[2::2] = starts[1:] - ends[:-1]
+    pieces[1::2] = lengths
     keep = np.zeros(2 * len(starts), bool)
     keep[1::2] = True
-    masked: np.ndarray = arr[lo:hi][np.repeat(keep, runs)]
+    masked: np.ndarray = arr[lo:hi][np.repeat(keep, pieces)]
     return masked
+
+
+def _strided_runs(starts: np.ndarray, lengths: np.ndarray, most: int) -> np.ndarray | None:
+    """Where each run of ranges of one length, one stride apart, begins (indices, the first 0),
+    or ``None`` when there would be more than ``most`` + 1 runs. A run of fixed-size records in
+    one batch is one run."""
+    stride = np.diff(starts)
+    new_length = np.concatenate(([False], lengths[1:] != lengths[:-1]))
+    new_stride = np.zeros(len(starts), bool)
+    new_stride[2:] = stride[1:] != stride[:-1]  # range i is another distance from range i - 1
+    candidates = np.flatnonzero(new_length | new_stride)
+    if len(candidates) > most:
+        return None
+    runs = [0]
+    for i in candidates.tolist():
+        # a range that only changes the stride joins a run of one range (it sets its stride)
+        if new_length[i] or runs[-1] != i - 1:
+            runs.append(i)
+    return np.array(runs, np.int64)
+
+
+def _gather_strided(
+    arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray, runs: np.ndarray, total: int
+) -> np.ndarray:
+    """:func:`_gather` for ranges in few :func:`_strided_runs`: one strided copy a run."""
+    out = np.empty(total, np.uint8)
+    bounds = np.append(runs, len(starts)).tolist()
+    first_starts = starts[runs].tolist()
+    run_lengths = lengths[runs].tolist()
+    strides = np.append(np.diff(starts), 0)[runs].tolist()
+    placed = 0
+    for i, (start, length, stride) in enumerate(
+        zip(first_starts, run_lengths, strides, strict=True)
+    ):
+        count = bounds[i + 1] - bounds[i]
+        rows = np.lib.stride_tricks.as_strided(
+            arr[start:], shape=(count, length), strides=(stride if count > 1 else 0, 1)
+        )
+        out[placed : placed + count * length].reshape(count, length)[:] = rows
+        placed += count * length
+    return out
 
 
 def _binary_array(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
