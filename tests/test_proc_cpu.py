@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,3 +78,26 @@ def test_the_spark_jvm_is_the_java_child_that_is_not_the_broker(tmp_path: Path) 
         for child in (spark, broker):
             child.kill()
             child.wait()
+
+
+def test_a_watch_counts_a_python_child_the_kernel_reaped() -> None:
+    """PySpark's daemon ignores SIGCHLD, so its workers' time reaches no parent: two samples
+    miss a worker that ended between them; the watch keeps its last poll."""
+    burn = "import time\nt = time.process_time() + 0.4\nwhile time.process_time() < t: pass\n"
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        before = proc_cpu.sample(os.getpid(), None)
+        watch = proc_cpu.CpuWatch(os.getpid(), None, interval_s=0.05)
+        with watch:
+            child = subprocess.Popen([sys.executable, "-c", burn + "time.sleep(0.3)\n"])
+            deadline = time.monotonic() + 30
+            while child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)  # gone from /proc
+        missed = proc_cpu.sample(os.getpid(), None).minus(before)
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert proc_cpu.read_stat(child.pid) is None
+    assert watch.cpu is not None
+    assert watch.cpu.python_workers_s >= 0.3
+    assert missed.python_workers_s < 0.1

@@ -33,11 +33,11 @@ Measured per query: records/s = records / wall time from ``start()`` to the end 
 ``awaitTermination()`` (query start-up and the last commit included), and records / the sum of
 the progress reports' ``durationMs.triggerExecution``; CPU seconds per million records of the
 Python processes below the Spark JVM (Python workers and the data source's driver-side
-processes), of the Spark JVM itself, and of the broker (:mod:`benchmarks.proc_cpu`, sampled
-before and after the query). Also the share of the machine's CPU that was busy during the
-query, and the CPU seconds other processes took meanwhile (other people's work on a shared
-machine: noise). The output's end offsets are checked: every record is there (ours also has one
-transaction marker per partition per batch, and read_committed sees everything).
+processes), of the Spark JVM itself, and of the broker (:mod:`benchmarks.proc_cpu`'s
+``CpuWatch``, polled while the query runs). Also the share of the machine's CPU that was busy
+during the query, and the CPU seconds other processes took meanwhile (other people's work on a
+shared machine: noise). The output's end offsets are checked: every record is there (ours also
+has one transaction marker per partition per batch, and read_committed sees everything).
 The machine is shared (2 cores here): the figures are one machine at one time, not a gate.
 """
 
@@ -64,7 +64,7 @@ from benchmarks.compare.inputs import (
 from benchmarks.floor_sink import FORMAT as FLOOR_FORMAT
 from benchmarks.floor_sink import register as register_floor_sink
 from benchmarks.peer_connector import ensure_connector
-from benchmarks.proc_cpu import sample
+from benchmarks.proc_cpu import CpuWatch, spark_jvm_pid
 
 SIZES = (1_000_000, 5_000_000)
 MAX_OFFSETS_PER_TRIGGER = 250_000
@@ -99,12 +99,14 @@ def run_query(
         .option("checkpointLocation", str(work / f"checkpoint-{output}"))
         .trigger(availableNow=True)
     )
-    before = sample(jvm_pid, kafka.broker_pid)
-    started = time.monotonic()
-    query = writer.start()
-    query.awaitTermination()
-    wall_s = time.monotonic() - started
-    cpu = sample(jvm_pid, kafka.broker_pid).minus(before)
+    watch = CpuWatch(jvm_pid, kafka.broker_pid)
+    with watch:
+        started = time.monotonic()
+        query = writer.start()
+        query.awaitTermination()
+        wall_s = time.monotonic() - started
+    cpu = watch.cpu
+    assert cpu is not None
     progress = query.recentProgress
     rows = sum(p["numInputRows"] for p in progress)
     trigger_s = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
@@ -209,7 +211,7 @@ def main() -> dict[str, Any]:
         spark = spark_session("bench-kafka-sink", connector.spark_jars())
         register_floor_sink(spark)
         try:
-            jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+            jvm_pid = spark_jvm_pid(kafka.broker_pid)
             machine = machine_info(spark, connector)
             print(f"machine: {machine}", flush=True)
             load_at_start = os.getloadavg()

@@ -13,13 +13,18 @@
 - ``machine_busy_s``: every core's non-idle time (``/proc/stat``), whoever spent it: less the
   four above, what other processes on the machine took meanwhile (noise).
 
-The difference of two samples is what each spent between them.
+The difference of two samples is what each spent between them, except for Python workers that
+exit in between: PySpark's daemon ignores ``SIGCHLD``, so the kernel reaps its workers and their
+time reaches no parent. :class:`CpuWatch` therefore also polls every Python process below the
+JVM while a query runs and counts each one's time up to its last poll.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
+from types import TracebackType
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -146,3 +151,48 @@ def sample(jvm_pid: int, broker_pid: int | None) -> CpuSample:
         driver_s=times.user + times.system,
         machine_busy_s=machine_busy_s(),
     )
+
+
+class CpuWatch:
+    """A :class:`CpuSample` of what was spent inside a ``with`` block, whose
+    ``python_workers_s`` is the time each Python process below the JVM spent between the block's
+    start (or its own start) and its last poll (every ``interval_s``), so that workers the
+    kernel reaped in between still count. ``cpu`` is set when the block ends."""
+
+    def __init__(self, jvm_pid: int, broker_pid: int | None, interval_s: float = 0.1) -> None:
+        self._jvm_pid, self._broker_pid, self._interval_s = jvm_pid, broker_pid, interval_s
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll_until_stopped, daemon=True)
+        self._before: CpuSample | None = None
+        self.cpu: CpuSample | None = None
+
+    def _python_times(self) -> dict[int, float]:
+        below = descendants(all_stats(), self._jvm_pid)
+        return {s.pid: s.own_s for s in below if is_python(s)}
+
+    def _poll_until_stopped(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._last.update(self._python_times())
+
+    def __enter__(self) -> CpuWatch:
+        self._before = sample(self._jvm_pid, self._broker_pid)
+        self._first = self._python_times()
+        self._last = dict(self._first)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._last.update(self._python_times())
+        assert self._before is not None
+        spent = sample(self._jvm_pid, self._broker_pid).minus(self._before)
+        python_s = sum(t - self._first.get(pid, 0.0) for pid, t in self._last.items())
+        self.cpu = replace(spent, python_workers_s=python_s)

@@ -61,13 +61,14 @@ def _one_query(
     writer = connectors.write_stream(
         df, connector, target[output], str(work / f"checkpoint-{tag}"), kafka.bootstrap_servers
     )
-    jvm_pid = proc_cpu.spark_jvm_pid(kafka.broker_pid)
-    before = proc_cpu.sample(jvm_pid, kafka.broker_pid)
-    started = time.monotonic()
-    query = writer.start()
-    query.awaitTermination()
-    wall_s = time.monotonic() - started
-    cpu = proc_cpu.sample(jvm_pid, kafka.broker_pid).minus(before)
+    watch = proc_cpu.CpuWatch(proc_cpu.spark_jvm_pid(kafka.broker_pid), kafka.broker_pid)
+    with watch:
+        started = time.monotonic()
+        query = writer.start()
+        query.awaitTermination()
+        wall_s = time.monotonic() - started
+    cpu = watch.cpu
+    assert cpu is not None
     progress = query.recentProgress
     rows, batch_s = rows_and_batch_seconds(progress)
     if output == "kafka":
