@@ -78,9 +78,8 @@ def commit(root: Path, batch: int) -> None:
     (root / "commits" / str(batch)).write_text("v1\n{}")
 
 
-# A failure in a background step fails the test instead of becoming a warning (the steps also
-# record what they see for the test body to assert).
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+# A failure in a background step fails the test instead of becoming a warning (pyproject's
+# filterwarnings; the steps also record what they see for the test body to assert).
 
 
 def in_background(steps: Callable[[], None]) -> threading.Thread:
