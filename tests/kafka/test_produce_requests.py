@@ -26,7 +26,7 @@ from kafka.protocol.producer import (
 
 from unaligned.kafka import coordinator_requests
 from unaligned.kafka import produce_requests as pr
-from unaligned.kafka.produce_requests import PartitionQueue, QueuedBatch
+from unaligned.kafka.produce_queue import PartitionQueue, QueuedBatch, produce_error
 
 # --- pinned kafka-python internals -------------------------------------------------------------
 
@@ -100,18 +100,18 @@ def _produce_answer(partition: int, error_code: int) -> ProduceResponse:
 
 
 def test_a_written_or_already_written_batch_is_acknowledged() -> None:
-    assert pr._produce_error(_produce_answer(2, 0), _part(2)) is None
+    assert produce_error(_produce_answer(2, 0), _part(2)) is None
     duplicate = kafka_errors.DuplicateSequenceNumberError.errno
-    assert pr._produce_error(_produce_answer(2, duplicate), _part(2)) is None
+    assert produce_error(_produce_answer(2, duplicate), _part(2)) is None
 
 
 def test_a_refusal_and_a_lost_request_are_errors_of_their_kind() -> None:
     too_large = kafka_errors.MessageSizeTooLargeError.errno
-    error = pr._produce_error(_produce_answer(0, too_large), _part())
+    error = produce_error(_produce_answer(0, too_large), _part())
     assert isinstance(error, kafka_errors.MessageSizeTooLargeError)
     lost = kafka_errors.KafkaConnectionError("socket disconnected")
-    assert pr._produce_error(lost, _part()) is lost
-    missing = pr._produce_error(_produce_answer(1, 0), _part(0))
+    assert produce_error(lost, _part()) is lost
+    missing = produce_error(_produce_answer(1, 0), _part(0))
     assert isinstance(missing, kafka_errors.KafkaError) and "no partition 0" in str(missing)
 
 

@@ -22,7 +22,9 @@ The protocol, numbered where it runs:
 3. ``Produce`` with ``acks=all``, at most :data:`~unaligned.kafka.produce_requests.MAX_IN_FLIGHT`
    requests in flight per partition, in sequence order; retriable failures are sent again with
    the same sequences (the broker answers ``DUPLICATE_SEQUENCE_NUMBER`` for one it already
-   wrote), until ``delivery.timeout.ms``.
+   wrote), until ``delivery.timeout.ms``. A batch refused as too large is split and its halves
+   sent in its place from the same base sequence; :meth:`~ProduceSession.take_refused_topics`
+   tells the task which topics' limits to ask again.
 4. :meth:`~ProduceSession.prepare`: every record acknowledged, the transaction stays open for
    the driver (:func:`unaligned.kafka.transaction_coordinator.commit_prepared`).
 
@@ -46,7 +48,8 @@ from unaligned.errors import OptionError, TransactionWriteError
 from unaligned.kafka import transaction_coordinator
 from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.connections import describe_servers
-from unaligned.kafka.produce_requests import CONNECTION_IN_FLIGHT, QueuedBatch, Requests
+from unaligned.kafka.produce_queue import QueuedBatch, RecordOrigin
+from unaligned.kafka.produce_requests import CONNECTION_IN_FLIGHT, Requests
 from unaligned.kafka.record_batch_layout import (
     ProducerState,
     has_producer_state,
@@ -136,11 +139,14 @@ class ProduceSession:
         payload_bytes: int,
         *,
         wake_sender: bool = True,
+        origin: RecordOrigin | None = None,
+        first_record: int = 0,
     ) -> None:
         """2. Queue one encoded v2 batch of ``record_count`` records; returns before the broker
         acknowledges it. ``payload_bytes``: its key, value and header bytes (what
         :meth:`unacknowledged_bytes` counts). ``wake_sender=False`` leaves sending to the next
-        :meth:`wake_sender` (one hand-over to the I/O thread per chunk)."""
+        :meth:`wake_sender` (one hand-over to the I/O thread per chunk). ``origin`` and
+        ``first_record``: where its records came from, for a refusal's message."""
         requests = self._open_requests("send")
         state = self.producer_state(topic, partition)
         self._sequences[(topic, partition)] = increment_sequence(state.base_sequence, record_count)
@@ -155,6 +161,8 @@ class ProduceSession:
                 payload_bytes,
                 state.base_sequence,
                 deadline,
+                origin,
+                first_record,
             )
         )
         if wake_sender:
@@ -172,6 +180,11 @@ class ProduceSession:
         """Hand what :meth:`send_batch` queued to the I/O thread."""
         if self._requests is not None:
             self._requests.pump()
+
+    def take_refused_topics(self) -> set[str]:
+        """Topics that refused a batch as too large since the last call: their
+        ``max.message.bytes`` changed (:mod:`unaligned.kafka.topic_limits` asks again)."""
+        return set() if self._requests is None else self._requests.take_refused_topics()
 
     def unacknowledged_bytes(self) -> int:
         """Payload bytes sent and not yet acknowledged (a failed batch no longer counts)."""
@@ -205,6 +218,8 @@ class ProduceSession:
                 f"{timeout_s} s ({requests.unacknowledged_bytes()} bytes outstanding)"
             )
         failure = requests.first_failure()
+        if isinstance(failure, TransactionWriteError):  # worded already (a record too large)
+            raise TransactionWriteError(str(failure)) from failure
         if failure is not None:
             sent, acknowledged = requests.record_counts()
             raise TransactionWriteError(

@@ -1,19 +1,20 @@
-"""The largest record batch a topic takes, so the sink's fast path never builds a larger one.
+"""The largest record batch a topic takes, so the sink's fast path seldom builds a larger one.
 
 A broker refuses a record batch larger than its topic's ``max.message.bytes`` (the whole batch as
 written to the log: the 61-byte v2 header included, after compression) with
-``MESSAGE_TOO_LARGE``, which fails the sink's task (:mod:`unaligned.kafka.produce_requests`
-does not split a batch encoded ahead of time). :func:`batch_limit` gives the size the
-encoder must keep each batch within instead: the topic's limit less room for the codec's framing
-(the encoder bounds the *uncompressed* size; incompressible data comes out of a codec a little
-larger than it went in).
+``MESSAGE_TOO_LARGE``. :func:`batch_limit` gives the size the encoder keeps each batch within:
+the topic's limit less room for the codec's framing (the encoder bounds the *uncompressed*
+size; incompressible data comes out of a codec a little larger than it went in).
 
 :func:`max_message_bytes` asks the brokers for a topic's effective value (the topic's own setting,
 else the broker's ``message.max.bytes``) once per process and topic, through the process's kept
 admin client (:func:`~unaligned.kafka.admin_clients.shared_admin_client`). A lookup the cluster
 refuses (no DescribeConfigs permission, an old broker, a broker away) is logged once per process
-and leaves that task's batches bounded by ``batch.size`` and ``max.request.size`` only, as
-before; the next task asks again.
+and leaves that task's batches bounded by ``batch.size`` and ``max.request.size`` (1 MiB by
+default); the next task asks again. A batch the broker still refuses as too large (the limit
+was lowered, or not known) is split by :mod:`unaligned.kafka.produce_requests`, and the task
+calls :func:`forget` so the next chunk asks again. Fail point ``describe_configs_refused``
+(:mod:`unaligned.crash_points`) makes every lookup refused, for tests.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, TopicAuthorizationFailedError
 
+from unaligned import crash_points
+from unaligned.crash_points import FailPoint
 from unaligned.errors import UnalignedError
 from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.connections import SettingsKey, settings_key
@@ -65,8 +68,19 @@ def max_message_bytes(
     return {t: _LIMITS.get(_key(client_kwargs, t)) for t in wanted}
 
 
+def forget(client_kwargs: Mapping[str, Any], topics: Iterable[str]) -> None:
+    """Drop the known limits of ``topics``: a broker refused a batch within them as too large."""
+    for topic in topics:
+        _LIMITS.pop(_key(client_kwargs, topic), None)
+
+
 def _describe(client_kwargs: Mapping[str, Any], topics: list[str]) -> dict[str, int | None]:
     try:
+        refused = FailPoint.DESCRIBE_CONFIGS_REFUSED
+        if crash_points.is_armed(refused):
+            raise TopicAuthorizationFailedError(
+                f"injected by {crash_points.CRASH_AT_ENV}={refused.value}"
+            )
         with shared_admin_client(client_kwargs) as admin:
             described = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, t, [TOPIC_SETTING]) for t in topics],

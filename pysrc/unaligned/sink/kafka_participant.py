@@ -137,7 +137,11 @@ class KafkaTaskWriter:
         self._open_writer().wait_unacknowledged(self._target.max_unacknowledged_bytes)
 
     def prepare(self) -> dict[str, Any]:
-        prepared = self._open_writer().prepare()
+        try:
+            prepared = self._open_writer().prepare()
+        finally:
+            if self._batches is not None:  # the next task of the process asks the limit again
+                self._batches.forget_refused_limits()
         return prepared_to_json(prepared, self._partition_id)
 
     def abort(self) -> None:
