@@ -77,7 +77,6 @@ def _write(target: KafkaTarget, chunks: list[pa.RecordBatch]) -> int:
     )
     try:
         writer.begin()
-        assert writer.uses_fast_path
         for chunk in chunks:
             writer.write_chunk(chunk)
             writer.between_chunks()

@@ -24,6 +24,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka.client_internals import consumer_cluster, give_metadata_retry_backoff
 from unaligned.kafka.client_options import KafkaClientConfig
 from unaligned.kafka.partitions import TopicPartitionId
 
@@ -175,7 +176,7 @@ class OffsetLookup:
 
         def fetch(consumer: KafkaConsumer, _timeout_ms: int) -> dict[str, str]:
             consumer.topics()  # refreshes metadata of all topics, ids included
-            cluster = consumer._client.cluster  # pinned: ClusterMetadata.topic_id
+            cluster = consumer_cluster(consumer)
             ids = {t: cluster.topic_id(t) for t in wanted}
             return {t: str(i) for t, i in ids.items() if i is not None}
 
@@ -272,7 +273,7 @@ def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
         raise KafkaUnavailableError(
             f"could not reach Kafka at {describe_servers(kwargs)}: {exc!r}"
         ) from exc
-    producer._metadata.config["retry_backoff_ms"] = producer.config["retry_backoff_ms"]
+    give_metadata_retry_backoff(producer)
     return producer
 
 

@@ -34,6 +34,8 @@ from kafka.protocol.producer import (
     InitProducerIdRequest,
 )
 
+from unaligned.kafka.client_internals import event_loop
+
 FIRST_BACKOFF_S = 0.005
 MAX_BACKOFF_S = 1.0
 INIT_PRODUCER_ID_MAX_VERSION = 4
@@ -183,7 +185,7 @@ class CoordinatorRequests:
         pass first."""
         if time.monotonic() + backoff >= deadline:
             raise error
-        await self._manager._net.sleep(backoff)
+        await event_loop(self._manager).sleep(backoff)
         return min(backoff * 2, MAX_BACKOFF_S)
 
     def _timeout_ms(self, deadline: float) -> int:

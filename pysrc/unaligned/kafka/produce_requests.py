@@ -27,9 +27,8 @@ Sending rules (Kafka's idempotent producer, ``max.in.flight.requests.per.connect
 - Anything else (fenced, not authorized...) or ``delivery.timeout.ms`` passing fails the batch
   and every batch queued behind it on that partition.
 
-Private kafka-python names used (pinned by ``tests/kafka/test_produce_requests.py``):
-``KafkaAdminClient._manager`` (``send``, ``call_soon``, ``run``, ``cluster``, ``_net``:
-``call_soon``, ``call_later``, ``sleep``; the last in :mod:`unaligned.kafka.coordinator_requests`).
+The connection manager and its event loop are kafka-python private names, taken through
+:mod:`unaligned.kafka.client_internals`.
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ from typing import Any
 import kafka.errors as kafka_errors
 from kafka.protocol.producer import ProduceRequest
 
-import kafka
-from unaligned.kafka.client_internals import PINNED_KAFKA_PYTHON
+from unaligned.kafka.client_internals import event_loop
 from unaligned.kafka.coordinator_requests import FIRST_BACKOFF_S, MAX_BACKOFF_S, CoordinatorRequests
 from unaligned.kafka.produce_queue import (
     TOO_LARGE,
@@ -84,7 +82,7 @@ class Requests:
 
     def __init__(self, manager: Any, transactional_id: str, settings: Mapping[str, Any]) -> None:
         self._manager = manager
-        self._net = manager._net
+        self._net = event_loop(manager)
         self._tid = transactional_id
         self._request_timeout_ms = int(settings["request_timeout_ms"])
         self._retry_backoff_s = max(int(settings["retry_backoff_ms"]), 1) / 1000
@@ -398,10 +396,3 @@ class Requests:
             elif self._first_failure is None:
                 self._first_failure = error
             self._settled.notify_all()
-
-
-def unavailable_reason() -> str | None:
-    """Why the requests cannot run in this process (``None``: they can)."""
-    if kafka.__version__ != PINNED_KAFKA_PYTHON:
-        return f"kafka-python is {kafka.__version__}, the fast path fits {PINNED_KAFKA_PYTHON} only"
-    return None

@@ -47,6 +47,7 @@ from kafka import KafkaProducer
 from unaligned.errors import OptionError, TransactionWriteError
 from unaligned.kafka import transaction_coordinator
 from unaligned.kafka.admin_clients import shared_admin_client
+from unaligned.kafka.client_internals import connection_manager
 from unaligned.kafka.connections import describe_servers
 from unaligned.kafka.produce_queue import QueuedBatch, RecordOrigin
 from unaligned.kafka.produce_requests import CONNECTION_IN_FLIGHT, Requests
@@ -93,7 +94,7 @@ class ProduceSession:
         admin = lent.enter_context(
             shared_admin_client(self._kwargs, max_in_flight=CONNECTION_IN_FLIGHT)
         )
-        requests = Requests(admin._manager, self._transactional_id, self._settings)
+        requests = Requests(connection_manager(admin), self._transactional_id, self._settings)
         try:
             requests.init_producer_id(self._settings["max_block_ms"] / 1000)
         except kafka_errors.KafkaError as exc:

@@ -1,35 +1,17 @@
-"""The Kafka sink's fast path: a chunk of input rows -> encoded record batches, per partition.
+"""The Kafka sink's task side: a chunk of input rows -> encoded record batches, per partition.
 
-:class:`BatchChunkWriter` does column-wise what the per-record path does one row at a time
-(:meth:`unaligned.sink.kafka_participant.KafkaTaskWriter.write_chunk`): it picks every row's
-(topic, partition) (:func:`unaligned.kafka.row_routing.route_rows`), encodes each partition's
-rows as v2 record batches straight from the Arrow buffers
-(:func:`unaligned.kafka.record_encoder.encode_record_batches`, with the producer's
-``compression.type``, ``batch.size`` and ``max.request.size``), and queues them in the task's
-transaction (:meth:`unaligned.kafka.produce_session.ProduceSession.send_batch`).
-
-What holds exactly as on the per-record path:
-
-- per partition, records are written in input order (also across chunks);
-- keys, values (null: a tombstone), headers (in order, duplicates kept) and the ``topic`` and
-  ``partition`` columns; option ``topic`` wins over the column;
-- partition choice: an explicit partition, else Kafka's murmur2 of the key, else a sticky
-  partition per topic (switched after every chunk, where Kafka switches after every batch);
-- refusals: a null topic or a null header key or value raise :class:`SchemaMismatchError`, a
-  partition outside the topic, an unknown topic or a record larger than ``max.request.size``
-  raise :class:`TransactionWriteError`;
-- batches: within ``batch.size`` and ``max.request.size``, and within the ``max.message.bytes``
-  of every topic of the chunk (:mod:`unaligned.kafka.topic_limits`); a batch the broker refuses
-  all the same (the limit was lowered, or could not be read) is split by the session, and the
-  next chunk asks its topic's limit again. A record too large for its topic raises
-  :class:`TransactionWriteError` naming the topic's limit and the input row, at once rather
-  than at ``delivery.timeout.ms``;
-- :meth:`ProduceSession.unacknowledged_bytes` counts the same payload bytes (keys, values,
-  header keys and values), so the barrier's between-chunk bound is unchanged.
-
-Differences: record timestamps are the time the chunk is encoded (one per chunk; the
-per-record path takes the time of each ``send``), and a row with neither key nor value is
-written as Spark's Java sink writes it (kafka-python's ``send`` refuses it).
+:class:`BatchChunkWriter` picks every row's (topic, partition) column-wise
+(:func:`unaligned.kafka.row_routing.route_rows`: an explicit partition, else Kafka's murmur2 of
+the key, else a sticky partition per topic switched after every chunk), encodes each
+partition's rows as v2 record batches straight from the Arrow buffers
+(:func:`unaligned.kafka.record_encoder.encode_record_batches`; within ``batch.size``,
+``max.request.size`` and each topic's ``max.message.bytes``, :mod:`unaligned.kafka.topic_limits`)
+and queues them in the task's transaction
+(:meth:`unaligned.kafka.produce_session.ProduceSession.send_batch`), in input order per
+partition. A batch the broker refuses as too large all the same is split by the session and the
+next chunk asks its topic's limit again; a record too large alone raises
+:class:`TransactionWriteError` naming the limit and the input row. Record timestamps are the
+time the chunk is encoded. ARCHITECTURE.md ("Processes", executor workers) has the rest.
 """
 
 from __future__ import annotations
@@ -54,7 +36,7 @@ from unaligned.sink.options import KafkaTarget
 
 
 def _checked_headers(column: pa.Array | None) -> pa.Array | None:
-    """The headers column, refusing a null header key or value as the per-record path does."""
+    """The headers column, refusing a null header key or value (Kafka's producer would)."""
     if column is None:
         return None
     entries = pc.list_flatten(column)
