@@ -30,7 +30,7 @@ from unaligned import crash_points
 from unaligned.crash_points import FailPoint
 from unaligned.errors import UnalignedError
 from unaligned.kafka.admin_clients import shared_admin_client
-from unaligned.kafka.connections import SettingsKey, settings_key
+from unaligned.kafka.connections import ProcessMemo, SettingsKey, settings_key
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +41,10 @@ TOPIC_SETTING = "max.message.bytes"
 _CODEC_ROOM_DIVISOR = 64
 _CODEC_ROOM_CONSTANT = 64
 
-_LIMITS: dict[tuple[SettingsKey, str], int] = {}
-"""Per-process memo: (client kwargs, topic) -> the topic's max.message.bytes (known ones only:
-a lookup that failed is tried again by the next task)."""
-_WARNED: set[str] = set()
+_LIMITS: ProcessMemo[tuple[SettingsKey, str], int] = ProcessMemo()
+"""(client kwargs, topic) -> the topic's max.message.bytes (known ones only: a lookup that
+failed is tried again by the next task; :func:`forget` drops a stale one)."""
+_WARNED: ProcessMemo[str, bool] = ProcessMemo()
 """Topics whose failed lookup this process has logged (each is logged once)."""
 
 
@@ -60,18 +60,18 @@ def max_message_bytes(
     Known limits are kept for the life of the process (a topic's limit rarely changes; a query
     restarted after a change asks again); the topics not known yet are asked in one request."""
     wanted = sorted(set(topics))
-    missing = [t for t in wanted if _key(client_kwargs, t) not in _LIMITS]
+    missing = [t for t in wanted if _LIMITS.get(_key(client_kwargs, t)) is None]
     found = _describe(client_kwargs, missing) if missing else {}
     for topic, limit in found.items():
         if limit is not None:
-            _LIMITS[_key(client_kwargs, topic)] = limit
+            _LIMITS.put(_key(client_kwargs, topic), limit)
     return {t: _LIMITS.get(_key(client_kwargs, t)) for t in wanted}
 
 
 def forget(client_kwargs: Mapping[str, Any], topics: Iterable[str]) -> None:
     """Drop the known limits of ``topics``: a broker refused a batch within them as too large."""
     for topic in topics:
-        _LIMITS.pop(_key(client_kwargs, topic), None)
+        _LIMITS.forget(_key(client_kwargs, topic))
 
 
 def _describe(client_kwargs: Mapping[str, Any], topics: list[str]) -> dict[str, int | None]:
@@ -87,8 +87,7 @@ def _describe(client_kwargs: Mapping[str, Any], topics: list[str]) -> dict[str, 
                 config_filter="all",
             )
     except (KafkaError, UnalignedError) as exc:
-        if not _WARNED.issuperset(topics):
-            _WARNED.update(topics)
+        if [topic for topic in topics if _WARNED.first_time(topic)]:
             logger.warning(
                 "could not read %s of topic(s) %s (%r): record batches are bounded by "
                 "batch.size and max.request.size only",

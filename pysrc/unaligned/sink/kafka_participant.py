@@ -38,7 +38,7 @@ from unaligned.errors import (
     UnalignedError,
 )
 from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
-from unaligned.kafka.connections import SettingsKey, settings_key
+from unaligned.kafka.connections import ProcessMemo, SettingsKey, settings_key
 from unaligned.kafka.produce_session import ProduceSession
 from unaligned.kafka.transactions import PreparedTransaction
 from unaligned.sink import kafka_id_pool
@@ -142,19 +142,16 @@ def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
 # --- driver side -------------------------------------------------------------------------------
 
 
-_BROKER_MAX_TIMEOUT_MS: dict[SettingsKey, int] = {}
-"""Per-process memo of the brokers' transaction.max.timeout.ms, keyed by the client kwargs: the
-check runs before every micro-batch (see unaligned.sink.writer_role.writer_role) and the value is
-static."""
+_BROKER_MAX_TIMEOUT_MS: ProcessMemo[SettingsKey, int] = ProcessMemo()
+"""The brokers' transaction.max.timeout.ms by client kwargs: the check runs before every
+micro-batch (see unaligned.sink.writer_role.writer_role) and the value is static."""
 
 
 def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
-    key = settings_key(kwargs)
-    if key not in _BROKER_MAX_TIMEOUT_MS:
-        _BROKER_MAX_TIMEOUT_MS[key] = transaction_coordinator.broker_max_transaction_timeout_ms(
-            kwargs
-        )
-    return _BROKER_MAX_TIMEOUT_MS[key]
+    return _BROKER_MAX_TIMEOUT_MS.get_or_compute(
+        settings_key(kwargs),
+        lambda: transaction_coordinator.broker_max_transaction_timeout_ms(kwargs),
+    )
 
 
 class KafkaParticipant:
@@ -365,13 +362,14 @@ class KafkaParticipant:
         return len(leftovers)
 
 
-_TOPICS_FOUND: set[tuple[SettingsKey, str]] = set()
-"""Per-process memo of topics already found (the check runs before every micro-batch)."""
+_TOPICS_FOUND: ProcessMemo[tuple[SettingsKey, str], bool] = ProcessMemo()
+"""Topics already found (the check runs before every micro-batch; a missing one is asked
+again)."""
 
 
 def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     key = (settings_key(kwargs), topic)
-    if key in _TOPICS_FOUND:
+    if _TOPICS_FOUND.get(key):
         return
     with admin_clients.shared_admin_client(kwargs) as admin:
         topics = set(admin.list_topics())
@@ -379,4 +377,4 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
         raise TopicNotFoundError(
             f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}"
         )
-    _TOPICS_FOUND.add(key)
+    _TOPICS_FOUND.put(key, True)

@@ -59,7 +59,7 @@ from unaligned._parsing import (
 from unaligned.barriers.task_side import AlignmentSettings, CheckpointMode
 from unaligned.channel_state.codecs import check_codec
 from unaligned.errors import SinkConfigurationError
-from unaligned.kafka.client_options import producer_kwargs
+from unaligned.kafka.producer_options import producer_kwargs
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 DEFAULT_CHUNK_ROWS = 1000
