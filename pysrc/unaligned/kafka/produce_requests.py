@@ -1,34 +1,21 @@
 """The requests of one transactional produce session, run on a kept admin client's I/O thread.
 
-:class:`Requests` is the I/O half of :class:`unaligned.kafka.produce_session.ProduceSession`:
-it queues and sends the ``Produce`` requests, and has
-:class:`~unaligned.kafka.coordinator_requests.CoordinatorRequests` get the producer id and epoch
-(``InitProducerId``) and the partition leaders (``Metadata``) and register partitions
-(``AddPartitionsToTxn``). The task thread calls the
-public methods; everything that touches a connection runs on the I/O thread of the admin
-client's connection manager (kafka-python's event loop), so per-partition state is only ever
-touched by that one thread. Counters the task thread reads are behind one lock.
+:class:`Requests` is the I/O half of :class:`unaligned.kafka.produce_session.ProduceSession`: it
+queues and sends the ``Produce`` requests, and has :class:`~unaligned.kafka.coordinator_requests.
+CoordinatorRequests` ask ``InitProducerId``, ``Metadata`` and ``AddPartitionsToTxn``. The task
+thread calls the public methods; everything that touches a connection runs on the I/O thread
+of the connection manager (:mod:`unaligned.kafka.client_internals`). Sending rules (Kafka's
+idempotent producer, at most :data:`MAX_IN_FLIGHT` per partition):
 
-Sending rules (Kafka's idempotent producer, ``max.in.flight.requests.per.connection`` <= 5):
-
-- A partition's batches go out in sequence order, one batch per ``Produce`` request, at most
-  :data:`MAX_IN_FLIGHT` at a time, and only after ``AddPartitionsToTxn`` registered it.
-- An answer that is retriable (connection lost, request timed out, not the leader, not enough
-  replicas...) holds the partition: once nothing of it is in flight, every unacknowledged batch
-  is queued again in sequence order and sent after ``retry.backoff.ms`` (doubling, at most 1 s),
-  with the same sequence. ``OUT_OF_ORDER_SEQUENCE_NUMBER`` behind such a failure is retriable
-  too; ``DUPLICATE_SEQUENCE_NUMBER`` means the broker already wrote the batch: acknowledged.
-- ``MESSAGE_TOO_LARGE`` / ``RECORD_LIST_TOO_LARGE`` (the topic's ``max.message.bytes`` was
-  lowered, or was not known): the batch is split in two sent in its place from the same base
-  sequence (:func:`~unaligned.kafka.produce_queue.split_refused`), as a retriable failure
-  would be sent again; its topic is noted (:meth:`Requests.take_refused_topics`) so the task asks
-  the limit again. A single record refused so fails (:func:`~unaligned.kafka.produce_queue.
-  record_too_large`).
-- Anything else (fenced, not authorized...) or ``delivery.timeout.ms`` passing fails the batch
-  and every batch queued behind it on that partition.
-
-The connection manager and its event loop are kafka-python private names, taken through
-:mod:`unaligned.kafka.client_internals`.
+- a partition's batches go out in sequence order, only after ``AddPartitionsToTxn``;
+- a retriable answer holds the partition: once nothing of it is in flight, every unacknowledged
+  batch is sent again in order with the same sequence, after a doubling back-off;
+  ``OUT_OF_ORDER_SEQUENCE_NUMBER`` behind such a failure is retriable, ``DUPLICATE_SEQUENCE_
+  NUMBER`` is an acknowledgement;
+- ``MESSAGE_TOO_LARGE`` / ``RECORD_LIST_TOO_LARGE``: the batch is split in two sent in its place
+  from the same base sequence (:mod:`unaligned.kafka.produce_queue`), its topic noted
+  (:meth:`Requests.take_refused_topics`); a single record refused so fails;
+- anything else, or ``delivery.timeout.ms`` passing, fails the batch and those behind it.
 """
 
 from __future__ import annotations

@@ -1,37 +1,22 @@
 """A task's Kafka transaction written as encoded record batches on the process's kept connections.
 
-The sink's fast path encodes whole v2 record batches from Arrow columns
-(:mod:`unaligned.kafka.record_encoder`). :class:`ProduceSession` sends them itself, as Kafka's
-idempotent transactional producer would, over the connections of the worker process's kept
-admin client (:func:`unaligned.kafka.admin_clients.shared_admin_client`, lent to the session
-from :meth:`~ProduceSession.begin` to :meth:`~ProduceSession.close`): no ``KafkaProducer``, no
-sender thread, no bootstrap per task. The requests run on the kept client's I/O thread
-(:mod:`unaligned.kafka.produce_requests`); the task thread only encodes and waits. That client
-is kept apart from the one the task's ``DescribeTransactions`` uses: a broker quota pauses the
-connections that produce.
+:class:`ProduceSession` does what Kafka's idempotent transactional producer does, for batches
+encoded ahead of time (:mod:`unaligned.kafka.record_encoder`), over the connections of the
+worker process's kept admin client (lent from :meth:`~ProduceSession.begin` to
+:meth:`~ProduceSession.close`; :mod:`unaligned.kafka.admin_clients`): no ``KafkaProducer``, no
+sender thread. The requests run on that client's I/O thread (:mod:`unaligned.kafka.
+produce_requests`); the task thread only encodes and waits. The protocol, numbered where it runs:
 
-The protocol, numbered where it runs:
-
-1. :meth:`~ProduceSession.begin`: ``FindCoordinator`` and ``InitProducerId`` for the
-   transactional id: the epoch is bumped, an older attempt's open transaction is aborted and
-   that attempt is fenced (what ``init_transactions`` does).
-2. :meth:`~ProduceSession.send_batch`: the batch gets the producer id, epoch, transactional bit
-   and the partition's next sequence (``base sequence`` = records sent to the partition before
-   it, from 0 after every ``InitProducerId``), then is queued. Before a partition's first batch
-   goes out, ``AddPartitionsToTxn`` registers it with the coordinator.
-3. ``Produce`` with ``acks=all``, at most :data:`~unaligned.kafka.produce_requests.MAX_IN_FLIGHT`
-   requests in flight per partition, in sequence order; retriable failures are sent again with
-   the same sequences (the broker answers ``DUPLICATE_SEQUENCE_NUMBER`` for one it already
-   wrote), until ``delivery.timeout.ms``. A batch refused as too large is split and its halves
-   sent in its place from the same base sequence; :meth:`~ProduceSession.take_refused_topics`
-   tells the task which topics' limits to ask again.
-4. :meth:`~ProduceSession.prepare`: every record acknowledged, the transaction stays open for
+1. :meth:`~ProduceSession.begin`: ``InitProducerId`` (an older attempt on the id is fenced).
+2. :meth:`~ProduceSession.send_batch`: producer id, epoch and the partition's next sequence
+   stamped, batch queued; ``AddPartitionsToTxn`` before a partition's first batch.
+3. ``Produce`` (``acks=all``, in sequence order, retried with the same sequences; a batch
+   refused as too large split, :meth:`~ProduceSession.take_refused_topics`).
+4. :meth:`~ProduceSession.prepare`: every record acknowledged; the transaction stays open for
    the driver (:func:`unaligned.kafka.transaction_coordinator.commit_prepared`).
 
-Guarantees: per partition, batches are written in ``send_batch`` order; a batch is acknowledged
-at most once and every record of it is counted once; a non-retriable failure poisons the
-session (:meth:`prepare` refuses) and stops that partition (later batches would be out of
-sequence).
+A non-retriable failure poisons the session (:meth:`prepare` refuses). ARCHITECTURE.md ("The
+two-phase commit") has the rest.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
-"""The largest record batch a topic takes, so the sink's fast path seldom builds a larger one.
+"""The largest record batch a topic takes, so the sink's encoder seldom builds a larger one.
 
-A broker refuses a record batch larger than its topic's ``max.message.bytes`` (the whole batch as
-written to the log: the 61-byte v2 header included, after compression) with
-``MESSAGE_TOO_LARGE``. :func:`batch_limit` gives the size the encoder keeps each batch within:
-the topic's limit less room for the codec's framing (the encoder bounds the *uncompressed*
-size; incompressible data comes out of a codec a little larger than it went in).
-
-:func:`max_message_bytes` asks the brokers for a topic's effective value (the topic's own setting,
-else the broker's ``message.max.bytes``) once per process and topic, through the process's kept
-admin client (:func:`~unaligned.kafka.admin_clients.shared_admin_client`). A lookup the cluster
-refuses (no DescribeConfigs permission, an old broker, a broker away) is logged once per process
-and leaves that task's batches bounded by ``batch.size`` and ``max.request.size`` (1 MiB by
-default); the next task asks again. A batch the broker still refuses as too large (the limit
-was lowered, or not known) is split by :mod:`unaligned.kafka.produce_requests`, and the task
-calls :func:`forget` so the next chunk asks again. Fail point ``describe_configs_refused``
-(:mod:`unaligned.crash_points`) makes every lookup refused, for tests.
+:func:`max_message_bytes` asks the brokers for each topic's effective ``max.message.bytes``
+once per process (kept in a :class:`~unaligned.kafka.connections.ProcessMemo`), and
+:func:`batch_limit` leaves room for a codec's framing. A lookup the cluster refuses (no
+``DescribeConfigs`` permission, an old broker) is logged once and leaves batches bounded by
+``batch.size`` and ``max.request.size`` (1 MiB); a batch the broker refuses as too large all
+the same is split by :mod:`unaligned.kafka.produce_requests`, and :func:`forget` makes the next
+chunk ask again. Fail point ``describe_configs_refused`` (:mod:`unaligned.crash_points`) makes
+every lookup refused, for tests.
 """
 
 from __future__ import annotations
