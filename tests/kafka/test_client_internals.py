@@ -132,6 +132,18 @@ def test_the_consumer_client_keeps_cluster_metadata_with_topic_ids() -> None:
     assert isinstance(KafkaNetClient.cluster, property)
 
 
+def test_the_consumers_metadata_cache_takes_the_consumers_retry_backoff() -> None:
+    kwargs = {"bootstrap_servers": "127.0.0.1:1", "api_version": (4, 0), "retry_backoff_ms": 7}
+    consumer = KafkaConsumer(**kwargs)
+    try:
+        config = client_internals.consumer_cluster(consumer).config
+        assert config["retry_backoff_ms"] == 100  # the upstream gap
+        client_internals.give_consumer_metadata_retry_backoff(consumer, 7)
+        assert config["retry_backoff_ms"] == 7
+    finally:
+        consumer.close()
+
+
 def test_build_producer_gives_the_metadata_the_producers_retry_backoff() -> None:
     # kafka-python 3.0.12 leaves its ClusterMetadata at the default 100 ms, which every task
     # paid waiting for its topic's partitions right after bootstrap. With api_version given the

@@ -25,7 +25,11 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 from unaligned.errors import KafkaUnavailableError
-from unaligned.kafka.client_internals import consumer_cluster, give_metadata_retry_backoff
+from unaligned.kafka.client_internals import (
+    consumer_cluster,
+    give_consumer_metadata_retry_backoff,
+    give_metadata_retry_backoff,
+)
 from unaligned.kafka.client_options import KafkaClientConfig
 from unaligned.kafka.partitions import TopicPartitionId
 
@@ -59,13 +63,7 @@ def open_consumer(config: KafkaClientConfig) -> KafkaConsumer:
         consumer = KafkaConsumer(**kwargs)
     except _UNAVAILABLE as exc:
         raise unavailable(config, "connecting", exc) from exc
-    # kafka-python 3.0.12 does not pass retry_backoff_ms to its metadata cache, which then
-    # waits its default 100 ms before looking up the leader of a freshly assigned partition.
-    cluster_config = getattr(
-        getattr(getattr(consumer, "_client", None), "cluster", None), "config", None
-    )
-    if isinstance(cluster_config, dict) and "retry_backoff_ms" in cluster_config:
-        cluster_config["retry_backoff_ms"] = kwargs["retry_backoff_ms"]
+    give_consumer_metadata_retry_backoff(consumer, kwargs["retry_backoff_ms"])
     return consumer
 
 
