@@ -32,12 +32,9 @@ _SASL = {
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
         f'username="alice" password="{SECRET}";'
     ),
-    # fail in seconds, not the default 30 s per request
-    "kafka.request.timeout.ms": "4000",
-    "kafka.default.api.timeout.ms": "6000",
-    "kafka.max.block.ms": "6000",
-    "kafka.delivery.timeout.ms": "6000",
+    "kafka.request.timeout.ms": "4000",  # fail in seconds, not the default 30 s per request
 }
+_SINK_ONLY = {"kafka.max.block.ms": "6000", "kafka.delivery.timeout.ms": "6000"}
 
 
 def _closed_port() -> str:
@@ -77,6 +74,7 @@ def test_the_sinks_checks_and_transactions_never_show_the_secret(
             "kafka.bootstrap.servers": _servers(kafka, failure),
             "topic": topic,
             **_SASL,
+            **_SINK_ONLY,
         }
     )
     target = options.target
@@ -139,7 +137,7 @@ def test_a_failing_query_never_shows_the_secret(
             .option("topic", topic)
             .option("checkpointLocation", str(tmp_path / "sink-checkpoint"))
         )
-        for key, value in {"kafka.bootstrap.servers": servers, **_SASL}.items():
+        for key, value in {"kafka.bootstrap.servers": servers, **_SASL, **_SINK_ONLY}.items():
             writer = writer.option(key, value)
         return writer.trigger(availableNow=True).start()
 

@@ -172,44 +172,47 @@ def test_a_transaction_near_its_timeout_is_not_decided(
     assert _committed_values(kafka, topic) == ["fresh"]
 
 
-@pytest.mark.parametrize("rival", ["speculative", "next_batch_zombie"])
+@pytest.mark.parametrize(
+    "holder, rival",
+    [((0, 0), (0, 1)), ((1, 0), (0, 0))],
+    ids=["speculative_copy", "zombie_of_the_previous_batch"],
+)
 def test_two_attempts_racing_for_a_slot_never_fence_each_other(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Any, rival: str
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Any,
+    holder: tuple[int, int],
+    rival: tuple[int, int],
 ) -> None:
-    """Issue 21 item 6. Attempt 0 has claimed its id (``InitProducerId`` done, nothing written:
-    the coordinator has it ``Empty``, as free as an unused one) when a rival attempt of the same
-    task claims one: a speculative attempt 1 of the same batch, or an attempt of the next batch
-    (the first one as a zombie). A slot of the previous design's "first free id from
-    attemptNumber on" would be taken twice here; each lane has its own. Both prepare, neither
-    is fenced, and each batch's records are visible once."""
+    """Issue 21 item 6. The holder (``(batch, attemptNumber)``) has claimed its id
+    (``InitProducerId`` done, nothing written: the coordinator has it ``Empty``, as free as an
+    unused id) when a rival attempt of the same task claims one: a speculative copy (attempt 1
+    of the same batch), or a zombie of the previous batch that checked for a decision before
+    that batch was decided and claims only now, while the next batch runs. The previous design
+    ("the first id with no open transaction from attemptNumber on") gave both the same id, and
+    the rival's ``InitProducerId`` fenced the holder. Each lane has its own slots: the holder
+    prepares unfenced, its batch is decided and committed, the rival's transaction is fenced by
+    clean-up and never visible; read back once (read_committed)."""
     topic = new_topic(partitions=1)
     participant = _participant(kafka, topic, str(tmp_path))
     log = CommitLog.under_checkpoint(str(tmp_path))
-    first = participant.open_task(0, 0, 0)  # claimed, held before its first write
-    rival_batch, rival_attempt = (0, 1) if rival == "speculative" else (1, 0)
+    held = participant.open_task(holder[0], 0, holder[1])  # claimed, held before its first write
     try:
-        second = participant.open_task(rival_batch, 0, rival_attempt)
+        late = participant.open_task(rival[0], 0, rival[1])
         try:
-            second.write_chunk(_chunk(["rival"], 0))
-            second_item = second.prepare()
+            late.write_chunk(_chunk(["rival"], 0))
+            rival_item = late.prepare()
         finally:
-            second.close()
-        first.write_chunk(_chunk(["first"], 0))
-        first_item = first.prepare()
+            late.close()
+        held.write_chunk(_chunk(["holder"], 0))
+        held_item = held.prepare()
     finally:
-        first.close()
-    assert first_item["transactionalId"] != second_item["transactionalId"]
-    participant.check_decidable([first_item], 0)  # the first attempt was not fenced
-    if rival == "speculative":  # Spark commits one attempt of the task; the other is aborted
-        _decide_and_commit(participant, log, 0, [first_item])
-        expected = ["first"]
-    else:
-        participant.check_decidable([second_item], 1)
-        _decide_and_commit(participant, log, 0, [first_item])
-        _decide_and_commit(participant, log, 1, [second_item])
-        expected = ["first", "rival"]
+        held.close()
+    assert held_item["transactionalId"] != rival_item["transactionalId"]
+    participant.check_decidable([held_item], holder[0])  # the holder was not fenced
+    _decide_and_commit(participant, log, holder[0], [held_item])  # clean-up fences the rival
     wait_until(
         lambda: kafka.last_stable_offsets(topic) == kafka.end_offsets(topic),
         "every transaction committed or fenced",
     )
-    assert _committed_values(kafka, topic) == expected  # once each, independent read_committed
+    assert _committed_values(kafka, topic) == ["holder"]  # once, and nothing of the rival
