@@ -1,9 +1,10 @@
 """Record batches over a topic limit that changed, or that the sink could not read (issue 21,
 item 4), against the real broker; read back by kcat (read_committed).
 
-- ``max.message.bytes`` lowered while a worker process still has the old limit cached: the
-  batches the broker refuses are split and sent again within the same transaction, every record
-  once, and the next chunk asks the limit again.
+- ``max.message.bytes`` lowered while a worker process still has the old limit cached (a task
+  writer in this process, and a running Spark query whose Python workers keep it): the batches
+  the broker refuses are split and sent again within the same transaction, every record once,
+  and the next chunk asks the limit again.
 - ``DescribeConfigs`` refused (fail point ``describe_configs_refused``): batches bounded by
   ``max.request.size`` only, refused ones split, every record once.
 - A single record over the lowered limit: a :class:`TransactionWriteError` at once, naming the
@@ -16,12 +17,14 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from harness import kcat_read_committed, wait_until
+from harness import kafka_stream, kcat_read_committed, wait_for_query, wait_until
 from unaligned.crash_points import CRASH_AT_ENV, FailPoint
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka import topic_limits
@@ -178,3 +181,49 @@ def test_a_record_over_a_lowered_limit_fails_at_once_naming_topic_and_input_row(
     assert "input row 50 of the task, whose offset column is 1050" in text
     assert "max.message.bytes" in text
     assert _committed_values(kafka, topic) == ["warm"]
+
+
+def test_a_limit_lowered_while_the_query_runs_costs_no_record_and_no_duplicate(
+    spark: SparkSession, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """A Kafka-to-Kafka query runs; after its first records are committed the output topic's
+    max.message.bytes is lowered to 20,000 bytes, below the batches the sink's workers build from
+    the limit they asked at the start; the query goes on, nothing lost or duplicated."""
+    source, output = new_topic(partitions=2), new_topic(partitions=2)
+
+    def produce(tag: str) -> list[str]:
+        values = [f"{tag}-{i:05d}-" + "x" * 200 for i in range(600)]
+        kafka.produce(source, [(i % 2, None, v.encode(), None, None) for i, v in enumerate(values)])
+        return values
+
+    first = produce("first")
+    query = (
+        kafka_stream(spark, kafka, source)
+        .select("value")
+        .writeStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("topic", output)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        wait_for_query(
+            query,
+            lambda: sum(kafka.last_stable_offsets(output).values()) >= 600,
+            "the first records",
+            120,
+        )
+        kafka.set_topic_config(output, {"max.message.bytes": str(_LIMIT)})
+        later = produce("later")
+        wait_for_query(
+            query,
+            lambda: len(kcat_read_committed(kafka.bootstrap_servers, output)) >= 1200,
+            "the records written after the limit was lowered",
+            120,
+        )
+    finally:
+        query.stop()
+    assert query.exception() is None
+    got = _committed_values(kafka, output)
+    assert sorted(got) == sorted(first + later) and len(got) == 1200  # each once
