@@ -94,8 +94,10 @@ def test_kafka_to_kafka_with_headers_topic_column_and_string_values(
         record = log.read(batch_id)
         assert record is not None and record.prepared
         used.update(item["transactionalId"] for item in record.prepared)
-    # The bounded pool: one id per sink task, the same in every batch (no task failed).
-    assert used == {f"{prefix}-{task}-0" for task in range(len(used))}
+    # The bounded pool: two ids per sink task, slot 0 in even batches and 1 in odd ones (no
+    # task failed).
+    tasks = {tid.rsplit("-", 2)[1] for tid in used}
+    assert used == {f"{prefix}-{task}-{slot}" for task in tasks for slot in (0, 1)}
     wait_until(
         lambda: (
             transaction_states.list_transactional_ids(

@@ -1,14 +1,13 @@
-"""The Kafka sink's task writer on the real broker: the fast path (encoded batches) and the
-per-record fallback, read back by kcat (librdkafka) with ``isolation.level=read_committed``.
+"""The Kafka sink's task writer on the real broker (encoded batches), read back by kcat
+(librdkafka) with ``isolation.level=read_committed``.
 
-The Spark end-to-end tests (test_kafka_sink.py, test_sink_crash_matrix.py) run over the fast
-path too, since it is the default; here each chunk's rows are checked record by record: every
+The Spark end-to-end tests (test_kafka_sink.py, test_sink_crash_matrix.py) run over the same
+path; here each chunk's rows are checked record by record: every
 record exactly once, with its key, value, headers and partition, in input order per partition.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import uuid
 from collections import defaultdict
@@ -29,10 +28,8 @@ from pyspark.sql.types import (
 
 from harness import kcat_read_committed, wait_until
 from unaligned.errors import TransactionWriteError
-from unaligned.kafka import produce_requests
 from unaligned.kafka import transaction_coordinator as tc
 from unaligned.kafka.partitioner import murmur2
-from unaligned.sink import kafka_participant
 from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.sink.kafka_participant import KafkaTaskWriter, prepared_from_json
 from unaligned.sink.options import KafkaTarget, SinkOptions
@@ -152,7 +149,6 @@ def test_fast_path_writes_every_record_once_with_key_value_headers_and_partition
         chunks,
         **{"kafka.compression.type": compression, "kafka.batch.size": "4096"},
     )
-    assert writer.uses_fast_path
     assert count == len(rows)
     _check(kafka, topics, rows, 3)
 
@@ -168,7 +164,6 @@ def test_unacknowledged_bytes_count_the_payload_of_encoded_batches(
     )
     try:
         writer.begin()
-        assert writer.uses_fast_path
         writer.write_chunk(_chunk(rows))
         # Each record: 3 key + 100 value + 2 header key + 5 header value bytes; 0 once acked.
         assert 0 <= writer._writer.unacknowledged_bytes() <= 10 * (3 + 100 + 2 + 5)
@@ -177,27 +172,6 @@ def test_unacknowledged_bytes_count_the_payload_of_encoded_batches(
         writer.abort()
     finally:
         writer.close()
-
-
-def test_per_record_fallback_is_used_and_logged_once_when_the_fast_path_does_not_fit(
-    kafka: EmbeddedKafka,
-    new_topic: TopicFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """Another kafka-python version than the pinned one: the sink sends record by record."""
-    monkeypatch.setattr(produce_requests, "PINNED_KAFKA_PYTHON", "0.0.0-not-this-one")
-    monkeypatch.setattr(kafka_participant, "_FALLBACKS_LOGGED", set())
-    topics = [new_topic(partitions=3)]
-    rows = list(_rows(topics, 400, 3))
-    caplog.set_level(logging.WARNING, logger=kafka_participant.__name__)
-    writers = [_write(kafka, [_chunk(rows[:200])]), _write(kafka, [_chunk(rows[200:])])]
-    assert not any(writer.uses_fast_path for writer, _ in writers)
-    assert sum(count for _, count in writers) == len(rows)
-    fallback_logs = [r for r in caplog.records if "record by record" in r.getMessage()]
-    assert len(fallback_logs) == 1  # once per process, not per task
-    assert "0.0.0-not-this-one" in fallback_logs[0].getMessage()
-    _check(kafka, topics, rows, 3)
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
@@ -219,7 +193,6 @@ def test_batches_stay_within_the_topics_max_message_bytes(
     worker.join(timeout=120)
     assert done, "the transaction did not prepare within 120 s: a refused batch is re-split"
     writer, count = done[0]
-    assert writer.uses_fast_path
     assert count == len(rows)
     _check(kafka, [topic], rows, 2)
 

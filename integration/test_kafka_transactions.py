@@ -17,13 +17,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from harness import wait_until
 from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
 from unaligned.kafka import transaction_coordinator as tc
 from unaligned.kafka import transaction_states
-from unaligned.kafka import transactions as kt
+from unaligned.kafka.produce_session import ProduceSession
+from unaligned.kafka.record_encoder import encode_record_batches
+from unaligned.kafka.transactions import PreparedTransaction
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]
@@ -43,30 +46,37 @@ def _values(kafka: EmbeddedKafka, topic: str) -> list[bytes]:
 
 def _prepare_here(
     client_kwargs: dict[str, Any], topic: str, transactional_id: str, count: int, partitions: int
-) -> kt.PreparedTransaction:
-    writer = kt.TransactionalWriter(client_kwargs, transactional_id)
+) -> PreparedTransaction:
+    session = ProduceSession(client_kwargs, transactional_id)
     try:
-        writer.begin()
-        for i in range(count):
-            writer.send(topic, f"v{i:04d}".encode(), key=f"k{i}".encode(), partition=i % partitions)
-        return writer.prepare()
+        session.begin()
+        for partition in range(partitions):
+            values = [b"v%04d" % i for i in range(count) if i % partitions == partition]
+            for batch in encode_record_batches(None, pa.array(values, pa.binary())):
+                rows = batch.record_count
+                session.send_batch(topic, partition, batch.data, rows, batch.payload_bytes)
+        return session.prepare()
     finally:
-        writer.close()
+        session.close()
 
 
 _PREPARE_AND_DIE = textwrap.dedent(
     """
     import dataclasses, json, os, sys
-    from unaligned.kafka.transactions import TransactionalWriter
+    import pyarrow as pa
+    from unaligned.kafka.produce_session import ProduceSession
+    from unaligned.kafka.record_encoder import encode_record_batches
 
     servers, topic, transactional_id, count, partitions = sys.argv[1:]
-    writer = TransactionalWriter(
+    session = ProduceSession(
         {"bootstrap_servers": servers, "transaction_timeout_ms": 60000}, transactional_id
     )
-    writer.begin()
-    for i in range(int(count)):
-        writer.send(topic, b"v%04d" % i, headers=[("h", b"x")], partition=i % int(partitions))
-    prepared = writer.prepare()
+    session.begin()
+    for p in range(int(partitions)):
+        values = [b"v%04d" % i for i in range(int(count)) if i % int(partitions) == p]
+        for b in encode_record_batches(None, pa.array(values, pa.binary())):
+            session.send_batch(topic, p, b.data, b.record_count, b.payload_bytes)
+    prepared = session.prepare()
     print(json.dumps(dataclasses.asdict(prepared)), flush=True)
     os._exit(0)  # hard exit: no close, no atexit, no EndTxn
     """
@@ -94,7 +104,7 @@ def test_prepared_in_a_dead_process_is_committed_by_another(
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    prepared = kt.PreparedTransaction(**json.loads(done.stdout.strip().splitlines()[-1]))
+    prepared = PreparedTransaction(**json.loads(done.stdout.strip().splitlines()[-1]))
     assert prepared.transactional_id == transactional_id
     assert prepared.record_count == 50
 
@@ -143,7 +153,7 @@ def test_commit_is_idempotent_and_refusals_are_errors(
     wait_until(lambda: _lso_reached_end(kafka, topic), "abort markers")
     assert len(_values(kafka, topic)) == 5
 
-    unknown = kt.PreparedTransaction(
+    unknown = PreparedTransaction(
         _txn_id("unknown"), producer_id=aborted.producer_id, epoch=aborted.epoch, record_count=1
     )
     with pytest.raises(TransactionCommitError, match="INVALID_PRODUCER_ID_MAPPING"):
@@ -207,53 +217,15 @@ def test_broker_max_transaction_timeout_is_what_the_broker_enforces(
 ) -> None:
     maximum = tc.broker_max_transaction_timeout_ms(client_kwargs)
     assert maximum > 0
-    at_max = kt.TransactionalWriter(
-        {**client_kwargs, "transaction_timeout_ms": maximum}, _txn_id("max")
-    )
+    at_max = ProduceSession({**client_kwargs, "transaction_timeout_ms": maximum}, _txn_id("max"))
     with at_max:
         at_max.begin()
         at_max.abort()
-    above = kt.TransactionalWriter(
+    above = ProduceSession(
         {**client_kwargs, "transaction_timeout_ms": maximum + 1}, _txn_id("above")
     )
     with above, pytest.raises(TransactionWriteError, match="InvalidTransactionTimeout"):
         above.begin()
-
-
-def test_unacknowledged_bytes_drop_to_zero_after_flush(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
-) -> None:
-    topic = new_topic(partitions=1)
-    # A long linger keeps the records in the producer's buffer until flush.
-    writer = kt.TransactionalWriter({**client_kwargs, "linger_ms": 60_000}, _txn_id("bytes"))
-    with writer:
-        writer.begin()
-        for _ in range(10):
-            writer.send(topic, b"x" * 100, key=b"key", headers=[("hd", b"12345")])
-        assert writer.unacknowledged_bytes() == 10 * (100 + 3 + 2 + 5)
-        writer.flush(timeout_s=30)
-        assert writer.unacknowledged_bytes() == 0
-        writer.send(topic, b"y" * 10)
-        prepared = writer.prepare()
-        assert writer.unacknowledged_bytes() == 0
-    assert prepared.record_count == 11
-    tc.commit_prepared(client_kwargs, prepared)
-    wait_until(lambda: len(_values(kafka, topic)) == 11, "11 committed records")
-
-
-def test_a_failed_send_poisons_prepare(
-    new_topic: TopicFactory, client_kwargs: dict[str, Any]
-) -> None:
-    topic = new_topic(partitions=1)
-    writer = kt.TransactionalWriter(client_kwargs, _txn_id("poison"))
-    with writer:
-        writer.begin()
-        writer.send(topic, b"fine")
-        with pytest.raises(TransactionWriteError, match=repr(topic)):
-            writer.send(topic, b"z" * 2_000_000)  # above max_request_size
-        with pytest.raises(TransactionWriteError, match="not written"):
-            writer.prepare()
-        writer.abort()
 
 
 def test_commit_all_prepared_commits_every_committable_one_then_raises(

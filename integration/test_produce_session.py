@@ -195,21 +195,42 @@ def test_abort_leaves_nothing_visible(
     assert _committed_values(kafka, topic) == {}
 
 
-def test_a_refused_batch_poisons_the_session_and_stops_its_partition(
+def test_batches_refused_as_too_large_are_split_and_written_once_in_order(
     kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
 ) -> None:
-    """A batch over the topic's max.message.bytes is refused (not retriable): prepare raises
-    naming it, and the batches queued behind it on that partition are not written."""
+    """Batches over the topic's max.message.bytes, more of them in flight than one: each refused
+    one is split and its halves sent from the same base sequence, those behind it sent again
+    after them (OUT_OF_ORDER_SEQUENCE_NUMBER); every record once, in order."""
+    topic = new_topic(partitions=1, config={"max.message.bytes": "2048"})
+    session = ProduceSession(client_kwargs, _tid("split"))
+    values = _values(0, 400)
+    try:
+        session.begin()
+        assert _send_rows(session, topic, 0, values, 16 * 1024) > 1
+        handle = session.prepare()
+    finally:
+        session.close()
+    assert handle.record_count == 400
+    tc.commit_prepared(client_kwargs, handle)
+    assert _committed_values(kafka, topic) == {0: values.to_pylist()}
+
+
+def test_a_refused_record_poisons_the_session_and_stops_its_partition(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
+) -> None:
+    """A record over the topic's max.message.bytes even alone is refused (not retriable):
+    prepare raises naming it, and the batches queued behind it on that partition are not
+    written."""
     topic = new_topic(partitions=1, config={"max.message.bytes": "2048"})
     session = ProduceSession(client_kwargs, _tid("refused"))
     try:
         session.begin()
-        big = encode_record_batches(None, _values(0, 200), batch_size=64 * 1024)
+        big = encode_record_batches(None, pa.array([b"x" * 3000]), batch_size=64 * 1024)
         small = encode_record_batches(None, _values(200, 10), batch_size=1024)
         for batch in [*big, *small]:
             rows = batch.stop - batch.start
             session.send_batch(topic, 0, batch.data, rows, rows * 50)
-        with pytest.raises(TransactionWriteError, match="MessageSizeTooLarge|RecordTooLarge"):
+        with pytest.raises(TransactionWriteError, match=f"too large for topic '{topic}'"):
             session.prepare()
         session.abort()
     finally:

@@ -89,7 +89,7 @@ def _committed_values(kafka: EmbeddedKafka, topic: str) -> list[str]:
     return sorted(r.value.decode() for r in kafka.consume_all(topic, read_committed=True))
 
 
-def test_the_pool_holds_one_id_per_task_however_many_batches(
+def test_the_pool_holds_two_ids_per_task_however_many_batches(
     kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Any
 ) -> None:
     topic = new_topic(partitions=2)
@@ -101,7 +101,8 @@ def test_the_pool_holds_one_id_per_task_however_many_batches(
         items = [_prepare(participant, batch, p, 0, [f"b{batch}-p{p}"]) for p in range(2)]
         used.update(str(item["transactionalId"]) for item in items)
         _decide_and_commit(participant, log, batch, items)
-    assert used == {participant.transactional_id(0, 0), participant.transactional_id(1, 0)}
+    # slot 0 in even batches, 1 in odd ones (a zombie of a batch never meets the next one)
+    assert used == {participant.transactional_id(p, s) for p in range(2) for s in (0, 1)}
     expected = sorted(f"b{b}-p{p}" for b in range(batches) for p in range(2))
     assert _committed_values(kafka, topic) == expected
     assert kafka.last_stable_offsets(topic) == kafka.end_offsets(topic)
@@ -144,10 +145,11 @@ def test_a_batch_with_a_fenced_transaction_is_not_decided(
     participant = _participant(kafka, topic, str(tmp_path))
     items = [_prepare(participant, 0, p, 0, [f"v{p}"]) for p in range(2)]
     transaction_coordinator.fence(participant.client_kwargs(), str(items[0]["transactionalId"]))
-    with pytest.raises(TransactionExpiredError, match="fenced|CompleteAbort") as raised:
+    with pytest.raises(TransactionExpiredError, match="another attempt of the task") as raised:
         participant.check_decidable(items, 0)
     assert str(items[0]["transactionalId"]) in str(raised.value)
-    assert "kafka.transaction.timeout.ms" in str(raised.value)
+    assert "restart the query" in str(raised.value)
+    assert "kafka.transaction.timeout.ms" not in str(raised.value)  # not a timeout: no such advice
     wait_until(lambda: kafka.last_stable_offsets(topic) == kafka.end_offsets(topic), "both aborted")
     assert _committed_values(kafka, topic) == []
 
@@ -169,3 +171,49 @@ def test_a_transaction_near_its_timeout_is_not_decided(
     roomy.check_decidable([fresh], 0)
     roomy.commit([fresh], 0, lambda n: None)
     assert _committed_values(kafka, topic) == ["fresh"]
+
+
+@pytest.mark.parametrize(
+    "holder, rival",
+    [((0, 0), (0, 1)), ((1, 0), (0, 0))],
+    ids=["speculative_copy", "zombie_of_the_previous_batch"],
+)
+def test_two_attempts_racing_for_a_slot_never_fence_each_other(
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    tmp_path: Any,
+    holder: tuple[int, int],
+    rival: tuple[int, int],
+) -> None:
+    """Issue 21 item 6. The holder (``(batch, attemptNumber)``) has claimed its id
+    (``InitProducerId`` done, nothing written: the coordinator has it ``Empty``, as free as an
+    unused id) when a rival attempt of the same task claims one: a speculative copy (attempt 1
+    of the same batch), or a zombie of the previous batch that checked for a decision before
+    that batch was decided and claims only now, while the next batch runs. The previous design
+    ("the first id with no open transaction from attemptNumber on") gave both the same id, and
+    the rival's ``InitProducerId`` fenced the holder. Each lane has its own slots: the holder
+    prepares unfenced, its batch is decided and committed, the rival's transaction is fenced by
+    clean-up and never visible; read back once (read_committed)."""
+    topic = new_topic(partitions=1)
+    participant = _participant(kafka, topic, str(tmp_path))
+    log = CommitLog.under_checkpoint(str(tmp_path))
+    held = participant.open_task(holder[0], 0, holder[1])  # claimed, held before its first write
+    try:
+        late = participant.open_task(rival[0], 0, rival[1])
+        try:
+            late.write_chunk(_chunk(["rival"], 0))
+            rival_item = late.prepare()
+        finally:
+            late.close()
+        held.write_chunk(_chunk(["holder"], 0))
+        held_item = held.prepare()
+    finally:
+        held.close()
+    assert held_item["transactionalId"] != rival_item["transactionalId"]
+    participant.check_decidable([held_item], holder[0])  # the holder was not fenced
+    _decide_and_commit(participant, log, holder[0], [held_item])  # clean-up fences the rival
+    wait_until(
+        lambda: kafka.last_stable_offsets(topic) == kafka.end_offsets(topic),
+        "every transaction committed or fenced",
+    )
+    assert _committed_values(kafka, topic) == ["holder"]  # once, and nothing of the rival

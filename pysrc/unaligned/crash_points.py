@@ -76,6 +76,13 @@ class FailPoint(str, enum.Enum):
     """After pre-commit, on attempt 0 only: the prepared transaction is left behind, open."""
     TASK_DURING_REPLAY = "task_fail_during_replay"
     """After the first replayed chunk of inherited channel state, on attempt 0 only."""
+    TASK_AFTER_CLAIM = "task_fail_after_claim"
+    """Kafka sink, attempt 0 only: right after the attempt claimed its transactional id
+    (``InitProducerId`` done, nothing written): the next attempt claims one of its own."""
+    DESCRIBE_CONFIGS_REFUSED = "describe_configs_refused"
+    """Every ``DescribeConfigs`` of a topic's ``max.message.bytes`` (:mod:`unaligned.kafka.
+    topic_limits`) is answered as not authorised, as by a broker with ACLs: the sink then
+    bounds batches by ``max.request.size`` and splits what the broker refuses."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,11 @@ class KafkaUnavailableError(UnalignedError, ConnectionError):
     """The Kafka cluster could not be reached within the configured time."""
 
 
+class KafkaClientVersionError(UnalignedError, ImportError):
+    """The installed kafka-python is not the one whose private names the package uses
+    (``unaligned.kafka.client_internals.PINNED_KAFKA_PYTHON``); raised on import."""
+
+
 class TopicNotFoundError(UnalignedError, LookupError):
     """A topic named by ``subscribe`` or ``assign`` (or a sink's ``topic``) does not exist."""
 

@@ -12,6 +12,7 @@ from kafka.admin import KafkaAdminClient
 
 from unaligned.kafka import admin_clients
 from unaligned.kafka.admin_clients import admin_client_kwargs, shared_admin_client
+from unaligned.kafka.connections import ProcessMemo
 
 
 class _Admin:
@@ -30,7 +31,7 @@ class _Admin:
 @pytest.fixture(autouse=True)
 def fake_admin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(admin_clients, "KafkaAdminClient", _Admin)
-    monkeypatch.setattr(admin_clients, "_KEPT", {})
+    monkeypatch.setattr(admin_clients, "_KEPT", ProcessMemo())
     monkeypatch.setattr(_Admin, "built", [])
 
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.client_options import client_config_from_options
-from unaligned.kafka.connections import OffsetLookup, build_producer, open_consumer
+from unaligned.kafka.connections import OffsetLookup, open_consumer
 from unaligned.kafka.partitions import TopicPartitionId
 
 
@@ -120,19 +120,6 @@ def test_confirm_topics_retries_a_failed_request_on_a_new_admin_client(
     assert "isolation_level" not in built[0] and "allow_auto_create_topics" not in built[0]
 
 
-def test_kafka_python_cluster_metadata_still_keeps_topic_ids() -> None:
-    """Pinned: ``OffsetLookup.topic_ids`` reads ``KafkaConsumer._client.cluster.topic_id``
-    (kafka-python's ClusterMetadata, filled from MetadataResponse v10+)."""
-    from kafka.cluster import ClusterMetadata
-    from kafka.net.compat import KafkaNetClient
-
-    from kafka import KafkaConsumer
-
-    assert ClusterMetadata().topic_id("nothing") is None
-    assert KafkaConsumer.DEFAULT_CONFIG["kafka_client"] is KafkaNetClient
-    assert isinstance(KafkaNetClient.cluster, property)
-
-
 def test_a_pickled_lookup_carries_no_live_client() -> None:
     import pickle
 
@@ -141,16 +128,14 @@ def test_a_pickled_lookup_carries_no_live_client() -> None:
     assert copy._admin is None and copy._consumer is None
 
 
-def test_build_producer_gives_the_metadata_the_producers_retry_backoff() -> None:
-    # kafka-python 3.0.12 leaves its ClusterMetadata at the default 100 ms, which every sink
-    # task paid waiting for its topic's partitions right after bootstrap. With api_version
-    # given the producer does not connect, so no broker is needed here.
-    kwargs = {"bootstrap_servers": "127.0.0.1:1", "api_version": (4, 0), "retry_backoff_ms": 7}
-    plain = KafkaProducer(**kwargs)
-    built = build_producer(kwargs)
-    try:
-        assert plain._metadata.config["retry_backoff_ms"] == 100  # the upstream gap
-        assert built._metadata.config["retry_backoff_ms"] == 7
-    finally:
-        plain.close(timeout=0)
-        built.close(timeout=0)
+def test_a_process_memo_keeps_values_forgets_stale_ones_and_flags_once() -> None:
+    from unaligned.kafka.connections import ProcessMemo
+
+    memo: ProcessMemo[tuple[str, str], int] = ProcessMemo()
+    calls: list[int] = []
+    assert memo.get_or_compute(("k", "t"), lambda: calls.append(1) or 7) == 7
+    assert memo.get_or_compute(("k", "t"), lambda: calls.append(1) or 8) == 7
+    assert calls == [1]
+    memo.forget(("k", "t"))
+    assert memo.get(("k", "t")) is None
+    assert [memo.first_time(("k", "w")) for _ in range(3)] == [True, False, False]

@@ -1,20 +1,14 @@
 """Unit tests for unaligned.kafka.produce_requests and coordinator_requests: no broker.
 
-The first group pins the kafka-python internals and protocol shapes the sink's produce path
-relies on; if one fails after a kafka-python upgrade, re-check the module's sending rules before
-un-pinning. The behaviour against a real broker (order, fencing, a broker stopped mid-write,
-refusals) is integration/test_produce_session.py.
-"""
+The first group pins the protocol shapes the sink's produce path relies on (its private
+kafka-python names are pinned by tests/kafka/test_client_internals.py); if one fails after a
+kafka-python upgrade, re-check the module's sending rules before un-pinning. The behaviour
+against a real broker (order, fencing, a broker stopped mid-write, refusals, splits) is
+integration/test_produce_session.py."""
 
 from __future__ import annotations
 
-import inspect
-
 import kafka.errors as kafka_errors
-import pytest
-from kafka.cluster import ClusterMetadata
-from kafka.net.manager import KafkaConnectionManager
-from kafka.net.selector import NetworkSelector
 from kafka.protocol.broker_version_data import BrokerVersionData
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
@@ -26,19 +20,9 @@ from kafka.protocol.producer import (
 
 from unaligned.kafka import coordinator_requests
 from unaligned.kafka import produce_requests as pr
-from unaligned.kafka.produce_requests import PartitionQueue, QueuedBatch
+from unaligned.kafka.produce_queue import PartitionQueue, QueuedBatch, produce_error
 
-# --- pinned kafka-python internals -------------------------------------------------------------
-
-
-def test_the_connection_manager_and_its_loop_have_what_the_session_calls() -> None:
-    for name in ("run", "call_soon", "send"):
-        assert callable(getattr(KafkaConnectionManager, name)), name
-    for name in ("call_soon", "call_later", "sleep"):
-        assert callable(getattr(NetworkSelector, name)), name
-    assert "_net" in inspect.getsource(KafkaConnectionManager.__init__)
-    for name in ("get_coordinator", "add_coordinator", "update_metadata"):
-        assert callable(getattr(ClusterMetadata, name)), name
+# --- protocol shapes the session speaks ---------------------------------------------------------
 
 
 def test_requests_are_capped_at_the_versions_the_session_speaks() -> None:
@@ -100,18 +84,18 @@ def _produce_answer(partition: int, error_code: int) -> ProduceResponse:
 
 
 def test_a_written_or_already_written_batch_is_acknowledged() -> None:
-    assert pr._produce_error(_produce_answer(2, 0), _part(2)) is None
+    assert produce_error(_produce_answer(2, 0), _part(2)) is None
     duplicate = kafka_errors.DuplicateSequenceNumberError.errno
-    assert pr._produce_error(_produce_answer(2, duplicate), _part(2)) is None
+    assert produce_error(_produce_answer(2, duplicate), _part(2)) is None
 
 
 def test_a_refusal_and_a_lost_request_are_errors_of_their_kind() -> None:
     too_large = kafka_errors.MessageSizeTooLargeError.errno
-    error = pr._produce_error(_produce_answer(0, too_large), _part())
+    error = produce_error(_produce_answer(0, too_large), _part())
     assert isinstance(error, kafka_errors.MessageSizeTooLargeError)
     lost = kafka_errors.KafkaConnectionError("socket disconnected")
-    assert pr._produce_error(lost, _part()) is lost
-    missing = pr._produce_error(_produce_answer(1, 0), _part(0))
+    assert produce_error(lost, _part()) is lost
+    missing = produce_error(_produce_answer(1, 0), _part(0))
     assert isinstance(missing, kafka_errors.KafkaError) and "no partition 0" in str(missing)
 
 
@@ -151,10 +135,3 @@ def test_add_partitions_reports_the_real_error_before_operation_not_attempted() 
     assert first_error(answer(0, 0)) == 0
     assert first_error(answer(not_attempted, concurrent)) == concurrent
     assert first_error(answer(not_attempted)) == not_attempted
-
-
-def test_the_fast_path_needs_the_pinned_kafka_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert pr.unavailable_reason() is None
-    monkeypatch.setattr(pr, "PINNED_KAFKA_PYTHON", "0.0.0")
-    reason = pr.unavailable_reason()
-    assert reason is not None and "0.0.0" in reason

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from unaligned.kafka import topic_limits
+from unaligned.kafka.connections import ProcessMemo
 from unaligned.kafka.record_encoder import encode_record_batches
 from unaligned.kafka.topic_limits import batch_limit
 
@@ -47,16 +48,19 @@ def test_known_limits_are_kept_per_process_and_a_failed_lookup_is_tried_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asked: list[list[str]] = []
-    answers = iter([{"a": None, "b": 30_000}, {"a": 20_000}])
+    answers = iter([{"a": None, "b": 30_000}, {"a": 20_000}, {"b": 40_000}])
 
     def describe(client_kwargs: object, topics: list[str]) -> dict[str, int | None]:
         asked.append(topics)
         return next(answers)
 
     monkeypatch.setattr(topic_limits, "_describe", describe)
-    monkeypatch.setattr(topic_limits, "_LIMITS", {})
+    monkeypatch.setattr(topic_limits, "_LIMITS", ProcessMemo())
     kwargs = {"bootstrap_servers": ["nowhere:9092"]}
     assert topic_limits.max_message_bytes(kwargs, ["b", "a", "a"]) == {"a": None, "b": 30_000}
     assert topic_limits.max_message_bytes(kwargs, ["a", "b"]) == {"a": 20_000, "b": 30_000}
     assert topic_limits.max_message_bytes(kwargs, ["a", "b"]) == {"a": 20_000, "b": 30_000}
     assert asked == [["a", "b"], ["a"]]  # one request for all unknown topics; known: never again
+    topic_limits.forget(kwargs, ["b"])  # a broker refused a batch within b's known limit
+    assert topic_limits.max_message_bytes(kwargs, ["a", "b"]) == {"a": 20_000, "b": 40_000}
+    assert asked[-1] == ["b"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -20,7 +19,7 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
-from unaligned.sink.kafka_columns import KafkaColumns, bytes_list, headers_list, kafka_columns
+from unaligned.sink.kafka_columns import KafkaColumns, kafka_columns
 from unaligned.sink.options import KafkaTarget, SinkOptions
 from unaligned.sink.stream_writer_factory import build_stream_writer
 
@@ -156,33 +155,3 @@ def test_schema_problems_are_named_when_the_writer_is_built(tmp_path: Path) -> N
     no_topic = StructType([StructField("value", StringType())])
     with pytest.raises(SinkConfigurationError, match="topic"):
         build_stream_writer(options, no_topic)
-
-
-# --- values as record fields ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "arrow_type", [pa.string(), pa.large_string(), pa.binary(), pa.large_binary()]
-)
-def test_string_and_binary_values_become_bytes(arrow_type: pa.DataType) -> None:
-    texts = ["a", None, "é€", ""]
-    is_text = pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-    raw = texts if is_text else [t.encode("utf-8") if t is not None else None for t in texts]
-    assert bytes_list(pa.array(raw, arrow_type)) == [b"a", None, "é€".encode(), b""]
-
-
-def test_headers_become_key_value_tuples() -> None:
-    headers = pa.array(
-        [[{"key": "h", "value": b"1"}, {"key": "h", "value": b"2"}], [], None],
-        pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
-    )
-    assert headers_list(headers) == [[("h", b"1"), ("h", b"2")], [], None]
-
-
-@pytest.mark.parametrize("header", [{"key": None, "value": b"1"}, {"key": "h", "value": None}])
-def test_a_null_header_key_or_value_is_refused(header: dict) -> None:
-    headers = pa.array(
-        [[header]], pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-    )
-    with pytest.raises(SchemaMismatchError, match="'headers' has a null header key or value"):
-        headers_list(headers)

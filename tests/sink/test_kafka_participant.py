@@ -95,6 +95,9 @@ def _description(state: str, pid: int = 4001, epoch: int = 3, start: int = 0) ->
         (_description("Ongoing", epoch=4), "epoch 4"),
         (_description("Ongoing", pid=9), "producer id 9"),
         (_description("Ongoing", start=-50_000), "began 50.0 s ago"),
+        (_description("CompleteAbort", epoch=4), "aborted by the transaction timeout"),
+        (_description("Empty", epoch=4), "another attempt of the task took it"),
+        (_description("CompleteAbort", epoch=5), "another attempt of the task took it"),
     ],
 )
 def test_commit_blockers_name_why_a_transaction_cannot_commit(

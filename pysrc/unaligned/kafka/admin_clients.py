@@ -34,7 +34,7 @@ import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 
 from unaligned.errors import KafkaUnavailableError
-from unaligned.kafka.connections import SettingsKey, describe_servers, settings_key
+from unaligned.kafka.connections import ProcessMemo, SettingsKey, describe_servers, settings_key
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ class _Kept:
     lock: threading.Lock
 
 
-_KEPT: dict[SettingsKey, _Kept] = {}
-_KEPT_LOCK = threading.Lock()
+_KEPT: ProcessMemo[SettingsKey, _Kept] = ProcessMemo()
+_KEPT_LOCK = threading.Lock()  # lend and drop: a look-up and a change as one step
 
 
 def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,17 +107,17 @@ def _lend(
     with _KEPT_LOCK:
         kept = _KEPT.get(key)
         if kept is not None and kept.pid != os.getpid():
-            del _KEPT[key]  # built before a fork: its I/O thread is not in this process
+            _KEPT.forget(key)  # built before a fork: its I/O thread is not in this process
             kept = None
         if kept is None:
             kept = _Kept(_build(client_kwargs, max_in_flight), os.getpid(), threading.Lock())
-            _KEPT[key] = kept
+            _KEPT.put(key, kept)
         return kept if kept.lock.acquire(blocking=False) else None
 
 
 def _drop(key: SettingsKey, kept: _Kept) -> None:
     with _KEPT_LOCK:
         if _KEPT.get(key) is kept:
-            del _KEPT[key]
+            _KEPT.forget(key)
     kept.lock.release()
     kept.client.close()

@@ -1,7 +1,7 @@
 """Connections to Kafka from a validated :class:`KafkaClientConfig`, with bounded waits.
 
 :func:`open_consumer` gives a connected ``KafkaConsumer`` (no subscription), :func:`build_producer`
-a ``KafkaProducer`` (from sink kwargs: :func:`unaligned.kafka.client_options.producer_kwargs`);
+a ``KafkaProducer`` (from sink kwargs: :func:`unaligned.kafka.producer_options.producer_kwargs`);
 :class:`OffsetLookup`
 answers the driver's broker queries (topics, earliest / latest offsets, offsets by timestamp) on
 one long-lived consumer, retrying failed calls, and confirms whether topics exist with a direct
@@ -16,14 +16,20 @@ naming the bootstrap servers after that long.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
 from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka.client_internals import (
+    consumer_cluster,
+    give_consumer_metadata_retry_backoff,
+    give_metadata_retry_backoff,
+)
 from unaligned.kafka.client_options import KafkaClientConfig
 from unaligned.kafka.partitions import TopicPartitionId
 
@@ -57,13 +63,7 @@ def open_consumer(config: KafkaClientConfig) -> KafkaConsumer:
         consumer = KafkaConsumer(**kwargs)
     except _UNAVAILABLE as exc:
         raise unavailable(config, "connecting", exc) from exc
-    # kafka-python 3.0.12 does not pass retry_backoff_ms to its metadata cache, which then
-    # waits its default 100 ms before looking up the leader of a freshly assigned partition.
-    cluster_config = getattr(
-        getattr(getattr(consumer, "_client", None), "cluster", None), "config", None
-    )
-    if isinstance(cluster_config, dict) and "retry_backoff_ms" in cluster_config:
-        cluster_config["retry_backoff_ms"] = kwargs["retry_backoff_ms"]
+    give_consumer_metadata_retry_backoff(consumer, kwargs["retry_backoff_ms"])
     return consumer
 
 
@@ -175,7 +175,7 @@ class OffsetLookup:
 
         def fetch(consumer: KafkaConsumer, _timeout_ms: int) -> dict[str, str]:
             consumer.topics()  # refreshes metadata of all topics, ids included
-            cluster = consumer._client.cluster  # pinned: ClusterMetadata.topic_id
+            cluster = consumer_cluster(consumer)
             ids = {t: cluster.topic_id(t) for t in wanted}
             return {t: str(i) for t, i in ids.items() if i is not None}
 
@@ -272,16 +272,58 @@ def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
         raise KafkaUnavailableError(
             f"could not reach Kafka at {describe_servers(kwargs)}: {exc!r}"
         ) from exc
-    producer._metadata.config["retry_backoff_ms"] = producer.config["retry_backoff_ms"]
+    give_metadata_retry_backoff(producer)
     return producer
 
 
 SettingsKey = tuple[tuple[str, str], ...]
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 def settings_key(client_kwargs: Mapping[str, Any]) -> SettingsKey:
     """``client_kwargs`` as a hashable key, for what a process keeps per cluster and settings."""
     return tuple(sorted((k, repr(v)) for k, v in client_kwargs.items()))
+
+
+class ProcessMemo(Generic[K, V]):
+    """What a Python process keeps for its life, by key (e.g. :func:`settings_key` and a topic):
+    the one pattern of the package's process-wide caches and once-flags in ``kafka/`` and
+    ``sink/``. Only values are kept: a lookup that failed raises and is asked again by the next
+    caller; :meth:`forget` drops a value that turned out stale. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._values: dict[K, V] = {}
+        self._seen: set[K] = set()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return self._values.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._values[key] = value
+
+    def forget(self, key: K) -> None:
+        with self._lock:
+            self._values.pop(key, None)
+
+    def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
+        """The kept value, else ``compute()`` kept (computed outside the lock)."""
+        value = self.get(key)
+        if value is None:
+            value = compute()
+            self.put(key, value)
+        return value
+
+    def first_time(self, key: K) -> bool:
+        """True once per key and process (a once-flag: log something once)."""
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+            return True
 
 
 def describe_servers(client_kwargs: Mapping[str, Any]) -> str:

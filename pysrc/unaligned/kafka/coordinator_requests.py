@@ -2,23 +2,13 @@
 
 :class:`CoordinatorRequests` asks the transaction coordinator (``FindCoordinator``,
 ``InitProducerId``, ``AddPartitionsToTxn``) and any broker for partition leaders
-(``Metadata``), each retried with backoff (5 ms, doubling, at most 1 s) until a deadline:
-
-- coordinator moved or not available -> looked up again; loading, ``CONCURRENT_TRANSACTIONS``
-  (the previous transaction of the id is still completing), a lost connection or a timed out
-  request -> asked again;
-- any other error is the answer: raised as kafka-python's error type (fenced, not authorized,
-  an invalid state...). A topic that does not exist raises ``UnknownTopicOrPartitionError``
-  naming it; one whose leaders are not known yet is asked again.
-
-Every method is a coroutine for the connection manager's I/O thread
-(:mod:`unaligned.kafka.produce_requests`); ``Metadata`` answers also refresh the manager's
-cluster view, so connections to new leaders can be made. The first coordinator request goes to
-the coordinator the kept client last found for the id (an earlier task of the process on the
-same id), if any; one that moved answers ``NOT_COORDINATOR`` and is looked up again. Versions
-are capped as kafka-python's producer caps them:
-``InitProducerId`` v4, ``AddPartitionsToTxn`` v3 (transaction protocol v1). Ending a
-transaction is :mod:`unaligned.kafka.transaction_coordinator`'s (``EndTxn``).
+(``Metadata``), as coroutines on the connection manager's I/O thread
+(:mod:`unaligned.kafka.produce_requests`). Each is retried with back-off (5 ms, doubling, at
+most 1 s) until a deadline when the coordinator moved, is loading or answers
+``CONCURRENT_TRANSACTIONS``, or a connection was lost; any other error is raised as
+kafka-python's error type. Versions are capped as kafka-python's producer caps them
+(``InitProducerId`` v4, ``AddPartitionsToTxn`` v3: transaction protocol v1). Ending a
+transaction is :mod:`unaligned.kafka.transaction_coordinator`'s.
 """
 
 from __future__ import annotations
@@ -33,6 +23,8 @@ from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
     InitProducerIdRequest,
 )
+
+from unaligned.kafka.client_internals import event_loop
 
 FIRST_BACKOFF_S = 0.005
 MAX_BACKOFF_S = 1.0
@@ -183,7 +175,7 @@ class CoordinatorRequests:
         pass first."""
         if time.monotonic() + backoff >= deadline:
             raise error
-        await self._manager._net.sleep(backoff)
+        await event_loop(self._manager).sleep(backoff)
         return min(backoff * 2, MAX_BACKOFF_S)
 
     def _timeout_ms(self, deadline: float) -> int:

@@ -1,46 +1,46 @@
 """The requests of one transactional produce session, run on a kept admin client's I/O thread.
 
-:class:`Requests` is the I/O half of :class:`unaligned.kafka.produce_session.ProduceSession`:
-it queues and sends the ``Produce`` requests, and has
-:class:`~unaligned.kafka.coordinator_requests.CoordinatorRequests` get the producer id and epoch
-(``InitProducerId``) and the partition leaders (``Metadata``) and register partitions
-(``AddPartitionsToTxn``). The task thread calls the
-public methods; everything that touches a connection runs on the I/O thread of the admin
-client's connection manager (kafka-python's event loop), so per-partition state is only ever
-touched by that one thread. Counters the task thread reads are behind one lock.
+:class:`Requests` is the I/O half of :class:`unaligned.kafka.produce_session.ProduceSession`: it
+queues and sends the ``Produce`` requests, and has :class:`~unaligned.kafka.coordinator_requests.
+CoordinatorRequests` ask ``InitProducerId``, ``Metadata`` and ``AddPartitionsToTxn``. The task
+thread calls the public methods; everything that touches a connection runs on the I/O thread
+of the connection manager (:mod:`unaligned.kafka.client_internals`). Sending rules (Kafka's
+idempotent producer, at most :data:`MAX_IN_FLIGHT` per partition):
 
-Sending rules (Kafka's idempotent producer, ``max.in.flight.requests.per.connection`` <= 5):
-
-- A partition's batches go out in sequence order, one batch per ``Produce`` request, at most
-  :data:`MAX_IN_FLIGHT` at a time, and only after ``AddPartitionsToTxn`` registered it.
-- An answer that is retriable (connection lost, request timed out, not the leader, not enough
-  replicas...) holds the partition: once nothing of it is in flight, every unacknowledged batch
-  is queued again in sequence order and sent after ``retry.backoff.ms`` (doubling, at most 1 s),
-  with the same sequence. ``OUT_OF_ORDER_SEQUENCE_NUMBER`` behind such a failure is retriable
-  too; ``DUPLICATE_SEQUENCE_NUMBER`` means the broker already wrote the batch: acknowledged.
-- Anything else (fenced, too large, not authorized...) or ``delivery.timeout.ms`` passing fails
-  the batch and every batch queued behind it on that partition.
-
-Private kafka-python names used (pinned by ``tests/kafka/test_produce_requests.py``):
-``KafkaAdminClient._manager`` (``send``, ``call_soon``, ``run``, ``cluster``, ``_net``:
-``call_soon``, ``call_later``, ``sleep``; the last in :mod:`unaligned.kafka.coordinator_requests`).
+- a partition's batches go out in sequence order, only after ``AddPartitionsToTxn``;
+- a retriable answer holds the partition: once nothing of it is in flight, every unacknowledged
+  batch is sent again in order with the same sequence, after a doubling back-off;
+  ``OUT_OF_ORDER_SEQUENCE_NUMBER`` behind such a failure is retriable, ``DUPLICATE_SEQUENCE_
+  NUMBER`` is an acknowledgement;
+- ``MESSAGE_TOO_LARGE`` / ``RECORD_LIST_TOO_LARGE``: the batch is split in two sent in its place
+  from the same base sequence (:mod:`unaligned.kafka.produce_queue`), its topic noted
+  (:meth:`Requests.take_refused_topics`); a single record refused so fails;
+- anything else, or ``delivery.timeout.ms`` passing, fails the batch and those behind it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka.protocol.producer import ProduceRequest
 
-import kafka
-from unaligned.kafka.client_internals import PINNED_KAFKA_PYTHON
+from unaligned.kafka.client_internals import event_loop
 from unaligned.kafka.coordinator_requests import FIRST_BACKOFF_S, MAX_BACKOFF_S, CoordinatorRequests
+from unaligned.kafka.produce_queue import (
+    TOO_LARGE,
+    PartitionQueue,
+    QueuedBatch,
+    produce_error,
+    record_too_large,
+    split_refused,
+)
+
+logger = logging.getLogger(__name__)
 
 #: Produce requests in flight per partition (the broker keeps the last 5 batches per producer).
 MAX_IN_FLIGHT = 5
@@ -63,42 +63,13 @@ _LEADER_ERRORS = (
 )
 
 
-@dataclass(frozen=True)
-class QueuedBatch:
-    """One encoded batch (producer fields set) and what it counts for."""
-
-    topic: str
-    partition: int
-    data: bytes
-    record_count: int
-    payload_bytes: int
-    base_sequence: int
-    deadline: float  # time.monotonic() after which it is not sent again
-
-
-@dataclass
-class PartitionQueue:
-    """A partition's batches on the I/O thread: queued (to send, in sequence order), in flight,
-    and failed retriably (sent again once nothing is in flight)."""
-
-    topic: str
-    partition: int
-    leader: int | None = None
-    added: bool = False
-    queued: deque[QueuedBatch] = field(default_factory=deque)
-    in_flight: list[QueuedBatch] = field(default_factory=list)
-    to_retry: list[QueuedBatch] = field(default_factory=list)
-    backoff_s: float = FIRST_BACKOFF_S
-    failure: BaseException | None = None
-
-
 class Requests:
     """The session's requests (module docstring). ``manager``: a started admin client's
     connection manager; ``settings``: ``KafkaProducer`` settings with defaults filled in."""
 
     def __init__(self, manager: Any, transactional_id: str, settings: Mapping[str, Any]) -> None:
         self._manager = manager
-        self._net = manager._net
+        self._net = event_loop(manager)
         self._tid = transactional_id
         self._request_timeout_ms = int(settings["request_timeout_ms"])
         self._retry_backoff_s = max(int(settings["retry_backoff_ms"]), 1) / 1000
@@ -127,6 +98,7 @@ class Requests:
         self._acknowledged = 0
         self._first_failure: BaseException | None = None
         self.may_have_partitions = False
+        self._refused_topics: set[str] = set()  # refused a batch as too large
 
     # --- task thread --------------------------------------------------------------------------
 
@@ -186,6 +158,12 @@ class Requests:
         """``(records queued, records acknowledged)``."""
         with self._lock:
             return self._sent, self._acknowledged
+
+    def take_refused_topics(self) -> set[str]:
+        """Topics that refused a batch as too large since the last call."""
+        with self._lock:
+            refused, self._refused_topics = self._refused_topics, set()
+        return refused
 
     def first_failure(self) -> BaseException | None:
         with self._lock:
@@ -316,19 +294,40 @@ class Requests:
     ) -> None:
         part.in_flight.remove(batch)
         self._node_in_flight[leader] -= 1
-        error = _produce_error(result, part)
+        error = produce_error(result, part)
         with self._lock:
             stopped = self._stopped
         if error is None:
             self._settle(batch, None)
             part.backoff_s = FIRST_BACKOFF_S
+        elif isinstance(error, TOO_LARGE) and batch.record_count > 1 and not stopped:
+            # 3a. Refused as too large: the sequence did not advance; its two halves are sent
+            # in its place from the same base sequence (those behind it are answered
+            # OUT_OF_ORDER_SEQUENCE_NUMBER and sent again after them).
+            part.to_retry.extend(split_refused(batch))
+            logger.info(
+                "%s-%d refused a batch of %d record(s) (%d bytes) as too large (%r): sending it "
+                "again as two",
+                batch.topic,
+                batch.partition,
+                batch.record_count,
+                len(batch.data),
+                error,
+            )
+            with self._lock:
+                self._outstanding += 1
+                self._refused_topics.add(batch.topic)
         elif not stopped and self._retriable(error, part) and time.monotonic() < batch.deadline:
             part.to_retry.append(batch)
             if isinstance(error, _LEADER_ERRORS):
                 part.leader = None
                 self._leader_cache.pop(part.topic, None)
         else:
-            if not stopped and isinstance(error, kafka_errors.RetriableError):
+            if isinstance(error, TOO_LARGE) and not stopped:
+                error = record_too_large(batch, error, self._tid)
+                with self._lock:
+                    self._refused_topics.add(batch.topic)
+            elif not stopped and isinstance(error, kafka_errors.RetriableError):
                 error = kafka_errors.KafkaTimeoutError(
                     f"batch of {batch.record_count} record(s) not acknowledged within "
                     f"delivery.timeout.ms; last error {error!r}"
@@ -384,30 +383,3 @@ class Requests:
             elif self._first_failure is None:
                 self._first_failure = error
             self._settled.notify_all()
-
-
-def _produce_error(result: Any, part: PartitionQueue) -> BaseException | None:
-    """The answer to one batch's request: ``None`` if the broker wrote it (or had already)."""
-    if isinstance(result, BaseException):
-        return result
-    for topic in result.responses:
-        for answer in topic.partition_responses:
-            if answer.index != part.partition:
-                continue
-            error_type: type[BaseException] = kafka_errors.for_code(answer.error_code)
-            if error_type in (kafka_errors.NoError, kafka_errors.DuplicateSequenceNumberError):
-                return None
-            message = getattr(answer, "error_message", None)
-            error: BaseException = error_type(message) if message else error_type()
-            return error
-    missing: BaseException = kafka_errors.KafkaError(
-        f"the produce answer has no partition {part.partition}"
-    )
-    return missing
-
-
-def unavailable_reason() -> str | None:
-    """Why the requests cannot run in this process (``None``: they can)."""
-    if kafka.__version__ != PINNED_KAFKA_PYTHON:
-        return f"kafka-python is {kafka.__version__}, the fast path fits {PINNED_KAFKA_PYTHON} only"
-    return None

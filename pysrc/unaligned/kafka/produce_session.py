@@ -1,35 +1,22 @@
 """A task's Kafka transaction written as encoded record batches on the process's kept connections.
 
-The sink's fast path encodes whole v2 record batches from Arrow columns
-(:mod:`unaligned.kafka.record_encoder`). :class:`ProduceSession` sends them itself, as Kafka's
-idempotent transactional producer would, over the connections of the worker process's kept
-admin client (:func:`unaligned.kafka.admin_clients.shared_admin_client`, lent to the session
-from :meth:`~ProduceSession.begin` to :meth:`~ProduceSession.close`): no ``KafkaProducer``, no
-sender thread, no bootstrap per task. The requests run on the kept client's I/O thread
-(:mod:`unaligned.kafka.produce_requests`); the task thread only encodes and waits. That client
-is kept apart from the one the task's ``DescribeTransactions`` uses: a broker quota pauses the
-connections that produce.
+:class:`ProduceSession` does what Kafka's idempotent transactional producer does, for batches
+encoded ahead of time (:mod:`unaligned.kafka.record_encoder`), over the connections of the
+worker process's kept admin client (lent from :meth:`~ProduceSession.begin` to
+:meth:`~ProduceSession.close`; :mod:`unaligned.kafka.admin_clients`): no ``KafkaProducer``, no
+sender thread. The requests run on that client's I/O thread (:mod:`unaligned.kafka.
+produce_requests`); the task thread only encodes and waits. The protocol, numbered where it runs:
 
-The protocol, numbered where it runs:
-
-1. :meth:`~ProduceSession.begin`: ``FindCoordinator`` and ``InitProducerId`` for the
-   transactional id: the epoch is bumped, an older attempt's open transaction is aborted and
-   that attempt is fenced (what ``init_transactions`` does).
-2. :meth:`~ProduceSession.send_batch`: the batch gets the producer id, epoch, transactional bit
-   and the partition's next sequence (``base sequence`` = records sent to the partition before
-   it, from 0 after every ``InitProducerId``), then is queued. Before a partition's first batch
-   goes out, ``AddPartitionsToTxn`` registers it with the coordinator.
-3. ``Produce`` with ``acks=all``, at most :data:`~unaligned.kafka.produce_requests.MAX_IN_FLIGHT`
-   requests in flight per partition, in sequence order; retriable failures are sent again with
-   the same sequences (the broker answers ``DUPLICATE_SEQUENCE_NUMBER`` for one it already
-   wrote), until ``delivery.timeout.ms``.
-4. :meth:`~ProduceSession.prepare`: every record acknowledged, the transaction stays open for
+1. :meth:`~ProduceSession.begin`: ``InitProducerId`` (an older attempt on the id is fenced).
+2. :meth:`~ProduceSession.send_batch`: producer id, epoch and the partition's next sequence
+   stamped, batch queued; ``AddPartitionsToTxn`` before a partition's first batch.
+3. ``Produce`` (``acks=all``, in sequence order, retried with the same sequences; a batch
+   refused as too large split, :meth:`~ProduceSession.take_refused_topics`).
+4. :meth:`~ProduceSession.prepare`: every record acknowledged; the transaction stays open for
    the driver (:func:`unaligned.kafka.transaction_coordinator.commit_prepared`).
 
-Guarantees: per partition, batches are written in ``send_batch`` order; a batch is acknowledged
-at most once and every record of it is counted once; a non-retriable failure poisons the
-session (:meth:`prepare` refuses) and stops that partition (later batches would be out of
-sequence).
+A non-retriable failure poisons the session (:meth:`prepare` refuses). ARCHITECTURE.md ("The
+two-phase commit") has the rest.
 """
 
 from __future__ import annotations
@@ -45,8 +32,10 @@ from kafka import KafkaProducer
 from unaligned.errors import OptionError, TransactionWriteError
 from unaligned.kafka import transaction_coordinator
 from unaligned.kafka.admin_clients import shared_admin_client
+from unaligned.kafka.client_internals import connection_manager
 from unaligned.kafka.connections import describe_servers
-from unaligned.kafka.produce_requests import CONNECTION_IN_FLIGHT, QueuedBatch, Requests
+from unaligned.kafka.produce_queue import QueuedBatch, RecordOrigin
+from unaligned.kafka.produce_requests import CONNECTION_IN_FLIGHT, Requests
 from unaligned.kafka.record_batch_layout import (
     ProducerState,
     has_producer_state,
@@ -90,7 +79,7 @@ class ProduceSession:
         admin = lent.enter_context(
             shared_admin_client(self._kwargs, max_in_flight=CONNECTION_IN_FLIGHT)
         )
-        requests = Requests(admin._manager, self._transactional_id, self._settings)
+        requests = Requests(connection_manager(admin), self._transactional_id, self._settings)
         try:
             requests.init_producer_id(self._settings["max_block_ms"] / 1000)
         except kafka_errors.KafkaError as exc:
@@ -136,11 +125,14 @@ class ProduceSession:
         payload_bytes: int,
         *,
         wake_sender: bool = True,
+        origin: RecordOrigin | None = None,
+        first_record: int = 0,
     ) -> None:
         """2. Queue one encoded v2 batch of ``record_count`` records; returns before the broker
         acknowledges it. ``payload_bytes``: its key, value and header bytes (what
         :meth:`unacknowledged_bytes` counts). ``wake_sender=False`` leaves sending to the next
-        :meth:`wake_sender` (one hand-over to the I/O thread per chunk)."""
+        :meth:`wake_sender` (one hand-over to the I/O thread per chunk). ``origin`` and
+        ``first_record``: where its records came from, for a refusal's message."""
         requests = self._open_requests("send")
         state = self.producer_state(topic, partition)
         self._sequences[(topic, partition)] = increment_sequence(state.base_sequence, record_count)
@@ -155,6 +147,8 @@ class ProduceSession:
                 payload_bytes,
                 state.base_sequence,
                 deadline,
+                origin,
+                first_record,
             )
         )
         if wake_sender:
@@ -172,6 +166,11 @@ class ProduceSession:
         """Hand what :meth:`send_batch` queued to the I/O thread."""
         if self._requests is not None:
             self._requests.pump()
+
+    def take_refused_topics(self) -> set[str]:
+        """Topics that refused a batch as too large since the last call: their
+        ``max.message.bytes`` changed (:mod:`unaligned.kafka.topic_limits` asks again)."""
+        return set() if self._requests is None else self._requests.take_refused_topics()
 
     def unacknowledged_bytes(self) -> int:
         """Payload bytes sent and not yet acknowledged (a failed batch no longer counts)."""
@@ -205,6 +204,8 @@ class ProduceSession:
                 f"{timeout_s} s ({requests.unacknowledged_bytes()} bytes outstanding)"
             )
         failure = requests.first_failure()
+        if isinstance(failure, TransactionWriteError):  # worded already (a record too large)
+            raise TransactionWriteError(str(failure)) from failure
         if failure is not None:
             sent, acknowledged = requests.record_counts()
             raise TransactionWriteError(

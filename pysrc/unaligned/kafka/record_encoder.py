@@ -18,6 +18,7 @@ batch of its own, and a row whose batch would exceed ``max_request_size`` raises
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -239,6 +240,12 @@ def _split_varying_time(fixed: np.ndarray, timestamps: np.ndarray, bound: int) -
 
 
 # --- encoding -------------------------------------------------------------------------------------
+
+
+def oversized_row(error: MessageSizeTooLargeError) -> int | None:
+    """The row :func:`encode_record_batches` refused as too large (``None``: another error)."""
+    match = re.match(r"row (\d+) encodes to", str(error.args[0]) if error.args else "")
+    return None if match is None else int(match.group(1))
 
 
 def encode_record_batches(

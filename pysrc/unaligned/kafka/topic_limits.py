@@ -1,19 +1,13 @@
-"""The largest record batch a topic takes, so the sink's fast path never builds a larger one.
+"""The largest record batch a topic takes, so the sink's encoder seldom builds a larger one.
 
-A broker refuses a record batch larger than its topic's ``max.message.bytes`` (the whole batch as
-written to the log: the 61-byte v2 header included, after compression) with
-``MESSAGE_TOO_LARGE``, which fails the sink's task (:mod:`unaligned.kafka.produce_requests`
-does not split a batch encoded ahead of time). :func:`batch_limit` gives the size the
-encoder must keep each batch within instead: the topic's limit less room for the codec's framing
-(the encoder bounds the *uncompressed* size; incompressible data comes out of a codec a little
-larger than it went in).
-
-:func:`max_message_bytes` asks the brokers for a topic's effective value (the topic's own setting,
-else the broker's ``message.max.bytes``) once per process and topic, through the process's kept
-admin client (:func:`~unaligned.kafka.admin_clients.shared_admin_client`). A lookup the cluster
-refuses (no DescribeConfigs permission, an old broker, a broker away) is logged once per process
-and leaves that task's batches bounded by ``batch.size`` and ``max.request.size`` only, as
-before; the next task asks again.
+:func:`max_message_bytes` asks the brokers for each topic's effective ``max.message.bytes``
+once per process (kept in a :class:`~unaligned.kafka.connections.ProcessMemo`), and
+:func:`batch_limit` leaves room for a codec's framing. A lookup the cluster refuses (no
+``DescribeConfigs`` permission, an old broker) is logged once and leaves batches bounded by
+``batch.size`` and ``max.request.size`` (1 MiB); a batch the broker refuses as too large all
+the same is split by :mod:`unaligned.kafka.produce_requests`, and :func:`forget` makes the next
+chunk ask again. Fail point ``describe_configs_refused`` (:mod:`unaligned.crash_points`) makes
+every lookup refused, for tests.
 """
 
 from __future__ import annotations
@@ -23,11 +17,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, TopicAuthorizationFailedError
 
+from unaligned import crash_points
+from unaligned.crash_points import FailPoint
 from unaligned.errors import UnalignedError
 from unaligned.kafka.admin_clients import shared_admin_client
-from unaligned.kafka.connections import SettingsKey, settings_key
+from unaligned.kafka.connections import ProcessMemo, SettingsKey, settings_key
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +34,10 @@ TOPIC_SETTING = "max.message.bytes"
 _CODEC_ROOM_DIVISOR = 64
 _CODEC_ROOM_CONSTANT = 64
 
-_LIMITS: dict[tuple[SettingsKey, str], int] = {}
-"""Per-process memo: (client kwargs, topic) -> the topic's max.message.bytes (known ones only:
-a lookup that failed is tried again by the next task)."""
-_WARNED: set[str] = set()
+_LIMITS: ProcessMemo[tuple[SettingsKey, str], int] = ProcessMemo()
+"""(client kwargs, topic) -> the topic's max.message.bytes (known ones only: a lookup that
+failed is tried again by the next task; :func:`forget` drops a stale one)."""
+_WARNED: ProcessMemo[str, bool] = ProcessMemo()
 """Topics whose failed lookup this process has logged (each is logged once)."""
 
 
@@ -57,24 +53,34 @@ def max_message_bytes(
     Known limits are kept for the life of the process (a topic's limit rarely changes; a query
     restarted after a change asks again); the topics not known yet are asked in one request."""
     wanted = sorted(set(topics))
-    missing = [t for t in wanted if _key(client_kwargs, t) not in _LIMITS]
+    missing = [t for t in wanted if _LIMITS.get(_key(client_kwargs, t)) is None]
     found = _describe(client_kwargs, missing) if missing else {}
     for topic, limit in found.items():
         if limit is not None:
-            _LIMITS[_key(client_kwargs, topic)] = limit
+            _LIMITS.put(_key(client_kwargs, topic), limit)
     return {t: _LIMITS.get(_key(client_kwargs, t)) for t in wanted}
+
+
+def forget(client_kwargs: Mapping[str, Any], topics: Iterable[str]) -> None:
+    """Drop the known limits of ``topics``: a broker refused a batch within them as too large."""
+    for topic in topics:
+        _LIMITS.forget(_key(client_kwargs, topic))
 
 
 def _describe(client_kwargs: Mapping[str, Any], topics: list[str]) -> dict[str, int | None]:
     try:
+        refused = FailPoint.DESCRIBE_CONFIGS_REFUSED
+        if crash_points.is_armed(refused):
+            raise TopicAuthorizationFailedError(
+                f"injected by {crash_points.CRASH_AT_ENV}={refused.value}"
+            )
         with shared_admin_client(client_kwargs) as admin:
             described = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, t, [TOPIC_SETTING]) for t in topics],
                 config_filter="all",
             )
     except (KafkaError, UnalignedError) as exc:
-        if not _WARNED.issuperset(topics):
-            _WARNED.update(topics)
+        if [topic for topic in topics if _WARNED.first_time(topic)]:
             logger.warning(
                 "could not read %s of topic(s) %s (%r): record batches are bounded by "
                 "batch.size and max.request.size only",

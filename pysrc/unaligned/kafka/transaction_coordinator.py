@@ -1,39 +1,19 @@
 """Ending prepared Kafka transactions by handle, from any process.
 
 A :class:`~unaligned.kafka.transactions.PreparedTransaction` (transactional id, producer id,
-epoch) written and prepared on an executor is committed by the driver, possibly in another OS
-process (:func:`commit_prepared`, :func:`commit_all_prepared`, :func:`abort_prepared`). Recovery
-ends other open transactions of the sink's ids (:func:`fence`, :func:`list_transactional_ids`).
-
-Resuming a transaction. ``init_transactions`` on the same ``transactional.id`` would bump the
-epoch and *abort* the open transaction, so the committing process instead sends the
-coordinator ``FindCoordinator`` and ``EndTxn(transactional_id, producer_id, epoch, committed)``
-itself, through the connection manager of the process's kept ``KafkaAdminClient``
-(:func:`~unaligned.kafka.admin_clients.shared_admin_client`). That is all the coordinator needs:
-the producer that wrote the records registered every partition (``AddPartitionsToTxn`` precedes a
-partition's first batch, and :meth:`~unaligned.kafka.transactions.TransactionalWriter.prepare`
-checks every record was acknowledged). Compared with forcing a fresh producer's transaction
-manager into ``IN_TRANSACTION`` (Flink's way with the Java client), this relies on fewer private
-names (``admin._manager.run/send/call_soon``) than the manager's state machine, lock and flags; it
-sees the coordinator's exact error code (kafka-python's ``EndTxnHandler`` folds
-``INVALID_PRODUCER_ID_MAPPING`` into a generic error and retries ``CONCURRENT_TRANSACTIONS``
-without bound); it runs no producer sender thread; and it pipelines many commits on one
-connection. ``EndTxn`` is capped at v3 like kafka-python's producer: transaction protocol v1,
-where the epoch does not change at commit, so committing a completed transaction again succeeds.
-The private names are pinned by ``tests/kafka/test_transaction_coordinator.py``; the resume is
-proved end to end by ``integration/test_kafka_transactions.py``.
-
-Coordinator answers and what they become: success or a repeated commit -> done;
-``CONCURRENT_TRANSACTIONS``, coordinator moved or loading, transport errors -> retried with
-backoff until ``timeout_s``; ``PRODUCER_FENCED`` (wrong epoch: the id was fenced, or the broker
-aborted the transaction after ``transaction_timeout_ms``, which also bumps the epoch),
-``INVALID_TXN_STATE`` (already aborted), ``INVALID_PRODUCER_ID_MAPPING`` (unknown id) ->
-:class:`TransactionCommitError`. A fence bumps the epoch even after a completed commit, so
-recovery must re-commit decided transactions *before* fencing the rest of its ids.
-
-Hazard: with protocol v1 a stale EndTxn carrying the same (producer id, epoch) ends whatever
-transaction that producer has open *now*. Never begin a new transaction on an id before the
-previous one was committed or aborted; an id unique per (query, batch, task) avoids it.
+epoch) prepared on an executor is committed or aborted by the driver, possibly in another OS
+process (:func:`commit_prepared`, :func:`commit_all_prepared`, :func:`abort_prepared`), by
+sending ``FindCoordinator`` and ``EndTxn(id, producer id, epoch)`` itself on the connection
+manager of the process's kept admin client (:mod:`unaligned.kafka.client_internals`), never
+``init_transactions`` (which would abort it). Recovery and clean-up end other open transactions
+of the sink's ids by fencing them (:func:`fence`, :func:`fence_all`). ``EndTxn`` is capped at v3
+(transaction protocol v1: committing a completed transaction again succeeds). Coordinator
+answers: success or a repeated commit -> done; ``CONCURRENT_TRANSACTIONS``, a coordinator moved
+or loading, transport errors -> retried with backoff until ``timeout_s``; ``PRODUCER_FENCED``,
+``INVALID_TXN_STATE``, ``INVALID_PRODUCER_ID_MAPPING`` -> :class:`TransactionCommitError` /
+:class:`TransactionAbortError` naming the transaction. ARCHITECTURE.md ("The two-phase commit",
+step 2c, and "Private APIs the project pins") has the rest; ``integration/
+test_kafka_transactions.py`` proves a transaction prepared by a dead process commits.
 """
 
 from __future__ import annotations
@@ -57,14 +37,16 @@ from unaligned.errors import (
     TransactionCommitError,
 )
 from unaligned.kafka.admin_clients import shared_admin_client
+from unaligned.kafka.client_internals import connection_manager
 from unaligned.kafka.connections import build_producer, describe_servers
-from unaligned.kafka.transactions import PRODUCER_CLOSE_TIMEOUT_S, PreparedTransaction
+from unaligned.kafka.transactions import PreparedTransaction
 
 logger = logging.getLogger(__name__)
 
 END_TXN_MAX_VERSION = 3  # v4 only adds error codes; v5 is transaction protocol v2
 DEFAULT_END_TXN_TIMEOUT_S = 60.0
 _END_TXN_WINDOW = 16  # EndTxn requests in flight at once; the admin client allows one more
+PRODUCER_CLOSE_TIMEOUT_S = 10.0
 _FIRST_BACKOFF_S = 0.02
 _MAX_BACKOFF_S = 1.0
 
@@ -180,7 +162,7 @@ def _run_window(
     request_timeout_ms: int,
 ) -> list[_Answer]:
     try:
-        answers: list[_Answer] = admin._manager.run(
+        answers: list[_Answer] = connection_manager(admin).run(
             _async_end_window, admin, window, outcome, request_timeout_ms
         )
         return answers
@@ -206,7 +188,7 @@ async def _async_end_window(
     request_timeout_ms: int,
 ) -> list[_Answer]:
     """On the admin's I/O thread: end each transaction of the window concurrently."""
-    manager = admin._manager
+    manager = connection_manager(admin)
     tasks = [
         manager.call_soon(_async_end_one, admin, p, outcome, request_timeout_ms) for p in window
     ]
@@ -226,7 +208,7 @@ async def _async_end_one(
     request_timeout_ms: int,
 ) -> type:
     """FindCoordinator, then EndTxn to that coordinator; returns the broker's error class."""
-    manager = admin._manager
+    manager = connection_manager(admin)
     key = prepared.transactional_id
     find = FindCoordinatorRequest(
         key=key, key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=[key]

@@ -114,6 +114,21 @@ def is_open(description: TransactionDescription | None) -> bool:
     return description is not None and description.state in OPEN_TRANSACTION_STATES
 
 
+_ABORTING = frozenset({TransactionState.PREPARE_ABORT, TransactionState.COMPLETE_ABORT})
+
+
+def fenced(prepared: PreparedTransaction, description: TransactionDescription | None) -> bool:
+    """True if another producer took ``prepared``'s id after it (``InitProducerId``: another
+    attempt of the task, or a zombie), rather than the broker aborting it on its timeout (which
+    bumps the epoch once and leaves the id aborting or aborted)."""
+    if description is None or description.producer_id != prepared.producer_id:
+        return description is not None
+    if description.producer_epoch <= prepared.epoch:
+        return False
+    timed_out = description.state in _ABORTING and description.producer_epoch == prepared.epoch + 1
+    return not timed_out
+
+
 def commit_blockers(
     prepared: Sequence[PreparedTransaction],
     descriptions: Mapping[str, TransactionDescription | None],
@@ -134,10 +149,16 @@ def commit_blockers(
         d = descriptions.get(p.transactional_id)
         if d is None:
             reasons.append(f"{p.describe()}: unknown to its coordinator")
+        elif fenced(p, d):
+            reasons.append(
+                f"{p.describe()}: the coordinator has it {d.state.value} under producer id "
+                f"{d.producer_id}, epoch {d.producer_epoch} (fenced by another producer with the "
+                "same id: another attempt of the task took it)"
+            )
         elif d.state != TransactionState.ONGOING:
             reasons.append(
                 f"{p.describe()}: the coordinator has it {d.state.value} (aborted by the "
-                "transaction timeout, or fenced by another producer with the same id)"
+                "transaction timeout)"
             )
         elif (d.producer_id, d.producer_epoch) != (p.producer_id, p.epoch):
             reasons.append(

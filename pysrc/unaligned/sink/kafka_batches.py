@@ -1,33 +1,17 @@
-"""The Kafka sink's fast path: a chunk of input rows -> encoded record batches, per partition.
+"""The Kafka sink's task side: a chunk of input rows -> encoded record batches, per partition.
 
-:class:`BatchChunkWriter` does column-wise what the per-record path does one row at a time
-(:meth:`unaligned.sink.kafka_participant.KafkaTaskWriter.write_chunk`): it picks every row's
-(topic, partition) (:func:`unaligned.kafka.row_routing.route_rows`), encodes each partition's
-rows as v2 record batches straight from the Arrow buffers
-(:func:`unaligned.kafka.record_encoder.encode_record_batches`, with the producer's
-``compression.type``, ``batch.size`` and ``max.request.size``), and queues them in the task's
-transaction (:meth:`unaligned.kafka.produce_session.ProduceSession.send_batch`).
-
-What holds exactly as on the per-record path:
-
-- per partition, records are written in input order (also across chunks);
-- keys, values (null: a tombstone), headers (in order, duplicates kept) and the ``topic`` and
-  ``partition`` columns; option ``topic`` wins over the column;
-- partition choice: an explicit partition, else Kafka's murmur2 of the key, else a sticky
-  partition per topic (switched after every chunk, where Kafka switches after every batch);
-- refusals: a null topic or a null header key or value raise :class:`SchemaMismatchError`, a
-  partition outside the topic, an unknown topic or a record larger than ``max.request.size``
-  raise :class:`TransactionWriteError`;
-- batches: within ``batch.size`` and ``max.request.size``, and within the ``max.message.bytes``
-  of every topic of the chunk (:mod:`unaligned.kafka.topic_limits`), so the broker never refuses
-  one as too large; a record too large for its topic raises :class:`TransactionWriteError`
-  naming the topic's limit, at once rather than at ``delivery.timeout.ms``;
-- :meth:`ProduceSession.unacknowledged_bytes` counts the same payload bytes (keys, values,
-  header keys and values), so the barrier's between-chunk bound is unchanged.
-
-Differences: record timestamps are the time the chunk is encoded (one per chunk; the
-per-record path takes the time of each ``send``), and a row with neither key nor value is
-written as Spark's Java sink writes it (kafka-python's ``send`` refuses it).
+:class:`BatchChunkWriter` picks every row's (topic, partition) column-wise
+(:func:`unaligned.kafka.row_routing.route_rows`: an explicit partition, else Kafka's murmur2 of
+the key, else a sticky partition per topic switched after every chunk), encodes each
+partition's rows as v2 record batches straight from the Arrow buffers
+(:func:`unaligned.kafka.record_encoder.encode_record_batches`; within ``batch.size``,
+``max.request.size`` and each topic's ``max.message.bytes``, :mod:`unaligned.kafka.topic_limits`)
+and queues them in the task's transaction
+(:meth:`unaligned.kafka.produce_session.ProduceSession.send_batch`), in input order per
+partition. A batch the broker refuses as too large all the same is split by the session and the
+next chunk asks its topic's limit again; a record too large alone raises
+:class:`TransactionWriteError` naming the limit and the input row. Record timestamps are the
+time the chunk is encoded. ARCHITECTURE.md ("Processes", executor workers) has the rest.
 """
 
 from __future__ import annotations
@@ -43,15 +27,16 @@ from unaligned._arrow import row_indices
 from unaligned.errors import SchemaMismatchError, TransactionWriteError
 from unaligned.kafka import topic_limits
 from unaligned.kafka.partitioner import StickyPartition
+from unaligned.kafka.produce_queue import RecordOrigin
 from unaligned.kafka.produce_session import ProduceSession
-from unaligned.kafka.record_encoder import encode_record_batches
+from unaligned.kafka.record_encoder import encode_record_batches, oversized_row
 from unaligned.kafka.row_routing import route_rows
 from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
 
 
 def _checked_headers(column: pa.Array | None) -> pa.Array | None:
-    """The headers column, refusing a null header key or value as the per-record path does."""
+    """The headers column, refusing a null header key or value (Kafka's producer would)."""
     if column is None:
         return None
     entries = pc.list_flatten(column)
@@ -73,6 +58,23 @@ def _column(chunk: pa.RecordBatch, index: int | None) -> pa.Array | None:
     return None if index is None else chunk.column(index)
 
 
+def _record_origin(chunk: pa.RecordBatch, take: pa.Array | None, rows_before: int) -> RecordOrigin:
+    """Record ``i`` of the chunk's encoding (rows grouped by partition) -> its input row in
+    words: its position in the task's input and, if the input has one (e.g. straight from a
+    Kafka source), its ``offset`` column."""
+    names = [name.lower() for name in chunk.schema.names]
+    offsets = chunk.column(names.index("offset")) if "offset" in names else None
+
+    def describe(record: int) -> str:
+        row = record if take is None else int(take[record].as_py())
+        text = f"input row {rows_before + row} of the task"
+        if offsets is not None and pa.types.is_integer(offsets.type):
+            text += f", whose offset column is {offsets[row].as_py()}"
+        return text
+
+    return describe
+
+
 class BatchChunkWriter:
     """Writes chunks into ``writer``'s open transaction as encoded batches (module docstring).
 
@@ -86,11 +88,14 @@ class BatchChunkWriter:
         self._sticky: dict[str, StickyPartition] = {}
         self._counts: dict[str, int] = {}
         self._limits: dict[str, int | None] = {}
+        self._rows_seen = 0
 
     def write_chunk(self, chunk: pa.RecordBatch) -> None:
         rows = chunk.num_rows
         if rows == 0:
             return
+        self.forget_refused_limits()
+        rows_before, self._rows_seen = self._rows_seen, self._rows_seen + rows
         cols = self._columns
         values = chunk.column(cols.value)
         keys = _column(chunk, cols.key)
@@ -142,15 +147,17 @@ class BatchChunkWriter:
                 group_starts=firsts,
             )
         except MessageSizeTooLargeError as exc:
+            row = oversized_row(exc)
+            where = "" if row is None else f" ({_record_origin(chunk, take, rows_before)(row)})"
             if topic_bound is None or topic_bound[0] != max_request_size:
                 raise TransactionWriteError(
                     f"could not encode {rows} record(s) in transaction "
-                    f"{self._writer.transactional_id!r}: {exc}"
+                    f"{self._writer.transactional_id!r}: {exc}{where}"
                 ) from exc
             raise TransactionWriteError(
                 f"transaction {self._writer.transactional_id!r}: a record is too large for "
-                f"{topic_bound[1]}: its record batch would exceed {topic_bound[0]} bytes (the "
-                "limit less room for the codec). Raise the topic's max.message.bytes (and "
+                f"{topic_bound[1]}{where}: its record batch would exceed {topic_bound[0]} bytes "
+                "(the limit less room for the codec). Raise the topic's max.message.bytes (and "
                 "kafka.max.request.size if needed), or write smaller records"
             ) from exc
         except Exception as exc:  # a codec failing...
@@ -159,6 +166,7 @@ class BatchChunkWriter:
                 f"{self._writer.transactional_id!r}: {exc!r}"
             ) from exc
         group_of = np.searchsorted(firsts, [b.start for b in batches], "right") - 1
+        origin = _record_origin(chunk, take, rows_before)
         try:
             for batch, g in zip(batches, group_of.tolist(), strict=True):
                 self._writer.send_batch(
@@ -168,9 +176,20 @@ class BatchChunkWriter:
                     batch.record_count,
                     batch.payload_bytes,
                     wake_sender=False,
+                    origin=origin,
+                    first_record=batch.start,
                 )
         finally:
             self._writer.wake_sender()
+
+    def forget_refused_limits(self) -> None:
+        """Forget the known limit of every topic that refused a batch as too large since the
+        last call (here and in the process's cache): the next chunk asks it again."""
+        refused = self._writer.take_refused_topics()
+        if refused:
+            topic_limits.forget(self._target.client_kwargs(), refused)
+            for topic in refused:
+                self._limits.pop(topic, None)
 
     def _topic_bound(self, topics: set[str], compression: str) -> tuple[int, str] | None:
         """The smallest batch limit of ``topics`` (:func:`topic_limits.batch_limit`) and a text

@@ -1,4 +1,4 @@
-"""The Kafka sink's input columns: which ones, their types, and their values as record fields.
+"""The Kafka sink's input columns: which ones and their types.
 
 Input columns are the ones Spark's Kafka sink takes (matched case-insensitively, other columns
 ignored):
@@ -14,20 +14,14 @@ ignored):
 
 :func:`kafka_columns` finds and type-checks them when the stream writer is built
 (:func:`unaligned.sink.stream_writer_factory.build_stream_writer`), before any data moves;
-nullability is ignored. :func:`send_records` sends a chunk's rows one record at a time, with
-:func:`bytes_list` and :func:`headers_list` turning its columns into the values the task's
-producer sends: the per-record path of
-:class:`unaligned.sink.kafka_participant.KafkaTaskWriter` (step 1 of the protocol; the fast path
-is :mod:`unaligned.sink.kafka_batches`).
+nullability is ignored. Tasks encode them straight from Arrow
+(:mod:`unaligned.sink.kafka_batches`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     AtomicType,
@@ -125,65 +119,3 @@ def _same_type(actual: DataType, expected: DataType) -> bool:
             )
         )
     return type(actual) is type(expected)
-
-
-# --- values, in the task ------------------------------------------------------------------------
-
-
-def bytes_list(column: pa.Array) -> list[bytes | None]:
-    """A string or binary Arrow column as Python bytes (strings UTF-8 encoded, in C++)."""
-    if pa.types.is_string(column.type):
-        column = pc.cast(column, pa.binary())
-    elif pa.types.is_large_string(column.type):
-        column = pc.cast(column, pa.large_binary())
-    values: list[bytes | None] = column.to_pylist()
-    return values
-
-
-def headers_list(column: pa.Array) -> list[list[tuple[str, bytes]] | None]:
-    """A ``headers`` column as per-row lists of ``(key, value)``; refuses a null key or value."""
-    result: list[list[tuple[str, bytes]] | None] = []
-    for entry in column.to_pylist():
-        if entry is None:
-            result.append(None)
-            continue
-        headers = []
-        for header in entry:
-            key, value = header["key"], header["value"]
-            if key is None or value is None:
-                raise SchemaMismatchError(
-                    "Kafka sink input column 'headers' has a null header key or value; "
-                    "the producer needs a string key and a binary value"
-                )
-            headers.append((key, value))
-        result.append(headers)
-    return result
-
-
-SendRecord = Callable[..., None]
-"""``send(topic, value, key=..., headers=..., partition=...)``, as
-:meth:`unaligned.kafka.transactions.TransactionalWriter.send`."""
-
-
-def send_records(
-    chunk: pa.RecordBatch, cols: KafkaColumns, fixed_topic: str | None, send: SendRecord
-) -> None:
-    """Send every row of ``chunk`` as one record, in row order (option ``topic`` wins)."""
-    values = bytes_list(chunk.column(cols.value))
-    keys = bytes_list(chunk.column(cols.key)) if cols.key is not None else None
-    topics = chunk.column(cols.topic).to_pylist() if cols.topic is not None else None
-    partitions = chunk.column(cols.partition).to_pylist() if cols.partition is not None else None
-    headers = headers_list(chunk.column(cols.headers)) if cols.headers is not None else None
-    for i in range(len(values)):
-        topic = fixed_topic if topics is None else topics[i]
-        if topic is None:
-            raise SchemaMismatchError(
-                "Kafka sink input column 'topic' is null in a row and option 'topic' is not set"
-            )
-        send(
-            topic,
-            values[i],
-            key=None if keys is None else keys[i],
-            headers=None if headers is None else headers[i],
-            partition=None if partitions is None else partitions[i],
-        )

@@ -1,41 +1,34 @@
 """The Kafka participant of the two-phase-commit sink: one transaction per task attempt.
 
-Input columns (``value``, ``key``, ``topic``, ``partition``, ``headers``, as in Spark's Kafka
-sink) and their types: :mod:`unaligned.sink.kafka_columns`. The participant contract:
-:mod:`unaligned.sink.participant`.
-
-Transactional ids are ``<prefix>-<batchId>-<partitionId>-<attemptNumber>``: unique per query,
-batch and task attempt, so no id ever carries two transactions of one run (see the hazard in
-:mod:`unaligned.kafka.transaction_coordinator`). After a restart the replayed batch reuses the
-ids of the crashed run; recovery (and the new producer's own ``init_transactions``) fences them
-first. The default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must
-be unique to the query on the cluster, because recovery aborts every open transaction whose id
-is exactly ``<prefix>-<n>-<n>-<n>`` (ids of other prefixes that merely start with it never
-match).
-
-Transaction timeout: a prepared transaction must be committed by the driver within
-``kafka.transaction.timeout.ms`` of its first record, or the broker aborts it (and bumps the
-id's epoch). That time covers the rest of the batch, the driver's decision, and - if the query
-crashes after the decision - the time until the restarted query rolls the batch forward. When a
-restart comes later than that, the roll-forward fails with :class:`TransactionCommitError`
-naming the batch, the commit record and the transactions: those records are gone from Kafka
-(never visible to read_committed consumers). See :func:`unaligned.sink.recovery.roll_forward`
-for what the user can do then.
+Input columns and their types: :mod:`unaligned.sink.kafka_columns`; the participant contract:
+:mod:`unaligned.sink.participant`. A task attempt writes into a transaction on an id of the
+query's pool ``<prefix>-<task>-<slot>`` that no other live attempt can claim
+(:mod:`unaligned.sink.kafka_id_pool`); chunks go out as encoded record batches
+(:mod:`unaligned.sink.kafka_batches`, :mod:`unaligned.kafka.produce_session`). The driver
+checks every prepared transaction can still commit, commits by handle
+(:mod:`unaligned.kafka.transaction_coordinator`) and fences the pool's leftovers. The default
+prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique to the
+query on the cluster. A prepared transaction must be committed within
+``kafka.transaction.timeout.ms`` of its first record (ARCHITECTURE.md, "The two-phase commit";
+:func:`unaligned.sink.recovery.roll_forward` for a restart that comes later).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 from kafka.errors import KafkaError
 
+from unaligned import crash_points
+from unaligned.crash_points import FailPoint
 from unaligned.errors import (
+    InjectedFailureError,
     SinkConfigurationError,
     TopicNotFoundError,
     TransactionAbortError,
@@ -45,13 +38,13 @@ from unaligned.errors import (
     UnalignedError,
 )
 from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
-from unaligned.kafka.connections import SettingsKey, settings_key
-from unaligned.kafka.produce_requests import unavailable_reason
+from unaligned.kafka.connections import ProcessMemo, SettingsKey, settings_key
 from unaligned.kafka.produce_session import ProduceSession
-from unaligned.kafka.transactions import PreparedTransaction, TransactionalWriter
+from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.sink import kafka_id_pool
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_batches import BatchChunkWriter
-from unaligned.sink.kafka_columns import KafkaColumns, send_records
+from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
 
 logger = logging.getLogger(__name__)
@@ -60,25 +53,14 @@ PARTICIPANT = "kafka"
 #: Time kept in hand to commit a prepared transaction before the broker would abort it.
 COMMIT_MARGIN_MIN_MS = 5_000
 
-_FALLBACKS_LOGGED: set[str] = set()
-"""Reasons for the per-record path already logged by this process (each is logged once)."""
-
-
 # --- task side ----------------------------------------------------------------------------------
 
 
 class KafkaTaskWriter:
-    """Writes one task attempt's rows into one transaction (Step 1 of the protocol).
-
-    Chunks go through the fast path (:class:`unaligned.sink.kafka_batches.BatchChunkWriter`:
-    whole record batches encoded column-wise, sent by a
-    :class:`~unaligned.kafka.produce_session.ProduceSession` on the process's kept connections)
-    unless this process cannot use it
-    (:func:`unaligned.kafka.produce_requests.unavailable_reason`, e.g. another kafka-python
-    version); then every record is sent by a ``KafkaProducer``'s ``send``
-    (:class:`~unaligned.kafka.transactions.TransactionalWriter`), and the reason is logged once
-    per process. Both paths write the same records.
-    """
+    """Writes one task attempt's rows into one transaction (Step 1 of the protocol): chunks are
+    encoded as whole record batches (:class:`unaligned.sink.kafka_batches.BatchChunkWriter`) and
+    sent by a :class:`~unaligned.kafka.produce_session.ProduceSession` on the process's kept
+    connections."""
 
     def __init__(
         self,
@@ -92,40 +74,22 @@ class KafkaTaskWriter:
         self._columns = columns
         self._client_kwargs = client_kwargs
         self._transactional_id = transactional_id
-        self._writer: ProduceSession | TransactionalWriter | None = None
+        self._writer: ProduceSession | None = None
         self._partition_id = partition_id
         self._batches: BatchChunkWriter | None = None
 
-    @property
-    def uses_fast_path(self) -> bool:
-        """Whether chunks are written as encoded batches (known after :meth:`begin`)."""
-        return self._batches is not None
-
     def begin(self) -> None:
-        reason = unavailable_reason()
-        if reason is None:
-            session = ProduceSession(self._client_kwargs, self._transactional_id)
-            self._writer = session
-            session.begin()
-            self._batches = BatchChunkWriter(self._target, self._columns, session)
-            return
-        if reason not in _FALLBACKS_LOGGED:
-            _FALLBACKS_LOGGED.add(reason)
-            logger.warning(
-                "Kafka sink writes record by record (the slower path) in this process: %s", reason
-            )
-        self._writer = TransactionalWriter(self._client_kwargs, self._transactional_id)
-        self._writer.begin()
+        session = ProduceSession(self._client_kwargs, self._transactional_id)
+        self._writer = session
+        session.begin()
+        self._batches = BatchChunkWriter(self._target, self._columns, session)
 
     def write_chunk(self, chunk: pa.RecordBatch) -> None:
-        if self._batches is not None:
-            self._batches.write_chunk(chunk)
-        else:
-            writer = self._open_writer()
-            assert isinstance(writer, TransactionalWriter)
-            send_records(chunk, self._columns, self._target.topic, writer.send)
+        self._open_writer()
+        assert self._batches is not None
+        self._batches.write_chunk(chunk)
 
-    def _open_writer(self) -> ProduceSession | TransactionalWriter:
+    def _open_writer(self) -> ProduceSession:
         if self._writer is None:
             raise TransactionWriteError(
                 f"transaction {self._transactional_id!r} was not begun before writing"
@@ -137,7 +101,11 @@ class KafkaTaskWriter:
         self._open_writer().wait_unacknowledged(self._target.max_unacknowledged_bytes)
 
     def prepare(self) -> dict[str, Any]:
-        prepared = self._open_writer().prepare()
+        try:
+            prepared = self._open_writer().prepare()
+        finally:
+            if self._batches is not None:  # the next task of the process asks the limit again
+                self._batches.forget_refused_limits()
         return prepared_to_json(prepared, self._partition_id)
 
     def abort(self) -> None:
@@ -174,19 +142,16 @@ def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
 # --- driver side -------------------------------------------------------------------------------
 
 
-_BROKER_MAX_TIMEOUT_MS: dict[SettingsKey, int] = {}
-"""Per-process memo of the brokers' transaction.max.timeout.ms, keyed by the client kwargs: the
-check runs before every micro-batch (see unaligned.sink.writer_role.writer_role) and the value is
-static."""
+_BROKER_MAX_TIMEOUT_MS: ProcessMemo[SettingsKey, int] = ProcessMemo()
+"""The brokers' transaction.max.timeout.ms by client kwargs: the check runs before every
+micro-batch (see unaligned.sink.writer_role.writer_role) and the value is static."""
 
 
 def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
-    key = settings_key(kwargs)
-    if key not in _BROKER_MAX_TIMEOUT_MS:
-        _BROKER_MAX_TIMEOUT_MS[key] = transaction_coordinator.broker_max_transaction_timeout_ms(
-            kwargs
-        )
-    return _BROKER_MAX_TIMEOUT_MS[key]
+    return _BROKER_MAX_TIMEOUT_MS.get_or_compute(
+        settings_key(kwargs),
+        lambda: transaction_coordinator.broker_max_transaction_timeout_ms(kwargs),
+    )
 
 
 class KafkaParticipant:
@@ -200,7 +165,7 @@ class KafkaParticipant:
         self._target = target
         self._columns = columns
         self._prefix = transactional_id_prefix
-        self._id_pattern = re.compile(re.escape(transactional_id_prefix) + r"-\d+-\d+(-\d+)?")
+        self._id_pattern = kafka_id_pool.id_pattern(transactional_id_prefix)
 
     @property
     def transactional_id_prefix(self) -> str:
@@ -247,31 +212,19 @@ class KafkaParticipant:
             _require_topic(kwargs, self._target.topic, self._target.bootstrap_servers)
 
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> KafkaTaskWriter:
-        """1. Pre-commit starts: take a free id of the pool (see the module docstring), begin."""
+        """1. Pre-commit starts: claim the first free id of the attempt's lane of the pool
+        (:mod:`unaligned.sink.kafka_id_pool`), ``InitProducerId`` on it, begin."""
         kwargs = self.client_kwargs()
-        writer = KafkaTaskWriter(
-            self._target,
-            self._columns,
-            kwargs,
-            self._free_id(kwargs, partition_id, attempt_number),
-            partition_id,
-        )
+        lane = kafka_id_pool.lane(batch_id, attempt_number)
+        tid = kafka_id_pool.free_id(kwargs, partial(self.transactional_id, partition_id), lane)
+        writer = KafkaTaskWriter(self._target, self._columns, kwargs, tid, partition_id)
         writer.begin()
+        try:  # a test's attempt that dies holding a claimed id, nothing written
+            crash_points.fail_first_attempt(FailPoint.TASK_AFTER_CLAIM, batch_id, attempt_number)
+        except InjectedFailureError:
+            writer.close()
+            raise
         return writer
-
-    def _free_id(self, kwargs: Mapping[str, Any], partition_id: int, attempt_number: int) -> str:
-        """The first id from slot ``attempt_number`` on with no open transaction, asked one at a
-        time (the coordinator is asked per id anyway, and the first is free but after a
-        failure)."""
-        slot = attempt_number
-        while True:
-            tid = self.transactional_id(partition_id, slot)
-            if not transaction_states.is_open(
-                transaction_states.describe_transactions(kwargs, [tid])[tid]
-            ):
-                return tid
-            logger.info("transactional id %r has a transaction open; trying the next", tid)
-            slot += 1
 
     # 2. Decide: only with transactions that can still commit.
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
@@ -293,15 +246,28 @@ class KafkaParticipant:
         if not blockers:
             return
         self.abort(items, batch_id)
+        fenced = [
+            p for p in prepared if transaction_states.fenced(p, states.get(p.transactional_id))
+        ]
+        advice = (
+            " Another attempt of the same task (a retried stage's, or a zombie's) took the "
+            "transactional id and fenced the prepared transaction: restart the query."
+            if fenced
+            else ""
+        )
+        if len(fenced) < len(blockers):
+            advice += (
+                " If the batch took longer than the transaction timeout, raise "
+                "kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms) or "
+                "make batches smaller (maxOffsetsPerTrigger, or alignedCheckpointTimeout with "
+                "checkpointMode=unaligned)."
+            )
         raise TransactionExpiredError(
             f"batch {batch_id} was not decided: {len(blockers)} of its prepared transaction(s) "
             f"can no longer commit on {self._target.bootstrap_servers}: "
             + "; ".join(blockers)
-            + ". Nothing of the batch was written; it runs again when the query restarts. If "
-            "the batch took longer than the transaction timeout, raise "
-            "kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms) or "
-            "make batches smaller (maxOffsetsPerTrigger, or alignedCheckpointTimeout with "
-            "checkpointMode=unaligned)."
+            + ". Nothing of the batch was written; it runs again when the query restarts."
+            + advice
         )
 
     def commit(
@@ -396,13 +362,14 @@ class KafkaParticipant:
         return len(leftovers)
 
 
-_TOPICS_FOUND: set[tuple[SettingsKey, str]] = set()
-"""Per-process memo of topics already found (the check runs before every micro-batch)."""
+_TOPICS_FOUND: ProcessMemo[tuple[SettingsKey, str], bool] = ProcessMemo()
+"""Topics already found (the check runs before every micro-batch; a missing one is asked
+again)."""
 
 
 def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     key = (settings_key(kwargs), topic)
-    if key in _TOPICS_FOUND:
+    if _TOPICS_FOUND.get(key):
         return
     with admin_clients.shared_admin_client(kwargs) as admin:
         topics = set(admin.list_topics())
@@ -410,4 +377,4 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
         raise TopicNotFoundError(
             f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}"
         )
-    _TOPICS_FOUND.add(key)
+    _TOPICS_FOUND.put(key, True)

@@ -18,11 +18,12 @@ The protocol is numbered where the code runs, across four modules:
   :class:`TaskWriter`, :class:`SinkCommitMessage`).
 
 1. Pre-commit, in every task (:meth:`TwoPhaseCommitWriter.write`). The task writes its rows into
-   its own transaction (a transactional producer with id ``<prefix>-<batch>-<partition>-<attempt>``)
-   or staging file, flushes, and returns a commit message naming what it prepared. An empty task
-   opens nothing. A task whose batch already has a commit record (Spark re-runs a batch the sink
-   decided before a crash) consumes its input and opens nothing: re-initialising the same
-   transactional id would fence the prepared transaction the record names.
+   its own transaction (an id of the pool ``<prefix>-<partition>-<slot>`` no other live attempt
+   can claim, :mod:`unaligned.sink.kafka_id_pool`) or staging file, flushes, and returns a
+   commit message naming what it prepared. An empty task opens nothing. A task whose batch
+   already has a commit record (Spark re-runs a batch the sink decided before a crash) consumes
+   its input and opens nothing: re-initialising the same transactional id would fence the
+   prepared transaction the record names.
 2. Decision and commit, on the driver (:meth:`TwoPhaseCommitWriter.commit`): write the batch's
    commit record (atomic, under the checkpoint) - this is the decision -, then commit every
    prepared item, then mark the batch done, then clean up (abort what no record names up to

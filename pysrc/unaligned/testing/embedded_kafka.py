@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
+from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.consumer.fetcher import ConsumerRecord
 
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
@@ -314,6 +315,14 @@ class EmbeddedKafka:
                     f"topic {name!r} was still listed {CLIENT_TIMEOUT_S:.0f} s after deletion"
                 )
             time.sleep(0.1)
+
+    def set_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Change settings of topic ``name`` (e.g. ``max.message.bytes``) while it is used."""
+        resource = ConfigResource(ConfigResourceType.TOPIC, name, configs=dict(config))
+        try:
+            self._admin_client().alter_configs([resource])
+        except Exception as exc:
+            raise EmbeddedKafkaError(f"altering {name!r} to {config} failed: {exc!r}") from exc
 
     def throttle_producers(self, bytes_per_second: int | None) -> None:
         """Set (or with ``None`` remove) the default client quota ``producer_byte_rate``: every

@@ -1,0 +1,147 @@
+"""A secret in ``kafka.sasl.jaas.config`` never appears in what a failure says (issue 21).
+
+Two failures, each for the source and the sink: a connection failure (a port with nothing
+listening) and an authentication failure (SASL options against the embedded broker's plaintext
+listener). The secret must be absent from the raised error (its whole chain of causes) and from
+the streaming query's exception text.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StringType, StructType
+
+from unaligned.sink.kafka_columns import kafka_columns
+from unaligned.sink.kafka_participant import KafkaParticipant
+from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.testing import EmbeddedKafka
+
+TopicFactory = Callable[..., str]
+SECRET = "Wh1sper-9f3c-NOT-FOR-LOGS"
+_SASL = {
+    "kafka.security.protocol": "SASL_PLAINTEXT",
+    "kafka.sasl.mechanism": "PLAIN",
+    "kafka.sasl.jaas.config": (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{SECRET}";'
+    ),
+    "kafka.request.timeout.ms": "4000",  # fail in seconds, not the default 30 s per request
+}
+_SINK_ONLY = {"kafka.max.block.ms": "6000", "kafka.delivery.timeout.ms": "6000"}
+
+
+def _closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def _servers(kafka: EmbeddedKafka, failure: str) -> str:
+    return _closed_port() if failure == "connection" else kafka.bootstrap_servers
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _assert_no_secret(error: BaseException) -> None:
+    texts = [f"{type(e).__name__}: {e!s} {e!r}" for e in _chain(error)]
+    assert texts, "no error"
+    for text in texts:
+        assert SECRET not in text, text
+
+
+@pytest.mark.parametrize("failure", ["connection", "authentication"])
+def test_the_sinks_checks_and_transactions_never_show_the_secret(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, failure: str, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    options = SinkOptions.parse(
+        {
+            "checkpointLocation": str(tmp_path),
+            "kafka.bootstrap.servers": _servers(kafka, failure),
+            "topic": topic,
+            **_SASL,
+            **_SINK_ONLY,
+        }
+    )
+    target = options.target
+    assert isinstance(target, KafkaTarget)
+    columns = kafka_columns(StructType().add("value", StringType()), target)
+    participant = KafkaParticipant(target, columns, "secret-test")
+    with pytest.raises(Exception) as at_start:
+        participant.check_at_query_start()
+    _assert_no_secret(at_start.value)
+    with pytest.raises(Exception) as at_open:
+        participant.open_task(0, 0, 0).close()
+    _assert_no_secret(at_open.value)
+
+
+def _query_failure(start: Callable[[], Any]) -> StreamingQueryException:
+    with pytest.raises(StreamingQueryException) as raised:
+        query = start()
+        try:
+            assert query.awaitTermination(180), "the query neither failed nor finished"
+        finally:
+            query.stop()
+        raise AssertionError("the query ran to its end")
+    return raised.value
+
+
+@pytest.mark.parametrize("failure", ["connection", "authentication"])
+def test_a_failing_query_never_shows_the_secret(
+    spark: SparkSession,
+    kafka: EmbeddedKafka,
+    new_topic: TopicFactory,
+    failure: str,
+    tmp_path: Path,
+) -> None:
+    topic = new_topic(partitions=1)
+    kafka.produce(topic, [(0, None, b"x", None, None)])
+    servers = _servers(kafka, failure)
+
+    def source() -> Any:
+        reader = spark.readStream.format("unaligned").option("subscribe", topic)
+        for key, value in {"kafka.bootstrap.servers": servers, **_SASL}.items():
+            reader = reader.option(key, value)
+        return (
+            reader.load()
+            .writeStream.format("unaligned")
+            .option("path", str(tmp_path / "out"))
+            .option("checkpointLocation", str(tmp_path / "source-checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    def sink() -> Any:
+        writer = (
+            spark.readStream.format("unaligned")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("value")
+            .writeStream.format("unaligned")
+            .option("topic", topic)
+            .option("checkpointLocation", str(tmp_path / "sink-checkpoint"))
+        )
+        for key, value in {"kafka.bootstrap.servers": servers, **_SASL, **_SINK_ONLY}.items():
+            writer = writer.option(key, value)
+        return writer.trigger(availableNow=True).start()
+
+    for start in (source, sink):
+        failed = _query_failure(start)
+        _assert_no_secret(failed)
+        assert SECRET not in str(failed) + failed.getMessage()  # with the JVM stack trace
