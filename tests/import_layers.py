@@ -18,7 +18,7 @@ PACKAGE = "unaligned"
 #: Lowest first. A part may import parts of its own layer or of a lower one, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("_fs", "_parsing", "_checksum", "_arrow", "crash_points", "_worker_memory"),
+    ("_fs", "_parsing", "_checksum", "_arrow", "crash_points", "_worker_memory", "_process_memo"),
     ("pyspark_bytecode", "testing"),
     ("kafka",),
     ("channel_state",),

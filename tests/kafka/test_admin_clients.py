@@ -10,9 +10,9 @@ import threading
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from unaligned._process_memo import ProcessMemo
 from unaligned.kafka import admin_clients
 from unaligned.kafka.admin_clients import admin_client_kwargs, shared_admin_client
-from unaligned.kafka.connections import ProcessMemo
 
 
 class _Admin:

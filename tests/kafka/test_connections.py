@@ -126,16 +126,3 @@ def test_a_pickled_lookup_carries_no_live_client() -> None:
     lookup = _lookup_with(_FakeAdmin([]))
     copy = pickle.loads(pickle.dumps(lookup))
     assert copy._admin is None and copy._consumer is None
-
-
-def test_a_process_memo_keeps_values_forgets_stale_ones_and_flags_once() -> None:
-    from unaligned.kafka.connections import ProcessMemo
-
-    memo: ProcessMemo[tuple[str, str], int] = ProcessMemo()
-    calls: list[int] = []
-    assert memo.get_or_compute(("k", "t"), lambda: calls.append(1) or 7) == 7
-    assert memo.get_or_compute(("k", "t"), lambda: calls.append(1) or 8) == 7
-    assert calls == [1]
-    memo.forget(("k", "t"))
-    assert memo.get(("k", "t")) is None
-    assert [memo.first_time(("k", "w")) for _ in range(3)] == [True, False, False]

@@ -8,8 +8,8 @@ import os
 import pyarrow as pa
 import pytest
 
+from unaligned._process_memo import ProcessMemo
 from unaligned.kafka import topic_limits
-from unaligned.kafka.connections import ProcessMemo
 from unaligned.kafka.record_encoder import encode_record_batches
 from unaligned.kafka.topic_limits import batch_limit
 

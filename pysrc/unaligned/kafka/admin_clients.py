@@ -33,8 +33,9 @@ from typing import Any
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 
+from unaligned._process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError
-from unaligned.kafka.connections import ProcessMemo, SettingsKey, describe_servers, settings_key
+from unaligned.kafka.connections import SettingsKey, describe_servers, settings_key
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,9 @@ naming the bootstrap servers after that long.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -277,53 +276,11 @@ def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
 
 
 SettingsKey = tuple[tuple[str, str], ...]
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
 
 
 def settings_key(client_kwargs: Mapping[str, Any]) -> SettingsKey:
     """``client_kwargs`` as a hashable key, for what a process keeps per cluster and settings."""
     return tuple(sorted((k, repr(v)) for k, v in client_kwargs.items()))
-
-
-class ProcessMemo(Generic[K, V]):
-    """What a Python process keeps for its life, by key (e.g. :func:`settings_key` and a topic):
-    the one pattern of the package's process-wide caches and once-flags in ``kafka/`` and
-    ``sink/``. Only values are kept: a lookup that failed raises and is asked again by the next
-    caller; :meth:`forget` drops a value that turned out stale. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._values: dict[K, V] = {}
-        self._seen: set[K] = set()
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            return self._values.get(key)
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._values[key] = value
-
-    def forget(self, key: K) -> None:
-        with self._lock:
-            self._values.pop(key, None)
-
-    def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
-        """The kept value, else ``compute()`` kept (computed outside the lock)."""
-        value = self.get(key)
-        if value is None:
-            value = compute()
-            self.put(key, value)
-        return value
-
-    def first_time(self, key: K) -> bool:
-        """True once per key and process (a once-flag: log something once)."""
-        with self._lock:
-            if key in self._seen:
-                return False
-            self._seen.add(key)
-            return True
 
 
 def describe_servers(client_kwargs: Mapping[str, Any]) -> str:

@@ -20,10 +20,11 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import KafkaError, TopicAuthorizationFailedError
 
 from unaligned import crash_points
+from unaligned._process_memo import ProcessMemo
 from unaligned.crash_points import FailPoint
 from unaligned.errors import UnalignedError
 from unaligned.kafka.admin_clients import shared_admin_client
-from unaligned.kafka.connections import ProcessMemo, SettingsKey, settings_key
+from unaligned.kafka.connections import SettingsKey, settings_key
 
 logger = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 from kafka.errors import KafkaError
 
 from unaligned import crash_points
+from unaligned._process_memo import ProcessMemo
 from unaligned.crash_points import FailPoint
 from unaligned.errors import (
     InjectedFailureError,
@@ -38,7 +39,7 @@ from unaligned.errors import (
     UnalignedError,
 )
 from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
-from unaligned.kafka.connections import ProcessMemo, SettingsKey, settings_key
+from unaligned.kafka.connections import SettingsKey, settings_key
 from unaligned.kafka.produce_session import ProduceSession
 from unaligned.kafka.transactions import PreparedTransaction
 from unaligned.sink import kafka_id_pool

@@ -67,6 +67,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from unaligned import crash_points
+from unaligned._process_memo import ProcessMemo
 from unaligned._worker_memory import tune_worker_memory
 from unaligned.barriers.alignment import BarrierAlignment, CheckpointMode
 from unaligned.barriers.barrier import read_barrier, wall_clock_ms
@@ -346,12 +347,11 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         self._participant.clean_up(log, batchId)
 
 
-_warned_aligned: list[bool] = []
+_WARNED: ProcessMemo[str, bool] = ProcessMemo()
 
 
 def _warn_aligned_once() -> None:
-    if not _warned_aligned:
-        _warned_aligned.append(True)
+    if _WARNED.first_time("aligned without our source"):
         logger.warning(
             "checkpointMode=unaligned needs a format('unaligned') source (it emits the idle "
             "barriers that write pending rows); with this query's sources every barrier is "

@@ -27,6 +27,7 @@ import pyarrow as pa
 from kafka.errors import OffsetOutOfRangeError
 from pyspark.sql.datasource import InputPartition
 
+from unaligned._process_memo import ProcessMemo
 from unaligned._worker_memory import tune_worker_memory
 from unaligned.errors import DataLossError, KafkaUnavailableError, LegacyRecordFormatError
 from unaligned.kafka.admin_clients import shared_admin_client
@@ -51,7 +52,7 @@ SLACK_BYTES = 32 * 1024
 #: Pause between two rounds that brought nothing (a leader moving, a broker restarting).
 RETRY_PAUSE_S = 0.05
 
-_BYTES_PER_OFFSET: dict[str, float] = {}
+_BYTES_PER_OFFSET: ProcessMemo[str, float] = ProcessMemo()
 """Bytes per offset last seen per topic in this worker process: the first fetch of a later
 task is sized from it instead of :data:`PROBE_BYTES`."""
 
@@ -108,7 +109,7 @@ class _RangeState:
     def advanced(self, decoded: DecodedFetch) -> None:
         if decoded.next_fetch_offset > self.next_offset:
             offsets = decoded.next_fetch_offset - self.next_offset
-            _BYTES_PER_OFFSET[self.rng.tp.topic] = decoded.bytes_read / offsets
+            _BYTES_PER_OFFSET.put(self.rng.tp.topic, decoded.bytes_read / offsets)
             self.next_offset = decoded.next_fetch_offset
             self.last_progress = time.monotonic()
             self.grow = 1
