@@ -1,59 +1,15 @@
-"""The exactly-once sink: a two-phase commit with one durable decision per micro-batch.
+"""The exactly-once sink's writer: a two-phase commit with one durable decision per micro-batch.
 
-``df.writeStream.format("unaligned")`` writes to Kafka transactions
-(:mod:`unaligned.sink.kafka_participant`) or to Parquet files
-(:mod:`unaligned.sink.file_participant`); both are *participants* in the same protocol. The
-decision log is :mod:`unaligned.sink.commit_log`.
-
-The protocol is numbered where the code runs, across four modules:
-
-- here: the writer Spark calls (:class:`TwoPhaseCommitWriter`), with steps 1 (pre-commit),
-  2 (decide and commit, in order) and 4 (abort);
-- :mod:`unaligned.sink.stream_writer_factory`: :func:`build_stream_writer`, which Spark's
-  ``DataSource.streamWriter`` calls; it builds the participant and the writer, and runs step 3
-  in Spark's planner;
-- :mod:`unaligned.sink.recovery`: what a commit record names and how a decided batch is
-  finished (steps 2b-2d), roll-forward and recovery (step 3);
-- :mod:`unaligned.sink.participant`: the contract both sides share (:class:`Participant`,
-  :class:`TaskWriter`, :class:`SinkCommitMessage`).
-
-1. Pre-commit, in every task (:meth:`TwoPhaseCommitWriter.write`). The task writes its rows into
-   its own transaction (an id of the pool ``<prefix>-<partition>-<slot>`` no other live attempt
-   can claim, :mod:`unaligned.sink.kafka_id_pool`) or staging file, flushes, and returns a
-   commit message naming what it prepared. An empty task opens nothing. A task whose batch
-   already has a commit record (Spark re-runs a batch the sink decided before a crash) consumes
-   its input and opens nothing: re-initialising the same transactional id would fence the
-   prepared transaction the record names.
-2. Decision and commit, on the driver (:meth:`TwoPhaseCommitWriter.commit`): write the batch's
-   commit record (atomic, under the checkpoint) - this is the decision -, then commit every
-   prepared item, then mark the batch done, then clean up (abort what no record names up to
-   this batch, remove staging leftovers, prune old records). If the batch already has a
-   record (restart after the decision), the record is rolled forward and the new messages are
-   discarded.
-3. Recovery, before tasks run (:func:`unaligned.sink.recovery.recover`, called from
-   :func:`unaligned.sink.stream_writer_factory.build_stream_writer`): roll forward every
-   decided but unfinished batch; abort every open transaction of the sink's prefix that no
-   record names (fence its id) and remove every staging file. Step 2 repeats the roll-forward
-   and the cleanup, so correctness never depends on recovery having run.
-4. Abort, on the driver when a task failed (:meth:`TwoPhaseCommitWriter.abort`): abort what the
-   messages prepared, never what a commit record names.
-
-Where each step runs in Spark 4.3 (checked with logging, pyspark 4.3.0): Spark calls
-``DataSource.streamWriter`` in two kinds of Python processes, told apart by
-:func:`unaligned.sink.writer_role.writer_role`:
-
-- ``pyspark.sql.worker.write_into_data_source`` plans the write of *every micro-batch* (not only
-  the first batch of a run): once before each batch's tasks, in a reused planner worker. The
-  writer it returns is pickled into the batch's tasks. Recovery (step 3) runs here; it is safe
-  at every batch because the previous batch's ``commit`` has returned before the next batch is
-  planned, so no transaction or staging file of this run is in flight.
-- ``pyspark.sql.worker.python_streaming_sink_runner`` runs each ``commit``/``abort`` with a new
-  writer (in a process Spark may reuse across batches); recovery there would abort the batch
-  being committed, so it never runs there.
-
-Transaction timeout and late restarts: see :func:`unaligned.sink.recovery.roll_forward`. What
-the driver does with channel state, metrics and idle-barrier hints at a barrier:
-:mod:`unaligned.sink.barrier_outcome`.
+:class:`TwoPhaseCommitWriter` is what Spark calls for ``writeStream.format("unaligned")``, for
+Kafka transactions (:mod:`unaligned.sink.kafka_participant`) and Parquet files
+(:mod:`unaligned.sink.file_participant`) alike. It runs protocol steps 1 (pre-commit, in every
+task), 2 (decide and commit, in the commit runner) and 4 (abort); step 3 (recovery, in Spark's
+planner) is :mod:`unaligned.sink.recovery`, called from
+:mod:`unaligned.sink.stream_writer_factory`. Steps are numbered where they run. The decision is
+the batch's commit record (:mod:`unaligned.sink.commit_log`); transactional ids come from
+:mod:`unaligned.sink.kafka_id_pool`; what a barrier publishes is
+:mod:`unaligned.sink.barrier_outcome`. ARCHITECTURE.md, "The two-phase commit" and "Processes",
+has the protocol and which Spark process runs each step.
 """
 
 from __future__ import annotations
