@@ -58,6 +58,10 @@ def run_chromium(binary: str, profile: Path, *args: str) -> subprocess.Completed
             "--no-first-run",
             f"--user-data-dir={profile}",
             "--window-size=1200,900",
+            # the page draws its charts with a script: let it finish before the DOM or the
+            # screenshot is taken (under load a screenshot caught one colour of bars drawn)
+            "--virtual-time-budget=10000",
+            "--run-all-compositor-stages-before-draw",
             *args,
         ],
         capture_output=True,

@@ -196,7 +196,7 @@ def test_two_attempts_racing_for_a_slot_never_fence_each_other(
     clean-up and never visible; read back once (read_committed)."""
     topic = new_topic(partitions=1)
     participant = _participant(kafka, topic, str(tmp_path))
-    log = CommitLog.under_checkpoint(str(tmp_path))
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
     held = participant.open_task(holder[0], 0, holder[1])  # claimed, held before its first write
     try:
         late = participant.open_task(rival[0], 0, rival[1])
