@@ -46,7 +46,6 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,7 @@ from benchmarks.compare.inputs import (
 from benchmarks.floor_sink import FORMAT as FLOOR_FORMAT
 from benchmarks.floor_sink import register as register_floor_sink
 from benchmarks.peer_connector import ensure_connector
-from benchmarks.proc_cpu import CpuWatch, spark_jvm_pid
+from benchmarks.proc_cpu import spark_jvm_pid, timed_query
 
 SIZES = (1_000_000, 5_000_000)
 MAX_OFFSETS_PER_TRIGGER = 250_000
@@ -99,15 +98,9 @@ def run_query(
         .option("checkpointLocation", str(work / f"checkpoint-{output}"))
         .trigger(availableNow=True)
     )
-    watch = CpuWatch(jvm_pid, kafka.broker_pid)
-    with watch:
-        started = time.monotonic()
-        query = writer.start()
-        query.awaitTermination()
-        wall_s = time.monotonic() - started
-    cpu = watch.cpu
-    assert cpu is not None
-    progress = query.recentProgress
+    run = timed_query(writer, jvm_pid, kafka.broker_pid)
+    wall_s, cpu = run.wall_s, run.cpu
+    progress = run.query.recentProgress
     rows = sum(p["numInputRows"] for p in progress)
     trigger_s = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
     if rows != records:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, replace
 from types import TracebackType
+from typing import Any
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -192,7 +194,31 @@ class CpuWatch:
         self._stop.set()
         self._thread.join()
         self._last.update(self._python_times())
-        assert self._before is not None
+        if self._before is None:
+            raise RuntimeError("CpuWatch left without being entered")
         spent = sample(self._jvm_pid, self._broker_pid).minus(self._before)
         python_s = sum(t - self._first.get(pid, 0.0) for pid, t in self._last.items())
         self.cpu = replace(spent, python_workers_s=python_s)
+
+
+@dataclass(frozen=True)
+class QueryRun:
+    """A query started and run to its end by :func:`timed_query`."""
+
+    query: Any
+    wall_s: float
+    cpu: CpuSample
+
+
+def timed_query(writer: Any, jvm_pid: int, broker_pid: int | None) -> QueryRun:
+    """``writer.start()`` (a ``DataStreamWriter``), ``awaitTermination()``: the query, its wall
+    time from ``start()`` and what it cost (:class:`CpuWatch`)."""
+    watch = CpuWatch(jvm_pid, broker_pid)
+    with watch:
+        started = time.monotonic()
+        query = writer.start()
+        query.awaitTermination()
+        wall_s = time.monotonic() - started
+    if watch.cpu is None:
+        raise RuntimeError("the CPU watch ended without a sample")
+    return QueryRun(query, wall_s, watch.cpu)

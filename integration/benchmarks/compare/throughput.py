@@ -61,15 +61,9 @@ def _one_query(
     writer = connectors.write_stream(
         df, connector, target[output], str(work / f"checkpoint-{tag}"), kafka.bootstrap_servers
     )
-    watch = proc_cpu.CpuWatch(proc_cpu.spark_jvm_pid(kafka.broker_pid), kafka.broker_pid)
-    with watch:
-        started = time.monotonic()
-        query = writer.start()
-        query.awaitTermination()
-        wall_s = time.monotonic() - started
-    cpu = watch.cpu
-    assert cpu is not None
-    progress = query.recentProgress
+    run = proc_cpu.timed_query(writer, proc_cpu.spark_jvm_pid(kafka.broker_pid), kafka.broker_pid)
+    wall_s, cpu = run.wall_s, run.cpu
+    progress = run.query.recentProgress
     rows, batch_s = rows_and_batch_seconds(progress)
     if output == "kafka":
         written = sum(kafka.end_offsets(f"out-{tag}").values())
