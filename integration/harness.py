@@ -10,8 +10,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from unaligned.kafka import transaction_coordinator
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
+from unaligned.sink.kafka_columns import kafka_columns
+from unaligned.sink.kafka_participant import KafkaTaskWriter, prepared_from_json
+from unaligned.sink.options import KafkaTarget
 from unaligned.testing import EmbeddedKafka
 
 
@@ -121,3 +125,27 @@ def kcat_read_committed(bootstrap_servers: str, topic: str) -> list[dict[str, An
             }
         )
     return records
+
+
+def write_one_transaction(
+    target: KafkaTarget, schema: Any, chunks: Sequence[Any], prefix: str
+) -> tuple[KafkaTaskWriter, int]:
+    """One sink task's transaction over ``chunks`` (Arrow batches of ``schema``) under
+    transactional-id prefix ``prefix``: written, prepared (aborted if that fails), then
+    committed from its handle as the driver does; the writer and the records it wrote."""
+    writer = KafkaTaskWriter(
+        target, kafka_columns(schema, target), target.client_kwargs(), prefix, 0
+    )
+    try:
+        writer.begin()
+        for chunk in chunks:
+            writer.write_chunk(chunk)
+            writer.between_chunks()
+        item = writer.prepare()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        writer.close()
+    transaction_coordinator.commit_prepared(target.client_kwargs(), prepared_from_json(item))
+    return writer, int(item["recordCount"])

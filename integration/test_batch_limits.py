@@ -24,13 +24,16 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from harness import kafka_stream, kcat_read_committed, wait_for_query, wait_until
+from harness import (
+    kafka_stream,
+    kcat_read_committed,
+    wait_for_query,
+    wait_until,
+    write_one_transaction,
+)
 from unaligned.crash_points import CRASH_AT_ENV, FailPoint
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka import topic_limits
-from unaligned.kafka import transaction_coordinator as tc
-from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_participant import KafkaTaskWriter, prepared_from_json
 from unaligned.sink.options import KafkaTarget, SinkOptions
 from unaligned.testing import EmbeddedKafka
 
@@ -71,26 +74,7 @@ def _chunk(values: list[str], first_offset: int) -> pa.RecordBatch:
 
 def _write(target: KafkaTarget, chunks: list[pa.RecordBatch]) -> int:
     """One task's transaction over ``chunks``, prepared and committed from its handle."""
-    writer = KafkaTaskWriter(
-        target,
-        kafka_columns(_SCHEMA, target),
-        target.client_kwargs(),
-        f"it-limits-{uuid.uuid4().hex[:8]}",
-        0,
-    )
-    try:
-        writer.begin()
-        for chunk in chunks:
-            writer.write_chunk(chunk)
-            writer.between_chunks()
-        item = writer.prepare()
-    except BaseException:
-        writer.abort()
-        raise
-    finally:
-        writer.close()
-    tc.commit_prepared(target.client_kwargs(), prepared_from_json(item))
-    return int(item["recordCount"])
+    return write_one_transaction(target, _SCHEMA, chunks, f"it-limits-{uuid.uuid4().hex[:8]}")[1]
 
 
 def _in_time(target: KafkaTarget, chunks: list[pa.RecordBatch]) -> int:

@@ -26,12 +26,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from harness import kcat_read_committed, wait_until
+from harness import kcat_read_committed, wait_until, write_one_transaction
 from unaligned.errors import TransactionWriteError
-from unaligned.kafka import transaction_coordinator as tc
 from unaligned.kafka.partitioner import murmur2
 from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_participant import KafkaTaskWriter, prepared_from_json
+from unaligned.sink.kafka_participant import KafkaTaskWriter
 from unaligned.sink.options import KafkaTarget, SinkOptions
 from unaligned.testing import EmbeddedKafka
 
@@ -81,23 +80,7 @@ def _write(
 ) -> tuple[KafkaTaskWriter, int]:
     """Write ``chunks`` in one task transaction, prepare it and commit it from its handle."""
     target = _target(kafka, **options)
-    writer = KafkaTaskWriter(
-        target,
-        kafka_columns(_SCHEMA, target),
-        target.client_kwargs(),
-        f"it-fast-{uuid.uuid4().hex[:8]}",
-        0,
-    )
-    try:
-        writer.begin()
-        for chunk in chunks:
-            writer.write_chunk(chunk)
-            writer.between_chunks()
-        item = writer.prepare()
-    finally:
-        writer.close()
-    tc.commit_prepared(target.client_kwargs(), prepared_from_json(item))
-    return writer, int(item["recordCount"])
+    return write_one_transaction(target, _SCHEMA, chunks, f"it-fast-{uuid.uuid4().hex[:8]}")
 
 
 def _committed(kafka: EmbeddedKafka, topic: str) -> list[dict[str, Any]]:
