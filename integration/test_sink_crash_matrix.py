@@ -120,37 +120,24 @@ def test_kafka_sink_crash_during_recovery(
     assert_kafka_exactly_once(kafka, output, checkpoint)
 
 
+@pytest.mark.parametrize("fail_point", ["task_fail_first_attempt", "task_fail_after_claim"])
 def test_kafka_sink_task_retry_loses_and_duplicates_nothing(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path, fail_point: str
 ) -> None:
-    """Attempt 0 of batch 1's tasks prepares, then raises; Spark retries; attempt 1 commits."""
+    """Attempt 0 of batch 1's tasks fails and Spark retries: ``task_fail_first_attempt``
+    prepares, then raises; ``task_fail_after_claim`` claims its id (``InitProducerId``, nothing
+    written) and dies. Attempt 1 claims an id of its own lane, never the one attempt 0 may still
+    hold, and its transactions are the committed ones. Exactly once, read back read_committed."""
     checkpoint = tmp_path / "checkpoint"
     config, output = _kafka_config(kafka, new_topic, checkpoint)
-    run = finish(config, tmp_path, crash_at=f"task_fail_first_attempt@{CRASH_BATCH}")
-    assert run.marker and set(run.marker) == {f"task_fail_first_attempt@{CRASH_BATCH}"}
+    run = finish(config, tmp_path, crash_at=f"{fail_point}@{CRASH_BATCH}")
+    assert run.marker and set(run.marker) == {f"{fail_point}@{CRASH_BATCH}"}
     assert_kafka_exactly_once(kafka, output, checkpoint)
     record = CommitLog(Checkpoint.resolve(str(checkpoint))).read(CRASH_BATCH)
     assert record is not None
     slots = {item["transactionalId"].rsplit("-", 1)[1] for item in record.prepared}
     retried = str(kafka_id_pool.slot(kafka_id_pool.lane(CRASH_BATCH, 1), 0))
     assert slots == {retried}, "the committed transactions of batch 1 are the retried attempts"
-
-
-def test_kafka_sink_attempt_that_dies_holding_its_claimed_id_costs_nothing(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
-) -> None:
-    """Fail point ``task_fail_after_claim``: attempt 0 of batch 1's tasks claims its id
-    (``InitProducerId``, nothing written) and dies; attempt 1 claims an id of its own lane,
-    never the one attempt 0 may still hold. Exactly once, read back read_committed."""
-    checkpoint = tmp_path / "checkpoint"
-    config, output = _kafka_config(kafka, new_topic, checkpoint)
-    run = finish(config, tmp_path, crash_at=f"task_fail_after_claim@{CRASH_BATCH}")
-    assert run.marker and set(run.marker) == {f"task_fail_after_claim@{CRASH_BATCH}"}
-    assert_kafka_exactly_once(kafka, output, checkpoint)
-    record = CommitLog(Checkpoint.resolve(str(checkpoint))).read(CRASH_BATCH)
-    assert record is not None
-    slots = {item["transactionalId"].rsplit("-", 1)[1] for item in record.prepared}
-    assert slots == {str(kafka_id_pool.slot(kafka_id_pool.lane(CRASH_BATCH, 1), 0))}
 
 
 # --- file sink ------------------------------------------------------------------------------------
