@@ -285,3 +285,15 @@ def test_the_table_shows_the_latency_workload() -> None:
         "520",
         "240",
     ]
+
+
+def test_extra_spark_conf_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.compare.connectors import extra_spark_conf
+
+    monkeypatch.setenv("UNALIGNED_BENCH_SPARK_CONF", " a.b=1, c=x=y ,")
+    assert extra_spark_conf() == {"a.b": "1", "c": "x=y"}
+    monkeypatch.delenv("UNALIGNED_BENCH_SPARK_CONF")
+    assert extra_spark_conf() == {}
+    monkeypatch.setenv("UNALIGNED_BENCH_SPARK_CONF", "no-value")
+    with pytest.raises(ValueError, match="'no-value' is not key=value"):
+        extra_spark_conf()

@@ -30,6 +30,10 @@ environment:
 ``UNALIGNED_BENCH_LATENCY_WARMUP_S``    10           workload 5's first seconds, left out
 ``UNALIGNED_BENCH_TINY_RATE``           80           workload 5's tiny batches, records/s
 ``UNALIGNED_BENCH_TINY_S``              20           workload 5's seconds of tiny batches
+``UNALIGNED_BENCH_SPARK_CONF``          (none)       more Spark settings for every session,
+                                                     ``key=value`` pairs split by commas (an
+                                                     opt-in such as
+                                                     ``spark.python.daemon.module=...``)
 ======================================  ===========  ======================================
 
 The throttle is a fifth of ours' unthrottled Kafka -> Kafka rate (in payload bytes): workload 1's

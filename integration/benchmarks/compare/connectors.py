@@ -47,11 +47,25 @@ def by_name(name: str) -> Connector:
 def spark_session(app_name: str, jars: str) -> Any:
     """The session every contender's queries run in, the same for all: ``local[N]`` (N = CPU
     count), 2 GiB of driver memory, Spark's Kafka connector on ``spark.jars`` (``jars``: the
-    peer's :meth:`~benchmarks.peer_connector.PeerConnector.spark_jars`; empty: without it)."""
+    peer's :meth:`~benchmarks.peer_connector.PeerConnector.spark_jars`; empty: without it), and
+    :func:`extra_spark_conf`."""
     from benchmarks import local_spark
 
     conf = {"spark.driver.memory": "2g", **({"spark.jars": jars} if jars else {})}
-    return local_spark(app_name, os.cpu_count() or 2, **conf)
+    return local_spark(app_name, os.cpu_count() or 2, **conf, **extra_spark_conf())
+
+
+def extra_spark_conf() -> dict[str, str]:
+    """``UNALIGNED_BENCH_SPARK_CONF`` (``key=value`` pairs split by commas): settings every
+    session of the benchmark gets, the same for every contender."""
+    pairs = [p for p in os.environ.get("UNALIGNED_BENCH_SPARK_CONF", "").split(",") if p.strip()]
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"UNALIGNED_BENCH_SPARK_CONF: {pair!r} is not key=value")
+        conf[key.strip()] = value.strip()
+    return conf
 
 
 def read_stream(

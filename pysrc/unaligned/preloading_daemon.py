@@ -1,0 +1,68 @@
+"""Opt-in: Spark's Python daemon with pyspark's worker and kafka-python imported before it forks.
+
+Spark runs each executor's Python tasks in workers forked from one daemon per executor
+(``python -m pyspark.daemon pyspark.worker``). The daemon imports the worker module only after
+each fork, so that no thread exists when it forks (pyarrow and numpy start threads when they are
+imported): every new worker, the first tasks of every start and restart included, imports
+``pyspark.worker`` (0.5 s from a ``pyspark.zip`` without bytecode) and kafka-python again.
+
+With ``spark.python.daemon.module=unaligned.preloading_daemon`` (a Spark setting, read when the
+application starts), this module is the daemon: it imports :data:`PRELOADED` (modules that start
+no thread), checks that the process still has one thread, then runs ``pyspark.daemon``'s manager
+unchanged. Workers forked from it find those modules loaded. The planners and the source runner
+do not use the setting (Spark starts them with its own daemon). README's "Start-up and
+restarts" has the measured effect.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections.abc import Sequence
+
+#: Imported by the daemon before it forks: pure Python, no thread started (a test checks each).
+PRELOADED: tuple[str, ...] = (
+    "pyspark.worker",
+    "kafka",
+    "kafka.admin",
+    "kafka.codec",
+    "kafka.record",
+    "kafka.protocol.consumer",
+    "kafka.protocol.metadata",
+    "kafka.protocol.producer",
+)
+
+
+def os_threads() -> int:
+    """Threads of this process as the kernel counts them (Linux ``/proc``), else Python's."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def preload(modules: Sequence[str] = PRELOADED) -> None:
+    """Import ``modules``; raise :class:`RuntimeError` if the process then runs more than one
+    thread (forking it could leave a child holding a lock that no thread will release)."""
+    for name in modules:
+        importlib.import_module(name)
+    threads = os_threads()
+    if threads != 1:
+        raise RuntimeError(
+            f"unaligned.preloading_daemon: importing {', '.join(modules)} left {threads} "
+            "threads in the daemon, which must fork with one; remove the Spark setting "
+            "spark.python.daemon.module to use pyspark.daemon"
+        )
+
+
+def main() -> None:
+    """Preload, then serve as ``pyspark.daemon`` (which reads the worker module from argv)."""
+    preload()
+    from pyspark.daemon import manager
+
+    manager()
+
+
+if __name__ == "__main__":
+    main()
