@@ -9,9 +9,9 @@ imported): every new worker, the first tasks of every start and restart included
 With ``spark.python.daemon.module=unaligned.preloading_daemon`` (a Spark setting, read when the
 application starts), this module is the daemon: it imports :data:`PRELOADED` (modules that start
 no thread), checks that the process still has one thread, then runs ``pyspark.daemon``'s manager
-unchanged. Workers forked from it find those modules loaded. The planners and the source runner
-do not use the setting (Spark starts them with its own daemon). README's "Start-up and
-restarts" has the measured effect.
+unchanged. Workers forked from it find those modules loaded. Spark reads the setting where it
+starts task workers; its planners and the source runner keep ``pyspark.daemon`` (so
+Spark's source reads). README's "Start-up and restarts" has the measured effect.
 """
 
 from __future__ import annotations
