@@ -1,6 +1,8 @@
 """A read task on the real broker, without Spark: several topic-partitions over one kept
-client, exactly its ranges, fetch bounds from what is left, the broker stopped mid-read,
-read_committed over an aborted transaction, data loss. Spark end to end is in
+client, exactly its ranges, fetch bounds from what is left, the broker stopped mid-read, a kept
+connection closed under it, read_committed over an aborted transaction, data loss. The ranges
+and the stopped broker run over both transports: the read path's own sockets (what a plaintext
+cluster gets) and kafka-python's connections (what TLS and SASL get). Spark end to end is in
 test_kafka_source.py."""
 
 from __future__ import annotations
@@ -14,16 +16,28 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from conftest import TopicFactory
 from kafka import KafkaProducer
 from unaligned.errors import DataLossError, KafkaUnavailableError
-from unaligned.kafka import range_fetch
+from unaligned.kafka import fetch_connections, range_fetch
+from unaligned.kafka.admin_clients import shared_admin_client
+from unaligned.kafka.client_internals import connection_manager
 from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.source import partition_reader
 from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 from unaligned.testing import EmbeddedKafka
+
+
+@pytest.fixture(params=["own sockets", "kafka-python connections"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both transports of the fetches; the second is what TLS and SASL clusters use."""
+    if request.param == "kafka-python connections":
+        monkeypatch.setattr(partition_reader, "direct_connections", lambda *_: None)
+    return str(request.param)
 
 
 def task(kafka: EmbeddedKafka, ranges: list[OffsetRange], **options: str) -> KafkaInputPartition:
@@ -64,19 +78,19 @@ def expected(partition: int, start: int, end: int) -> list[tuple[int, int, bytes
 
 
 def test_one_task_reads_exactly_its_ranges_of_several_partitions_in_offset_order(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+    kafka: EmbeddedKafka, new_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch, transport: str
 ) -> None:
     topic = new_topic(partitions=3)
     for partition in range(3):
         produce_values(kafka, topic, partition, 3000)
     asked: list[int] = []
-    original = range_fetch.RangeFetcher.fetch
+    original = range_fetch.RangeFetcher.answers
 
     def recording(self: Any, wanted: Any) -> Any:
         asked.extend(w.max_bytes for w in wanted)
         return original(self, wanted)
 
-    monkeypatch.setattr(range_fetch.RangeFetcher, "fetch", recording)
+    monkeypatch.setattr(range_fetch.RangeFetcher, "answers", recording)
     ranges = [
         OffsetRange(TopicPartitionId(topic, 0), 100, 2900),
         OffsetRange(TopicPartitionId(topic, 1), 0, 0),  # empty: never fetched
@@ -92,7 +106,7 @@ def test_one_task_reads_exactly_its_ranges_of_several_partitions_in_offset_order
 
 
 def test_the_broker_stopped_mid_read_costs_no_record_and_no_duplicate(
-    kafka: EmbeddedKafka, new_topic: TopicFactory
+    kafka: EmbeddedKafka, new_topic: TopicFactory, transport: str
 ) -> None:
     """SIGSTOP for 4 s with a 1.5 s request timeout while a task reads two partitions in
     small fetches: the requests time out, are asked again, and every record arrives once."""
@@ -119,6 +133,34 @@ def test_the_broker_stopped_mid_read_costs_no_record_and_no_duplicate(
         os.kill(kafka.broker_pid, signal.SIGCONT)
     assert 0 < stopped_at < 8000
     assert sorted(rows) == expected(0, 0, 4000) + expected(1, 0, 4000)
+
+
+def test_a_kept_connection_closed_under_the_reader_is_opened_again(
+    kafka: EmbeddedKafka, new_topic: TopicFactory
+) -> None:
+    """The process's own connection to the leader, kept from a first read, is closed behind
+    its back: the next read's request fails on it, is retried on a new connection, and returns
+    every record of its range once."""
+    topic = new_topic(partitions=1)
+    produce_values(kafka, topic, 0, 2000)
+    tp = TopicPartitionId(topic, 0)
+    first = task(kafka, [OffsetRange(tp, 0, 1000)])
+    assert rows_of(read_partition(first)) == expected(0, 0, 1000)
+    kwargs = first.kafka.consumer_kwargs()
+    with shared_admin_client(kwargs) as admin:
+        manager = connection_manager(admin)
+        direct = fetch_connections.direct_connections(kwargs, manager.broker_version)
+        assert direct is not None
+        leader = manager.cluster.leader_for_partition(KafkaTopicPartition(topic, 0))
+        kept = direct.connection(leader, manager.cluster.broker_metadata(leader))
+    kept.close()  # the kept one: the first read left it open
+    assert rows_of(read_partition(task(kafka, [OffsetRange(tp, 1000, 2000)]))) == expected(
+        0, 1000, 2000
+    )
+    with shared_admin_client(kwargs) as admin:
+        manager = connection_manager(admin)
+        again = direct.connection(leader, manager.cluster.broker_metadata(leader))
+    assert again is not kept  # the failed one was dropped, a new one kept
 
 
 def test_read_committed_skips_an_aborted_transaction_and_ends_past_the_markers(

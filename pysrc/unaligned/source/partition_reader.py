@@ -8,9 +8,10 @@ input partition (a frozen dataclass of picklable values), never in the driver re
 
 Offsets are "next offset to read" positions; a task reads exactly ``[start, end)`` of each of
 its ranges, and yields each partition's records in offset order (partitions interleave). The
-records come from ``Fetch`` requests over the worker process's kept admin client
-(:mod:`unaligned.kafka.range_fetch`), every partition's byte bound sized from what is left of
-its range, and are decoded up to the range's end only (:mod:`unaligned.kafka.record_decoder`).
+records come from ``Fetch`` requests (:mod:`unaligned.kafka.range_fetch`) on the worker
+process's own kept connections for a plaintext cluster (:mod:`unaligned.kafka.fetch_connections`),
+else on its kept admin client's, every partition's byte bound sized from what is left of its
+range, and are decoded up to the range's end only (:mod:`unaligned.kafka.record_decoder`).
 Records that are gone before the task reads them (retention, delete-records, a recreated
 topic) are data loss: :func:`on_data_loss` applies ``failOnDataLoss`` (the driver's planning
 uses it too). See ARCHITECTURE.md, "The source's read tasks".
@@ -34,6 +35,7 @@ from unaligned.kafka.admin_clients import shared_admin_client
 from unaligned.kafka.client_internals import connection_manager, read_sockets_in_large_pieces
 from unaligned.kafka.client_options import KafkaClientConfig
 from unaligned.kafka.connections import OffsetLookup
+from unaligned.kafka.fetch_connections import direct_connections
 from unaligned.kafka.range_fetch import FetchAnswer, FetchWanted, RangeFetcher, fetch_settings
 from unaligned.kafka.record_decoder import (
     DecodedFetch,
@@ -136,11 +138,12 @@ class _TaskRead:
             # a range whose last answer was cut off goes first: the broker returns a first
             # batch larger than the bound only for the first partition of a request
             todo.sort(key=lambda s: -s.grow)
-            answers = self.fetcher.fetch([s.wanted() for s in todo])
+            by_tp = {s.rng.tp: s for s in todo}
             progressed = False
-            for state in todo:
+            for tp, answer in self.fetcher.answers([s.wanted() for s in todo]):
+                state = by_tp[tp]
                 before = state.next_offset
-                yield from self._answer(state, answers[state.rng.tp])
+                yield from self._answer(state, answer)
                 progressed |= state.next_offset > before
             if not progressed:
                 time.sleep(RETRY_PAUSE_S)
@@ -245,5 +248,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     kwargs = part.kafka.consumer_kwargs()
     settings = fetch_settings(kwargs, part.kafka.read_committed)
     with shared_admin_client(kwargs) as admin:
-        fetcher = RangeFetcher(connection_manager(admin), settings)
+        manager = connection_manager(admin)
+        direct = direct_connections(kwargs, manager.broker_version)
+        fetcher = RangeFetcher(manager, settings, direct)
         yield from _TaskRead(part, fetcher).batches()
