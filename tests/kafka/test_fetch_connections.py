@@ -4,6 +4,7 @@ what a connection does when it cannot connect (a retriable error naming the brok
 from __future__ import annotations
 
 import socket
+import time
 from types import SimpleNamespace
 
 import kafka.errors as kafka_errors
@@ -46,3 +47,27 @@ def test_a_broker_without_an_address_is_not_ready() -> None:
     assert connections is not None
     with pytest.raises(kafka_errors.NodeNotReadyError, match="broker 3"):
         connections.connection(3, None)
+
+
+def test_a_kept_connection_the_broker_closed_is_replaced_before_use() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        connections = direct_connections({"request_timeout_ms": 2000}, (4, 2))
+        assert connections is not None
+        broker = SimpleNamespace(host="127.0.0.1", port=port)
+        first = connections.connection(7, broker)
+        accepted, _ = server.accept()
+        assert first.is_open()
+        assert connections.connection(7, broker) is first  # kept while open
+        accepted.close()  # the broker's idle timeout
+        deadline = time.monotonic() + 5
+        while first.is_open() and time.monotonic() < deadline:  # the FIN on its way
+            time.sleep(0.01)
+        assert not first.is_open()
+        second = connections.connection(7, broker)
+        assert second is not first
+        accepted, _ = server.accept()
+        accepted.close()
+        connections.drop(7)

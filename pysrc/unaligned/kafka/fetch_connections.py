@@ -10,10 +10,11 @@ SASL (handshakes, re-authentication) stay with kafka-python's connections
 (:func:`direct_connections` says which). Cluster metadata (who leads what, where a broker
 listens) still comes from the worker's kept admin client.
 
-Guarantees: a connection serves one request at a time (a lock, held from send to answer); any
-socket error, timeout or wrong correlation id closes it and raises a retriable
-``KafkaConnectionError`` / ``RequestTimedOutError``, and the next request opens a new one; a
-connection opened in another process (a fork) is never used.
+Guarantees: a connection serves one task's round at a time (a lock, held from its first request
+to its last answer); any socket error, timeout or wrong correlation id closes it and raises a
+retriable ``KafkaConnectionError`` / ``RequestTimedOutError``, and the next request opens a new
+one; a kept connection the broker closed meanwhile (``connections.max.idle.ms``) is replaced
+before it is used; a connection opened in another process (a fork) is never used.
 """
 
 from __future__ import annotations
@@ -66,6 +67,18 @@ class FetchConnection:
 
     def close(self) -> None:
         self._sock.close()
+
+    def is_open(self) -> bool:
+        """False once the broker has closed the kept connection (its idle timeout, a restart):
+        between requests nothing is owed to it, so anything readable is its end."""
+        try:
+            self._sock.setblocking(False)  # the next request sets its timeout again
+            self._sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
 
     def request(
         self,
@@ -160,9 +173,9 @@ class FetchConnections:
         key = (self.key, node_id)
         kept = _OPEN.get(key)
         if kept is not None and kept.pid == os.getpid():
-            if kept.address == _address(broker):
+            if kept.address == _address(broker) and kept.is_open():
                 return kept
-            kept.close()  # the broker listens elsewhere now
+            kept.close()  # closed by the broker, or the broker listens elsewhere now
         conn = FetchConnection(broker.host, int(broker.port), self.config)
         _OPEN.put(key, conn)
         return conn
