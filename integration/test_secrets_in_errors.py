@@ -18,6 +18,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructType
 
+from harness import kafka_stream
 from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.sink.kafka_participant import KafkaParticipant
 from unaligned.sink.options import KafkaTarget, SinkOptions
@@ -127,11 +128,7 @@ def test_a_failing_query_never_shows_the_secret(
 
     def sink() -> Any:
         writer = (
-            spark.readStream.format("unaligned")
-            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
+            kafka_stream(spark, kafka, topic)
             .select("value")
             .writeStream.format("unaligned")
             .option("topic", topic)
