@@ -15,7 +15,9 @@ supported version, so nothing below runs against names it was not checked with.
   written by :func:`give_consumer_metadata_retry_backoff`);
 - :func:`give_metadata_retry_backoff`: writes ``KafkaProducer._metadata.config``;
 - :func:`read_sockets_in_large_pieces`: replaces ``KafkaTCPTransport._sock_recv`` in read-task
-  workers with one that reads up to :data:`RECV_BYTES` per call (TLS keeps its own).
+  workers whose records come over kafka-python's connections (SASL on plain TCP; a plaintext
+  cluster's come over :mod:`unaligned.kafka.fetch_connections`) with one that reads up to
+  :data:`RECV_BYTES` per call (TLS keeps its own).
 
 :data:`PRIVATE_ACCESSES` lists them; ``tests/kafka/test_client_internals.py`` checks each still
 behaves and that ARCHITECTURE.md's table of private APIs names each.

@@ -244,11 +244,12 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     if all(r.size == 0 for r in part.ranges):
         return
     tune_worker_memory()
-    read_sockets_in_large_pieces()
     kwargs = part.kafka.consumer_kwargs()
     settings = fetch_settings(kwargs, part.kafka.read_committed)
     with shared_admin_client(kwargs) as admin:
         manager = connection_manager(admin)
         direct = direct_connections(kwargs, manager.broker_version)
+        if direct is None:  # records come over kafka-python's connections
+            read_sockets_in_large_pieces()
         fetcher = RangeFetcher(manager, settings, direct)
         yield from _TaskRead(part, fetcher).batches()
