@@ -13,6 +13,7 @@ from typing import Any
 from benchmarks.compare.inputs import describe_machine
 
 COLOURS = {"peer": "#8c8c8c", "peer-tuned": "#4d4d4d", "ours": "#1f77b4"}
+FLOOR_COLOUR = "#2ca02c"
 OUTPUT_NAMES = {"noop": "no-op", "kafka": "Kafka", "parquet": "Parquet"}
 
 
@@ -141,11 +142,11 @@ def _recovery(w: Mapping[str, Any]) -> Any:
     variants = w["variants"]
     labels = [
         name
-        if v["contender"] == "peer"
+        if v["contender"] != "ours"
         else f"{name}\n({max(r['pending_rows_at_kill'] for r in v['runs']):,} rows pending)"
         for name, v in variants.items()
     ]
-    contenders = [COLOURS[v["contender"]] for v in variants.values()]
+    contenders = [COLOURS.get(v["contender"], FLOOR_COLOUR) for v in variants.values()]
     left = [0.0] * len(variants)
     segments = (
         ("restart_to_session_s", "Spark session up", ["#e4e4e4"] * len(variants)),
@@ -165,5 +166,6 @@ def _recovery(w: Mapping[str, Any]) -> Any:
     ax.set_title("Workload 4: restart after a SIGKILL to the first committed batch")
     handles = [Patch(color=c[0], label=label) for _, label, c in segments[:2]]
     handles += [Patch(color=COLOURS[n], label=f"batch committed: {n}") for n in ("peer", "ours")]
+    handles.append(Patch(color=FLOOR_COLOUR, label="batch committed: floor"))
     ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4)
     return fig

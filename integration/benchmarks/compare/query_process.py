@@ -8,7 +8,9 @@ benchmark's own session); config keys ``connector`` (a name of
 :mod:`benchmarks.compare.connectors`), ``bootstrap``, ``input_topic``, ``output``,
 ``checkpoint``, ``max_offsets``, ``sink_options``, ``jars`` (the peer's ``spark.jars``), and
 ``events`` (optional): a file the child appends ``<event> <epoch seconds>`` lines to, ``session``
-once its Spark session is up and ``started`` once the query started.
+once its Spark session is up and ``started`` once the query started. The connector ``floor``
+reads the floor source (:mod:`benchmarks.floor_source`, ``floor_records`` rows, no Kafka) and
+writes the floor sink (:mod:`benchmarks.floor_sink`): what any Python source and sink cost.
 
 Parent: :func:`start` runs a child in a new session; :func:`kill` SIGKILLs that session (the
 driver, its JVM and every Python worker at once); :func:`logged_batches` lists the batches
@@ -114,16 +116,44 @@ def _mark(config: dict[str, Any], event: str) -> None:
             f.write(f"{event} {time.time()}\n")
 
 
-def _main(config: dict[str, Any]) -> None:
+def floor_to_floor(checkpoint: Path, max_offsets: int, records: int) -> dict[str, Any]:
+    """The config of a child that reads ``records`` rows of the floor source and writes them to
+    the floor sink (module docstring)."""
+    return {
+        "connector": "floor",
+        "bootstrap": "",
+        "input_topic": "",
+        "output": "floor",
+        "checkpoint": str(checkpoint),
+        "max_offsets": max_offsets,
+        "floor_records": records,
+        "jars": "",
+    }
+
+
+def _floor_query(spark: Any, config: dict[str, Any]) -> Any:
+    from benchmarks import floor_sink, floor_source
+
+    floor_source.register(spark)
+    floor_sink.register(spark)
+    df = (
+        spark.readStream.format(floor_source.FORMAT)
+        .option("records", str(config["floor_records"]))
+        .option("maxOffsetsPerTrigger", str(config["max_offsets"]))
+        .load()
+    )
+    writer = df.select("value", "partition").writeStream.format(floor_sink.FORMAT)
+    return writer.option("checkpointLocation", config["checkpoint"]).trigger(availableNow=True)
+
+
+def _kafka_query(spark: Any, config: dict[str, Any]) -> Any:
     from benchmarks.compare import connectors
 
-    spark = connectors.spark_session(f"bench-{config['connector']}", config.get("jars") or "")
-    _mark(config, "session")
     connector = connectors.by_name(config["connector"])
     df = connectors.read_stream(
         spark, connector, config["bootstrap"], config["input_topic"], config["max_offsets"]
     )
-    writer = connectors.write_stream(
+    return connectors.write_stream(
         df,
         connector,
         config["output"],
@@ -131,7 +161,15 @@ def _main(config: dict[str, Any]) -> None:
         config["bootstrap"],
         config.get("sink_options") or {},
     )
-    query = writer.start()
+
+
+def _main(config: dict[str, Any]) -> None:
+    from benchmarks.compare import connectors
+
+    spark = connectors.spark_session(f"bench-{config['connector']}", config.get("jars") or "")
+    _mark(config, "session")
+    build = _floor_query if config["connector"] == "floor" else _kafka_query
+    query = build(spark, config).start()
     _mark(config, "started")
     query.awaitTermination()
     spark.stop()

@@ -10,7 +10,9 @@ until ``start()`` returned, and until the next batch is committed (Spark's ``com
 sink recovers before that batch is planned, and the batch replays the pending channel state
 first). Variants: the peer; ours ``aligned`` (no channel state); ours ``unaligned`` with
 ``alignedCheckpointTimeout`` 1 s, with the rows and bytes pending at the kill (from
-:func:`unaligned.inspection.checkpoint_view.build_view`). The variants take turns, ``repeats``
+:func:`unaligned.inspection.checkpoint_view.build_view`); the floor, a Python source and sink
+that do no work (:func:`.query_process.floor_to_floor`): the restart of any Python Data Source
+pipeline, Spark's Python processes and nothing else. The variants take turns, ``repeats``
 rounds; the figures per variant are the medians.
 """
 
@@ -23,14 +25,19 @@ from typing import Any
 
 from benchmarks.compare import connectors, query_process
 from benchmarks.compare.inputs import PARTITIONS, produce, skewed_counts
+from benchmarks.floor_source import FORMAT as FLOOR_FORMAT
 from unaligned.checkpoint import Checkpoint
 
 MAX_OFFSETS = 100_000
 LIMIT_S = 240.0
+FLOOR = connectors.Connector("floor", FLOOR_FORMAT)
+FLOOR_RECORDS = 1000 * MAX_OFFSETS
+"""Rows of the floor's input: more than it reads before the kill and the first commit after."""
 VARIANTS: dict[str, tuple[connectors.Connector, dict[str, str]]] = {
     "peer": (connectors.PEER, {}),
     "ours, no channel state": (connectors.OURS, {"checkpointMode": "aligned"}),
     "ours, with channel state": (connectors.OURS, {"alignedCheckpointTimeout": "1s"}),
+    "floor (no-op source, sink)": (FLOOR, {}),
 }
 WITH_STATE = "ours, with channel state"
 
@@ -66,11 +73,21 @@ def _variant(
 ) -> dict[str, Any]:
     connector, options = VARIANTS[name]
     output = f"recovery-out-{time.monotonic_ns()}"
-    kafka.create_topic(output, partitions=PARTITIONS)
     checkpoint = work / f"checkpoint-{output}"
-    config = query_process.kafka_to_kafka(
-        connector, kafka.bootstrap_servers, topic, output, checkpoint, MAX_OFFSETS, options, jars
-    )
+    if connector is FLOOR:
+        config = query_process.floor_to_floor(checkpoint, MAX_OFFSETS, FLOOR_RECORDS)
+    else:
+        kafka.create_topic(output, partitions=PARTITIONS)
+        config = query_process.kafka_to_kafka(
+            connector,
+            kafka.bootstrap_servers,
+            topic,
+            output,
+            checkpoint,
+            MAX_OFFSETS,
+            options,
+            jars,
+        )
     with open(work / f"{output}.log", "w") as log:
         kafka.throttle_producers_together(quota)
         try:
@@ -86,7 +103,8 @@ def _variant(
             seconds = query_process.wait_for_batch(checkpoint, last, restarted, LIMIT_S, "commits")
         finally:
             query_process.kill(restarted)
-    kafka.delete_topic(output)
+    if connector is not FLOOR:
+        kafka.delete_topic(output)
     if seconds is None:
         raise RuntimeError(f"{name}: no commit after the restart; see {log.name}")
     marks = query_process.read_events(events)
