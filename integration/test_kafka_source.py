@@ -328,7 +328,7 @@ def test_a_flaky_listing_keeps_a_topic_and_a_real_deletion_drops_it(
         "startingOffsets": "earliest",
     }
     reader = KafkaStreamReader(SourceOptions.parse(options))
-    real_listing = reader._lookup.topics
+    real_listing = reader.planning._lookup.topics
     left_out: list[str] = []
 
     def flaky_listing() -> dict[str, list[int]]:
@@ -337,7 +337,7 @@ def test_a_flaky_listing_keeps_a_topic_and_a_real_deletion_drops_it(
             listing.pop(left_out.pop(), None)
         return listing
 
-    monkeypatch.setattr(reader._lookup, "topics", flaky_listing)
+    monkeypatch.setattr(reader.planning._lookup, "topics", flaky_listing)
     start = reader.initialOffset()
     first = reader.latestOffset(start, ReadAllAvailable())
     assert ranges_of(reader.partitions(start, first)) == [(0, 0, 5), (0, 0, 5)]

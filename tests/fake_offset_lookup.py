@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.source.batch_planning import BatchPlanning
 from unaligned.source.options import SourceOptions
 from unaligned.source.stream_reader import KafkaStreamReader
 
@@ -114,6 +115,5 @@ def reader_for(lookup: FakeLookup, **options: str) -> KafkaStreamReader:
         "fetchOffset.retryIntervalMs": "0",
         **options,
     }
-    reader = KafkaStreamReader(SourceOptions.parse(given))
-    reader._lookup = lookup  # type: ignore[assignment]
-    return reader
+    parsed = SourceOptions.parse(given)
+    return KafkaStreamReader(parsed, BatchPlanning(parsed, lookup))  # type: ignore[arg-type]

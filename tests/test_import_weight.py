@@ -2,11 +2,12 @@
 
 Spark starts a fresh Python process (or forks one from its daemon) to look up data sources
 (``import pyspark_unaligned``), to create the data source and ask for its schema, to run the
-source (the stream reader), to plan each write (the stream writer, with recovery), and to run
-each commit (the pickled writer). Each case below runs one of those entry points in a fresh
-interpreter, which prints the top-level packages it loaded; the test fails when a package the
-process does not need shows up (pandas never: pyarrow imports it as soon as an array is built
-from Python values or numpy). The lists, not a timing, are the bound.
+source (the stream reader), to pickle the stream reader into the read tasks, to plan each
+write (the stream writer, with recovery), and to run each commit (the pickled writer). Each
+case below runs one of those entry points in a fresh interpreter, which prints the top-level
+packages it loaded; the test fails when a package the process does not need shows up (pandas
+never: pyarrow imports it as soon as an array is built from Python values or numpy).
+The lists, not a timing, are the bound.
 """
 
 from __future__ import annotations
@@ -77,12 +78,29 @@ def test_public_helpers_load_on_first_use() -> None:
     assert loaded & {"pandas", "kafka", "fastavro"} == set()
 
 
-def test_stream_reader_imports_no_avro_or_pandas() -> None:
+#: The read planner builds the stream reader and pickles it: no Kafka client, no Avro, no pandas.
+READ_PLANNER = frozenset({"pandas", "fastavro", "kafka", "dateutil", "pytz"})
+
+
+def test_the_read_planner_building_and_pickling_the_stream_reader_imports_no_kafka() -> None:
+    loaded = loaded_packages(
+        f"""
+        from pyspark import cloudpickle
+        from unaligned.data_source import UnalignedDataSource
+        source = UnalignedDataSource({KAFKA_READ!r})
+        cloudpickle.dumps(source.streamReader(source.schema()))
+        """
+    )
+    assert "unaligned" in loaded
+    assert loaded & READ_PLANNER == set()
+
+
+def test_the_source_runner_imports_no_avro_or_pandas() -> None:
     loaded = loaded_packages(
         f"""
         from unaligned.data_source import UnalignedDataSource
         source = UnalignedDataSource({KAFKA_READ!r})
-        source.streamReader(source.schema())
+        source.streamReader(source.schema()).getDefaultReadLimit()  # builds the driver side
         """
     )
     assert "kafka" in loaded

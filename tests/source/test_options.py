@@ -330,4 +330,4 @@ def test_default_read_limit(extra: dict[str, str], expected: object) -> None:
     reader = KafkaStreamReader(SourceOptions.parse({**BASE, **extra}))  # no connection is made
     assert reader.getDefaultReadLimit() == expected
     no_token = KafkaSourceOffset({}, 0, None)
-    assert reader._idle_barrier_due(no_token) is False
+    assert reader.planning._idle_barrier_due(no_token) is False

@@ -1,5 +1,7 @@
-"""The driver-side stream reader against a fake broker lookup: which partitions it plans when a
-metadata refresh is flaky, and the idle barrier it forces when it resumes an earlier run."""
+"""The stream reader against a fake broker lookup: which partitions its driver side
+(:mod:`unaligned.source.batch_planning`) plans when a metadata refresh is flaky, and the idle
+barrier it forces when it resumes an earlier run; and what a reader the read planner only
+builds and pickles carries."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark import cloudpickle
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from fake_offset_lookup import FakeLookup, TimedLookup, reader_for
@@ -16,6 +19,7 @@ from unaligned.barriers.idle import HINT_DIR_ENV, PendingHint
 from unaligned.errors import DataLossError, TopicNotFoundError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offsets import KafkaSourceOffset
+from unaligned.source.options import SourceOptions
 from unaligned.source.stream_reader import KafkaStreamReader
 
 TP = TopicPartitionId
@@ -486,3 +490,20 @@ def test_an_idle_barrier_still_comes_after_the_end_of_data(hint_dir: Path) -> No
     idle = reader.latestOffset(end, ReadAllAvailable())
     assert idle["idleBarrier"] == 1 and idle["endOfData"] is True
     assert idle["offsets"] == end["offsets"]
+
+
+# --- what the read planner builds, pickles and never asks ------------------------------------
+
+
+def test_a_reader_only_built_and_pickled_carries_its_options_and_no_driver_side() -> None:
+    options = SourceOptions.parse({"subscribe": "t", "kafka.bootstrap.servers": "127.0.0.1:1"})
+    reader = KafkaStreamReader(options)
+    copy = cloudpickle.loads(cloudpickle.dumps(reader))
+    assert isinstance(copy, KafkaStreamReader)
+    assert copy._options == options
+    assert reader._planning is None and copy._planning is None
+    reader.stop()  # Spark's planner may stop it: nothing to close, nothing built
+    assert reader._planning is None
+    assert reader.getDefaultReadLimit() == ReadAllAvailable()  # the first driver call builds it
+    assert reader._planning is not None
+    reader.stop()

@@ -1,7 +1,9 @@
 """The Kafka source: ``spark.readStream.format("unaligned")``.
 
-- :mod:`.stream_reader` runs on the driver (Spark's Python source runner): offsets, planning
-  (:mod:`.range_planning`: the ranges after the data-loss checks).
+- :mod:`.stream_reader` is the object Spark builds and pickles: on the driver (Spark's Python
+  source runner) it hands every call to :mod:`.batch_planning`, built on first use (offsets,
+  read limits, planning; :mod:`.range_planning`: the ranges after the data-loss checks); in
+  executor tasks it reads.
 - :mod:`.partition_reader` runs in executor tasks: reads a task's offset ranges (one or more
   topic-partitions) into Arrow batches.
 - :mod:`.options`, :mod:`.offset_options`, :mod:`.offsets`, :mod:`.offset_ranges`,

@@ -4,8 +4,8 @@
 It reads ``[startingOffsets, endingOffsets)`` of every partition the subscription covers
 (defaults ``earliest`` and ``latest``; timestamps too), with the same columns, ``read_committed``
 and ``failOnDataLoss`` as the stream. The driver resolves both ends and plans the ranges with the
-stream reader's code (:meth:`KafkaStreamReader.resolve_range`, the same data-loss checks and task
-splitting); each task runs the executor-side
+stream's driver code (:class:`~unaligned.source.batch_planning.BatchPlanning`: the same
+resolution, data-loss checks and task splitting); each task runs the executor-side
 :func:`~unaligned.source.partition_reader.read_partition`.
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from unaligned.source.batch_planning import BatchPlanning
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
-from unaligned.source.stream_reader import KafkaStreamReader
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -30,7 +30,7 @@ class KafkaBatchReader(DataSourceReader):
         self._options = options
 
     def partitions(self) -> list[KafkaInputPartition]:
-        planner = KafkaStreamReader(self._options)
+        planner = BatchPlanning(self._options)
         try:
             positions, ending = planner.resolve_range()
             assert ending is not None
