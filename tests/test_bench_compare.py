@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_compare import selected_workloads
-from benchmarks.compare import inputs, latency, progress, table
+from benchmarks.compare import inputs, latency, progress, recovery, table
 
 
 def _progress(timestamp: str, duration_ms: int, rows: int) -> dict[str, Any]:
@@ -204,7 +204,40 @@ def test_the_recovery_block_shows_seconds_to_two_decimals() -> None:
     }
     text = table.format_table(report)
     recovered = next(line for line in text.splitlines() if line.startswith("ours with"))
-    assert recovered.split()[-5:] == ["5.63", "9.00", "19.97", "92,000", "265,919"]
+    assert recovered.split()[-6:] == ["5.63", "9.00", "19.97", "-", "92,000", "265,919"]
+
+
+def test_the_recovery_block_shows_each_variant_over_the_peer_of_its_round() -> None:
+    def variant(contender: str, seconds: list[float], peer: list[float]) -> dict[str, object]:
+        runs = [
+            {"restart_to_first_commit_s": x, "pending_rows_at_kill": 0, "pending_bytes_at_kill": 0}
+            for x in seconds
+        ]
+        return {
+            "contender": contender,
+            "restart_to_session_s": 3.0,
+            "restart_to_query_started_s": 4.0,
+            "restart_to_first_commit_s": sorted(seconds)[1],
+            "first_commit_over_peer_per_round": recovery.over_peer(seconds, peer),
+            "runs": runs,
+        }
+
+    peer = [10.0, 8.0, 9.0]
+    report = {
+        "recovery": {
+            "repeats": 3,
+            "variants": {
+                "peer": variant("peer", peer, peer),
+                "floor (no-op source, sink)": variant("floor", [12.0, 9.6, 9.9], peer),
+            },
+        }
+    }
+    text = table.format_table(report)
+    floor = next(line for line in text.splitlines() if line.startswith("floor"))
+    assert floor.split()[-3:] == ["1.20", "0", "0"]  # rounds 1.20, 1.20, 1.10: median 1.20
+    assert "  per round, floor (no-op source, sink): 1.20, 1.20, 1.10" in text
+    peer_line = next(line for line in text.splitlines() if line.startswith("peer "))
+    assert peer_line.split()[-3] == "1.00"
 
 
 def test_latency_values_carry_their_produce_time() -> None:

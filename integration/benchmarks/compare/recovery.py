@@ -13,7 +13,8 @@ first). Variants: the peer; ours ``aligned`` (no channel state); ours ``unaligne
 :func:`unaligned.inspection.checkpoint_view.build_view`); the floor, a Python source and sink
 that do no work (:func:`.query_process.floor_to_floor`): the restart of any Python Data Source
 pipeline, Spark's Python processes and nothing else. The variants take turns, ``repeats``
-rounds; the figures per variant are the medians.
+rounds; the figures per variant are the medians, and each round's first commit over the peer's
+in that round.
 """
 
 from __future__ import annotations
@@ -117,6 +118,11 @@ def _variant(
     }
 
 
+def over_peer(seconds: list[float], peer: list[float]) -> list[float]:
+    """Each round's seconds over the peer's in the same round (the variants take turns)."""
+    return [round(s / p, 2) for s, p in zip(seconds, peer, strict=True)]
+
+
 def run(
     kafka: Any, work: Path, records: int, quota: int, jars: str, repeats: int
 ) -> dict[str, Any]:
@@ -138,9 +144,13 @@ def run(
                 flush=True,
             )
     kafka.delete_topic(topic)
+    peer = [r["restart_to_first_commit_s"] for r in runs["peer"]]
     variants = {
         name: {
             "contender": VARIANTS[name][0].name,
+            "first_commit_over_peer_per_round": over_peer(
+                [r["restart_to_first_commit_s"] for r in rs], peer
+            ),
             **{
                 key: statistics.median(r[key] for r in rs)
                 for key in (

@@ -43,6 +43,7 @@ RECOVERY: Columns = (
     ("session up", 11),
     ("start()", 9),
     ("1st commit", 11),
+    ("/ peer", 8),
     ("pending rows", 14),
     ("pending B", 12),
 )
@@ -198,12 +199,21 @@ def _recovery(w: Mapping[str, Any]) -> str:
             max(run[k] for run in r["runs"])
             for k in ("pending_rows_at_kill", "pending_bytes_at_kill")
         ]
-        return [name, *(_seconds(r[k]) for k in keys), *(f"{p:,}" for p in pending)]
+        ratios = r.get("first_commit_over_peer_per_round") or []
+        ratio = f"{statistics.median(ratios):.2f}" if ratios else "-"
+        return [name, *(_seconds(r[k]) for k in keys), ratio, *(f"{p:,}" for p in pending)]
 
+    rounds = [
+        f"{name}: {', '.join(f'{x:.2f}' for x in r['first_commit_over_peer_per_round'])}"
+        for name, r in w["variants"].items()
+        if r.get("first_commit_over_peer_per_round") and r["contender"] != "peer"
+    ]
     return _block(
         f"workload 4: seconds from a restart after a SIGKILL, median of {w['repeats']}",
         RECOVERY,
         (row(name, r) for name, r in w["variants"].items()),
+        "/ peer: the median over the rounds of the first commit over the peer's in that round",
+        *(f"  per round, {line}" for line in rounds),
         "pending: channel state at the kill (the most of the runs)",
     )
 
