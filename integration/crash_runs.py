@@ -23,7 +23,7 @@ from typing import Any
 from harness import assert_no_stray_files, committed_values, wait_until
 from unaligned import crash_points
 from unaligned.checkpoint import Checkpoint
-from unaligned.kafka import transaction_states
+from unaligned.kafka.transactions import transaction_states
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from unaligned.kafka import transaction_coordinator
+from unaligned.kafka.transactions import transaction_coordinator
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.sink.kafka_columns import kafka_columns

@@ -33,7 +33,7 @@ from harness import (
 )
 from unaligned.crash_points import CRASH_AT_ENV, FailPoint
 from unaligned.errors import TransactionWriteError
-from unaligned.kafka import topic_limits
+from unaligned.kafka.produce import topic_limits
 from unaligned.sink.options import KafkaTarget, SinkOptions
 from unaligned.testing import EmbeddedKafka
 
@@ -113,7 +113,7 @@ def _splits(caplog: pytest.LogCaptureFixture) -> int:
 def test_a_limit_lowered_mid_run_splits_refused_batches_within_the_transaction(
     kafka: EmbeddedKafka, new_topic: TopicFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="unaligned.kafka.produce_requests")
+    caplog.set_level(logging.INFO, logger="unaligned.kafka.produce.produce_requests")
     topic = new_topic(partitions=1)
     target = _target(kafka, topic)
     first = _values(100, "before")
@@ -137,7 +137,7 @@ def test_describe_configs_refused_falls_back_to_max_request_size_and_splits(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="unaligned.kafka.produce_requests")
+    caplog.set_level(logging.INFO, logger="unaligned.kafka.produce.produce_requests")
     topic = new_topic(partitions=2, config={"max.message.bytes": str(_LIMIT)})
     monkeypatch.setenv(CRASH_AT_ENV, FailPoint.DESCRIBE_CONFIGS_REFUSED.value)
     target = _target(kafka, topic, **{"kafka.compression.type": "gzip"})

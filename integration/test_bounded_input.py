@@ -18,7 +18,7 @@ from typing import Any
 
 from harness import kafka_stream, wait_for_query
 from kafka import KafkaProducer
-from unaligned.kafka.record_columns import kafka_source_schema
+from unaligned.kafka.records.record_columns import kafka_source_schema
 from unaligned.testing import EmbeddedKafka
 
 QUERY_TIMEOUT_S = 180

@@ -38,7 +38,7 @@ import pytest
 import cluster
 from harness import assert_no_stray_files, committed_values, wait_until
 from unaligned.checkpoint import Checkpoint
-from unaligned.kafka.transaction_states import list_transactional_ids
+from unaligned.kafka.transactions.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 

@@ -26,7 +26,7 @@ from unaligned.barriers.metrics import read_metrics
 from unaligned.barriers.offset_log import read_offset_log
 from unaligned.checkpoint import Checkpoint
 from unaligned.finishing import finished_batch
-from unaligned.kafka.transaction_states import list_transactional_ids
+from unaligned.kafka.transactions.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 

@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 
 from harness import kcat_read_committed, wait_until, write_one_transaction
 from unaligned.errors import TransactionWriteError
-from unaligned.kafka.partitioner import murmur2
+from unaligned.kafka.produce.partitioner import murmur2
 from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.sink.kafka_participant import KafkaTaskWriter
 from unaligned.sink.options import KafkaTarget, SinkOptions

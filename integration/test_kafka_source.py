@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from harness import kafka_stream, wait_for_query
 from kafka import KafkaProducer
 from unaligned.errors import DataLossError, OffsetFormatError
-from unaligned.kafka.record_columns import kafka_source_schema
+from unaligned.kafka.records.record_columns import kafka_source_schema
 from unaligned.source.options import SourceOptions
 from unaligned.source.stream_reader import KafkaStreamReader
 from unaligned.testing import EmbeddedKafka

@@ -22,11 +22,10 @@ import pytest
 
 from harness import wait_until
 from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
-from unaligned.kafka import transaction_coordinator as tc
-from unaligned.kafka import transaction_states
-from unaligned.kafka.produce_session import ProduceSession
-from unaligned.kafka.record_encoder import encode_record_batches
-from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.records.record_encoder import encode_record_batches
+from unaligned.kafka.transactions import PreparedTransaction, transaction_states
+from unaligned.kafka.transactions import transaction_coordinator as tc
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]
@@ -64,8 +63,8 @@ _PREPARE_AND_DIE = textwrap.dedent(
     """
     import dataclasses, json, os, sys
     import pyarrow as pa
-    from unaligned.kafka.produce_session import ProduceSession
-    from unaligned.kafka.record_encoder import encode_record_batches
+    from unaligned.kafka.produce.produce_session import ProduceSession
+    from unaligned.kafka.records.record_encoder import encode_record_batches
 
     servers, topic, transactional_id, count, partitions = sys.argv[1:]
     session = ProduceSession(

@@ -1,4 +1,4 @@
-"""The sink's own produce path (unaligned.kafka.produce_session) on the real broker: batches
+"""The sink's own produce path (unaligned.kafka.produce.produce_session) on the real broker: batches
 encoded from Arrow columns are written in a transaction over the process's kept connections,
 exactly once and in order, also when there are more batches than requests in flight, when a
 newer attempt fences the session, when the broker stops answering for a while, and when a batch
@@ -19,11 +19,11 @@ import pytest
 
 from harness import wait_until
 from unaligned.errors import TransactionWriteError
-from unaligned.kafka import transaction_coordinator as tc
-from unaligned.kafka.produce_requests import MAX_IN_FLIGHT
-from unaligned.kafka.produce_session import ProduceSession
-from unaligned.kafka.record_encoder import encode_record_batches
-from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.kafka.produce.produce_requests import MAX_IN_FLIGHT
+from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.records.record_encoder import encode_record_batches
+from unaligned.kafka.transactions import transaction_coordinator as tc
+from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

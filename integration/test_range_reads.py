@@ -21,9 +21,9 @@ from kafka.structs import TopicPartition as KafkaTopicPartition
 from conftest import TopicFactory
 from kafka import KafkaProducer
 from unaligned.errors import DataLossError, KafkaUnavailableError
-from unaligned.kafka import fetch_connections, range_fetch
-from unaligned.kafka.admin_clients import shared_admin_client
-from unaligned.kafka.client_internals import connection_manager
+from unaligned.kafka.clients.admin_clients import shared_admin_client
+from unaligned.kafka.clients.client_internals import connection_manager
+from unaligned.kafka.fetch import fetch_connections, range_fetch
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source import partition_reader
 from unaligned.source.offset_ranges import OffsetRange

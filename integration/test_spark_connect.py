@@ -38,7 +38,7 @@ from cluster import alive, descendants, pyspark_home
 from harness import kafka_stream, produce_skewed, wait_until
 from unaligned.checkpoint import Checkpoint
 from unaligned.finishing import finished_batch
-from unaligned.kafka.transaction_states import list_transactional_ids
+from unaligned.kafka.transactions.transaction_states import list_transactional_ids
 from unaligned.testing import EmbeddedKafka
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

@@ -21,7 +21,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 from harness import wait_until
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import TransactionExpiredError
-from unaligned.kafka import transaction_coordinator, transaction_states
+from unaligned.kafka.transactions import transaction_coordinator, transaction_states
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.sink.kafka_participant import KafkaParticipant

@@ -21,7 +21,7 @@ import pytest
 from harness import kafka_stream, produce_skewed
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
 from unaligned.checkpoint import Checkpoint
-from unaligned.kafka.transaction_states import list_transactional_ids
+from unaligned.kafka.transactions.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 

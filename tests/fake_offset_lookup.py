@@ -1,5 +1,5 @@
 """A fake broker for the driver-side source code: :class:`FakeLookup` answers as
-:class:`~unaligned.kafka.connections.OffsetLookup` does (listings, metadata confirmations,
+:class:`~unaligned.kafka.clients.connections.OffsetLookup` does (listings, metadata confirmations,
 earliest / latest offsets), :class:`TimedLookup` also answers timestamp lookups;
 :func:`reader_for` is a driver-side stream reader that asks one of them. Shared by the tests of
 the stream reader, of position resolution and of the source's side of stopping."""
@@ -18,7 +18,7 @@ TP = TopicPartitionId
 
 
 class FakeLookup:
-    """The broker as :class:`~unaligned.kafka.connections.OffsetLookup` answers for it.
+    """The broker as :class:`~unaligned.kafka.clients.connections.OffsetLookup` answers for it.
 
     ``partitions[topic]`` lists what exists; ``ends`` / ``starts`` are latest / earliest offsets
     (default 0). :meth:`flake_next_listing` makes the next :meth:`topics` calls leave things out

@@ -32,6 +32,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 
+#: Layers inside a package, lowest first, in the same way: ``kafka``'s sub-packages.
+SUBLAYERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
+    "kafka": (
+        ("__init__", "partitions"),
+        ("records", "clients"),
+        ("fetch", "transactions"),
+        ("produce",),
+    ),
+}
+
 
 def module_name(root: Path, path: Path) -> str:
     """``unaligned.sink.options`` for ``<root>/sink/options.py`` (a package: its name)."""
@@ -82,25 +92,48 @@ def part_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+def sub_part_of(module: str) -> str:
+    """The part within its package: ``fetch`` for ``unaligned.kafka.fetch.range_fetch``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
 def _layer_index(layers: Sequence[Sequence[str]]) -> dict[str, int]:
     return {part: index for index, layer in enumerate(layers) for part in layer}
 
 
 def upward_imports(
-    graph: Mapping[str, Mapping[str, str]], layers: Sequence[Sequence[str]] = LAYERS
+    graph: Mapping[str, Mapping[str, str]],
+    layers: Sequence[Sequence[str]] = LAYERS,
+    sublayers: Mapping[str, Sequence[Sequence[str]]] = SUBLAYERS,
 ) -> list[str]:
-    """Every import of a higher layer, and every module of a part no layer lists."""
+    """Every import of a higher layer (or, within a package of ``sublayers``, of a higher
+    sub-layer), and every module of a part no layer lists."""
     index = _layer_index(layers)
+    sub_index = {package: _layer_index(inner) for package, inner in sublayers.items()}
     problems = []
     for module in sorted(graph):
-        if part_of(module) not in index:
-            problems.append(f"{module}: its part {part_of(module)!r} is in no layer")
+        part = part_of(module)
+        if part not in index:
+            problems.append(f"{module}: its part {part!r} is in no layer")
+            continue
+        inner = sub_index.get(part)
+        if inner is not None and sub_part_of(module) not in inner:
+            problems.append(f"{module}: its part {sub_part_of(module)!r} is in no layer of {part}")
             continue
         for target, line in sorted(graph[module].items()):
-            if part_of(target) in index and index[part_of(target)] > index[part_of(module)]:
+            if part_of(target) in index and index[part_of(target)] > index[part]:
                 problems.append(
-                    f"{module}:{line} imports {target}: {part_of(target)} is above "
-                    f"{part_of(module)}"
+                    f"{module}:{line} imports {target}: {part_of(target)} is above {part}"
+                )
+            elif (
+                inner is not None
+                and part_of(target) == part
+                and inner.get(sub_part_of(target), -1) > inner[sub_part_of(module)]
+            ):
+                problems.append(
+                    f"{module}:{line} imports {target}: {part}.{sub_part_of(target)} is above "
+                    f"{part}.{sub_part_of(module)}"
                 )
     return problems
 

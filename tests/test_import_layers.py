@@ -58,6 +58,26 @@ def test_a_module_cycle_fails_also_within_a_package_and_under_type_checking(
     assert check(package) == ["module cycle: unaligned.sink.a <-> unaligned.sink.b"]
 
 
+def test_an_import_of_a_higher_sub_package_fails(tmp_path: Path) -> None:
+    package = tree(
+        tmp_path,
+        {
+            "kafka/__init__.py": "",
+            "kafka/records/__init__.py": "",
+            "kafka/records/decoder.py": "from unaligned.kafka.fetch import wire\n",
+            "kafka/fetch/__init__.py": "",
+            "kafka/fetch/wire.py": "from unaligned.kafka.records import layout\n",
+            "kafka/records/layout.py": "",
+            "kafka/elsewhere.py": "",
+        },
+    )
+    assert check(package) == [
+        "unaligned.kafka.elsewhere: its part 'elsewhere' is in no layer of kafka",
+        "unaligned.kafka.records.decoder:1 imports unaligned.kafka.fetch.wire: kafka.fetch is "
+        "above kafka.records",
+    ]
+
+
 def test_a_part_in_no_layer_fails(tmp_path: Path) -> None:
     package = tree(tmp_path, {"newthing.py": "from unaligned import errors\n", "errors.py": ""})
     assert check(package) == ["unaligned.newthing: its part 'newthing' is in no layer"]

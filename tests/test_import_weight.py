@@ -175,7 +175,7 @@ def test_read_task_conversion_imports_no_pandas() -> None:
         import numpy as np
         import pyarrow as pa
         from unaligned.kafka.partitions import TopicPartitionId
-        from unaligned.kafka.record_columns import RecordColumns
+        from unaligned.kafka.records.record_columns import RecordColumns
         from unaligned.source.arrow_rows import to_arrow_batches
 
         def binary(n):
@@ -207,7 +207,7 @@ def test_sink_routing_imports_no_pandas() -> None:
         """
         import numpy as np
         import pyarrow as pa
-        from unaligned.kafka.row_routing import route_rows
+        from unaligned.kafka.produce.row_routing import route_rows
 
         n = 6
         offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32))

@@ -1,5 +1,5 @@
 """Micro-benchmark (a script, not a test): encoding Kafka v2 record batches from Arrow columns
-(unaligned.kafka.record_encoder) against kafka-python's DefaultRecordBatchBuilder.append per
+(unaligned.kafka.records.record_encoder) against kafka-python's DefaultRecordBatchBuilder.append per
 record, and the column-wise murmur2 partitioner against kafka-python's per-key murmur2.
 
     .venv/bin/python integration/benchmarks/bench_encoder.py [--records N] [--chunk ROWS]
@@ -16,8 +16,8 @@ import pyarrow as pa
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from unaligned.kafka.partitioner import assign_partitions
-from unaligned.kafka.record_encoder import encode_record_batches
+from unaligned.kafka.produce.partitioner import assign_partitions
+from unaligned.kafka.records.record_encoder import encode_record_batches
 
 
 def _columns(records: int) -> tuple[pa.Array, pa.Array]:

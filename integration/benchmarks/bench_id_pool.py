@@ -26,7 +26,7 @@ SCHEMA = StructType([StructField("value", BinaryType()), StructField("partition"
 
 
 def run(batches: int, tasks: int) -> dict[str, Any]:
-    from unaligned.kafka import transaction_states
+    from unaligned.kafka.transactions import transaction_states
     from unaligned.sink.commit_log import CommitLog, CommitRecord
     from unaligned.sink.kafka_columns import kafka_columns
     from unaligned.sink.kafka_participant import KafkaParticipant

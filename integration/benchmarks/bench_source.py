@@ -87,7 +87,7 @@ def python_read_in_ranges(
     """Seconds to read every partition in ranges of ``RANGE_OFFSETS``, and the records decoded
     per record returned (from each decode's ``records_decoded``)."""
     from unaligned.kafka.partitions import TopicPartitionId
-    from unaligned.kafka.record_decoder import DecodedFetch
+    from unaligned.kafka.records.record_decoder import DecodedFetch
     from unaligned.source import partition_reader
     from unaligned.source.offset_ranges import OffsetRange
     from unaligned.source.options import SourceOptions

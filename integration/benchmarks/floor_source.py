@@ -43,7 +43,7 @@ def _batch(rows: int) -> pa.RecordBatch:
     0 (built with numpy: no Python object per row)."""
     import numpy as np
 
-    from unaligned.kafka.record_columns import kafka_arrow_schema
+    from unaligned.kafka.records.record_columns import kafka_arrow_schema
 
     schema = kafka_arrow_schema(False)
     offsets = pa.py_buffer(np.arange(rows + 1, dtype=np.int32) * VALUE_BYTES)
@@ -124,7 +124,7 @@ class FloorSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        from unaligned.kafka.record_columns import kafka_source_schema
+        from unaligned.kafka.records.record_columns import kafka_source_schema
 
         return kafka_source_schema(False)
 

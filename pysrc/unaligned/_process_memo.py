@@ -19,8 +19,8 @@ V = TypeVar("V")
 
 
 class ProcessMemo(Generic[K, V]):
-    """Values by key (e.g. :func:`unaligned.kafka.connections.settings_key` and a topic), and
-    once-flags (:meth:`first_time`). Thread-safe."""
+    """Values by key (e.g. :func:`unaligned.kafka.clients.connections.settings_key` and a topic),
+    and once-flags (:meth:`first_time`). Thread-safe."""
 
     def __init__(self) -> None:
         self._values: dict[K, V] = {}

@@ -80,7 +80,7 @@ class FailPoint(str, enum.Enum):
     """Kafka sink, attempt 0 only: right after the attempt claimed its transactional id
     (``InitProducerId`` done, nothing written): the next attempt claims one of its own."""
     DESCRIBE_CONFIGS_REFUSED = "describe_configs_refused"
-    """Every ``DescribeConfigs`` of a topic's ``max.message.bytes`` (:mod:`unaligned.kafka.
+    """Every ``DescribeConfigs`` of a topic's ``max.message.bytes`` (:mod:`unaligned.kafka.produce.
     topic_limits`) is answered as not authorised, as by a broker with ACLs: the sink then
     bounds batches by ``max.request.size`` and splits what the broker refuses."""
 

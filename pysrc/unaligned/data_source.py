@@ -53,7 +53,7 @@ class UnalignedDataSource(DataSource):
             from unaligned.sink.committed_files import committed_files_schema
 
             return committed_files_schema(dict(self.options))
-        from unaligned.kafka.source_schema import kafka_source_schema
+        from unaligned.kafka.records.source_schema import kafka_source_schema
         from unaligned.source.options import SourceOptions
 
         return kafka_source_schema(SourceOptions.parse(dict(self.options)).include_headers)

@@ -32,7 +32,7 @@ class KafkaUnavailableError(UnalignedError, ConnectionError):
 
 class KafkaClientVersionError(UnalignedError, ImportError):
     """The installed kafka-python is not the one whose private names the package uses
-    (``unaligned.kafka.client_internals.PINNED_KAFKA_PYTHON``); raised on import."""
+    (``unaligned.kafka.clients.client_internals.PINNED_KAFKA_PYTHON``); raised on import."""
 
 
 class TopicNotFoundError(UnalignedError, LookupError):

@@ -1,5 +1,5 @@
 """kafka_batches' pure part: the headers it refuses. The payload bytes it counts are the
-encoder's (tests/kafka/test_record_encoder.py); writing to a broker:
+encoder's (tests/kafka/records/test_record_encoder.py); writing to a broker:
 integration/test_kafka_sink_fast_path.py."""
 
 from __future__ import annotations

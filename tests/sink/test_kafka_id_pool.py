@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from unaligned.kafka import transaction_states
+from unaligned.kafka.transactions import transaction_states
 from unaligned.sink import kafka_id_pool
 from unaligned.sink.kafka_id_pool import free_id, lane, slot
 

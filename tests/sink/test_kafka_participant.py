@@ -13,9 +13,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import KafkaUnavailableError
-from unaligned.kafka import transaction_coordinator, transaction_states
-from unaligned.kafka.transaction_states import commit_blockers
-from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.kafka.transactions import transaction_coordinator, transaction_states
+from unaligned.kafka.transactions.transaction_states import commit_blockers
+from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.sink.kafka_participant import KafkaParticipant, prepared_from_json, prepared_to_json

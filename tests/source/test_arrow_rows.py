@@ -10,7 +10,11 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema, kafka_source_schema
+from unaligned.kafka.records.record_columns import (
+    RecordColumns,
+    kafka_arrow_schema,
+    kafka_source_schema,
+)
 from unaligned.source.arrow_rows import to_arrow_batches
 
 TP = TopicPartitionId("events", 3)

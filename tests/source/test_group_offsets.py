@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from unaligned.kafka.client_options import client_config_from_options
+from unaligned.kafka.clients.client_options import client_config_from_options
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.group_offsets import GroupOffsets, group_id
 from unaligned.source.offsets import KafkaSourceOffset

@@ -1,9 +1,8 @@
-"""unaligned.testing.broker_process without a broker: properties, ids, the java command, the
-stdout protocol."""
+"""unaligned.testing.broker_process without a broker: the java command, the stdout protocol, the
+signals."""
 
 from __future__ import annotations
 
-import base64
 import os
 import stat
 import subprocess
@@ -16,86 +15,6 @@ import pytest
 from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing import broker_process
 from unaligned.testing.broker_process import ShimBuild
-
-# --- broker properties ---------------------------------------------------------------------------
-
-
-def test_broker_properties_listen_on_loopback_with_single_node_replication(tmp_path: Path) -> None:
-    props = broker_process.broker_properties(
-        broker_port=1234, controller_port=1235, log_dir=tmp_path / "logs"
-    )
-
-    assert props["process.roles"] == "broker,controller"
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:1234,CONTROLLER://127.0.0.1:1235"
-    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:1234"
-    assert props["controller.quorum.voters"] == f"{props['node.id']}@127.0.0.1:1235"
-    assert props["log.dirs"] == str(tmp_path / "logs")
-    for key in (
-        "offsets.topic.replication.factor",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
-        "min.insync.replicas",
-    ):
-        assert props[key] == "1", key
-    assert props["group.initial.rebalance.delay.ms"] == "0"
-    assert props["auto.create.topics.enable"] == "false"
-
-
-def test_every_listener_address_is_loopback(tmp_path: Path) -> None:
-    props = broker_process.broker_properties(broker_port=1, controller_port=2, log_dir=tmp_path)
-    addresses = props["listeners"].split(",") + props["advertised.listeners"].split(",")
-    for address in addresses:
-        host = address.split("://", 1)[1].rsplit(":", 1)[0]
-        assert host == "127.0.0.1", address
-
-
-def test_overrides_win_and_are_stringified(tmp_path: Path) -> None:
-    props = broker_process.broker_properties(
-        broker_port=1,
-        controller_port=2,
-        log_dir=tmp_path,
-        overrides={"transaction.max.timeout.ms": 60000, "auto.create.topics.enable": "true"},  # type: ignore[dict-item]
-    )
-    assert props["transaction.max.timeout.ms"] == "60000"
-    assert props["auto.create.topics.enable"] == "true"
-
-
-def test_render_properties_escapes_what_java_properties_would_misread() -> None:
-    text = broker_process.render_properties(
-        {
-            "log.dirs": "/tmp/a b",
-            "odd key:x=y": " lead",
-            "path": "C:\\dir",
-            "uni": "é",
-            "plain": "v",
-        }
-    )
-    lines = text.splitlines()
-    assert "log.dirs=/tmp/a b" in lines
-    assert "odd\\ key\\:x\\=y=\\ lead" in lines
-    assert "path=C\\:\\\\dir" in lines
-    assert "uni=\\u00e9" in lines
-    assert "plain=v" in lines
-    assert text.endswith("\n")
-
-
-def test_new_cluster_id_is_a_kafka_uuid_string() -> None:
-    ids = {broker_process.new_cluster_id() for _ in range(200)}
-    assert len(ids) == 200
-    for cluster_id in ids:
-        assert len(cluster_id) == 22
-        assert not cluster_id.startswith("-")
-        assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
-
-
-def test_free_loopback_port_is_bindable_on_loopback() -> None:
-    import socket
-
-    port = broker_process.free_loopback_port()
-    assert 0 < port < 65536
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", port))
-        assert sock.getsockname() == ("127.0.0.1", port)
 
 
 def test_java_command_runs_the_main_class_with_a_bounded_heap(

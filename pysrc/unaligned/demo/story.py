@@ -130,7 +130,7 @@ def _run_until(
 
 def run_demo(records: int, partitions: int, workdir: Path) -> int:
     """Run the story; return 0 when every record arrived exactly once and nothing is open."""
-    from unaligned.kafka.transaction_states import list_transactional_ids
+    from unaligned.kafka.transactions.transaction_states import list_transactional_ids
     from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
     from unaligned.testing import EmbeddedKafka
 
@@ -180,8 +180,8 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
             got[record.partition].append(record.value)
         prefix = default_transactional_id_prefix(watcher.checkpoint.query_id())
         open_ids = list_transactional_ids({"bootstrap_servers": broker.bootstrap_servers}, prefix)
-        # The process keeps the admin client that listed them (kafka/admin_clients.py); once the
-        # broker stops, its I/O thread would log every failed reconnect over the summary.
+        # The process keeps the admin client that listed them (kafka/clients/admin_clients.py); once
+        # the broker stops, its I/O thread would log every failed reconnect over the summary.
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
     return _summary(expected, dict(got), watcher, len(open_ids), checkpoint, workdir, started)
 

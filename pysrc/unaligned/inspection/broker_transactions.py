@@ -17,7 +17,10 @@ import kafka.errors as kafka_errors
 
 from unaligned.errors import KafkaUnavailableError
 from unaligned.inspection.model import InDoubtBatch, OpenTransaction
-from unaligned.kafka.transaction_states import describe_transactions, list_transactional_ids
+from unaligned.kafka.transactions.transaction_states import (
+    describe_transactions,
+    list_transactional_ids,
+)
 
 BOOTSTRAP_TIMEOUT_MS = 10_000
 """How long an unreachable cluster is tried before the inspection reports it."""

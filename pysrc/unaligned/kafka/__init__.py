@@ -1,10 +1,13 @@
-"""Kafka wire helpers shared by the source and the sink.
+"""Kafka's protocol and kafka-python, shared by the source and the sink; nothing of Spark's query.
 
-- :mod:`.client_options`: ``kafka.*`` options for consumers and producers.
-- :mod:`.connections`: consumers, offset look-ups, broker errors.
-- :mod:`.range_fetch`: ``Fetch`` requests for a read task's offset ranges on kept connections;
-  :mod:`.record_decoder`, :mod:`.record_fields`: their answers decoded into Arrow columns with
-  numpy.
-- :mod:`.transactions`, :mod:`.transaction_coordinator`: task-side transactional writes and the
-  driver-side commit of prepared transactions.
+Sub-packages, lowest first (each imports only its own and lower ones; ``./dev lint`` checks):
+
+- :mod:`.partitions`: :class:`~unaligned.kafka.partitions.TopicPartitionId`, used by all.
+- :mod:`.records`: record batches: the v2 layout, decoding into Arrow columns, encoding.
+- :mod:`.clients`: ``kafka.*`` options, kafka-python clients and their private internals, the
+  cluster's metadata (leaders, leader epochs, topic ids) and the driver's offset look-ups.
+- :mod:`.fetch`: a read task's ``Fetch`` requests for its offset ranges.
+- :mod:`.transactions`: transaction coordinators: ``InitProducerId``, ``AddPartitionsToTxn``,
+  ``EndTxn`` by handle, listing and describing transactional ids.
+- :mod:`.produce`: a sink task's ``Produce`` session, its queues, retries and routing.
 """

@@ -2,7 +2,7 @@
 
 kafka-python has its own ``TopicPartitionId``; ours is a plain sortable value used in offsets,
 ranges and decoded columns, and is converted at the kafka-python boundary
-(:mod:`unaligned.kafka.connections`).
+(:mod:`unaligned.kafka.clients.connections`).
 """
 
 from __future__ import annotations

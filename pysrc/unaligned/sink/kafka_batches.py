@@ -1,13 +1,13 @@
 """The Kafka sink's task side: a chunk of input rows -> encoded record batches, per partition.
 
 :class:`BatchChunkWriter` picks every row's (topic, partition) column-wise
-(:func:`unaligned.kafka.row_routing.route_rows`: an explicit partition, else Kafka's murmur2 of
-the key, else a sticky partition per topic switched after every chunk), encodes each
+(:func:`unaligned.kafka.produce.row_routing.route_rows`: an explicit partition, else Kafka's murmur2
+of the key, else a sticky partition per topic switched after every chunk), encodes each
 partition's rows as v2 record batches straight from the Arrow buffers
-(:func:`unaligned.kafka.record_encoder.encode_record_batches`; within ``batch.size``,
-``max.request.size`` and each topic's ``max.message.bytes``, :mod:`unaligned.kafka.topic_limits`)
-and queues them in the task's transaction
-(:meth:`unaligned.kafka.produce_session.ProduceSession.send_batch`), in input order per
+(:func:`unaligned.kafka.records.record_encoder.encode_record_batches`; within ``batch.size``,
+``max.request.size`` and each topic's ``max.message.bytes``,
+:mod:`unaligned.kafka.produce.topic_limits`) and queues them in the task's transaction
+(:meth:`unaligned.kafka.produce.produce_session.ProduceSession.send_batch`), in input order per
 partition. A batch the broker refuses as too large all the same is split by the session and the
 next chunk asks its topic's limit again; a record too large alone raises
 :class:`TransactionWriteError` naming the limit and the input row. Record timestamps are the
@@ -25,12 +25,12 @@ from kafka.errors import MessageSizeTooLargeError
 
 from unaligned._arrow import row_indices
 from unaligned.errors import SchemaMismatchError, TransactionWriteError
-from unaligned.kafka import topic_limits
-from unaligned.kafka.partitioner import StickyPartition
-from unaligned.kafka.produce_queue import RecordOrigin
-from unaligned.kafka.produce_session import ProduceSession
-from unaligned.kafka.record_encoder import encode_record_batches, oversized_row
-from unaligned.kafka.row_routing import route_rows
+from unaligned.kafka.produce import topic_limits
+from unaligned.kafka.produce.partitioner import StickyPartition
+from unaligned.kafka.produce.produce_queue import RecordOrigin
+from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.produce.row_routing import route_rows
+from unaligned.kafka.records.record_encoder import encode_record_batches, oversized_row
 from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
 

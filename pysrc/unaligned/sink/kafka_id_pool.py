@@ -15,9 +15,10 @@ attempt's; it is skipped, never fenced):
 
 PySpark tells a task nothing of its stage attempt, so a retried stage (attempt numbers restart
 at 0) shares lanes with its zombies: the one that loses is fenced, fails as a task failure, or,
-prepared, is refused at the decision as fenced (:func:`unaligned.kafka.transaction_states.
-commit_blockers`). A query without failures uses slot 0 in even batches and 1 in odd ones.
-ARCHITECTURE.md ("The two-phase commit", step 1) has the protocol around it.
+prepared, is refused at the decision as fenced
+(:func:`unaligned.kafka.transactions.transaction_states.commit_blockers`). A query without failures
+uses slot 0 in even batches and 1 in odd ones. ARCHITECTURE.md ("The two-phase commit", step 1) has
+the protocol around it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from unaligned.kafka import transaction_states
+from unaligned.kafka.transactions import transaction_states
 
 logger = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ Input columns and their types: :mod:`unaligned.sink.kafka_columns`; the particip
 :mod:`unaligned.sink.participant`. A task attempt writes into a transaction on an id of the
 query's pool ``<prefix>-<task>-<slot>`` that no other live attempt can claim
 (:mod:`unaligned.sink.kafka_id_pool`); chunks go out as encoded record batches
-(:mod:`unaligned.sink.kafka_batches`, :mod:`unaligned.kafka.produce_session`). The driver
+(:mod:`unaligned.sink.kafka_batches`, :mod:`unaligned.kafka.produce.produce_session`). The driver
 checks every prepared transaction can still commit, commits by handle
-(:mod:`unaligned.kafka.transaction_coordinator`) and fences the pool's leftovers. The default
-prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique to the
-query on the cluster. A prepared transaction must be committed within
+(:mod:`unaligned.kafka.transactions.transaction_coordinator`) and fences the pool's leftovers. The
+default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique to
+the query on the cluster. A prepared transaction must be committed within
 ``kafka.transaction.timeout.ms`` of its first record (ARCHITECTURE.md, "The two-phase commit";
 :func:`unaligned.sink.recovery.roll_forward` for a restart that comes later).
 """
@@ -38,10 +38,11 @@ from unaligned.errors import (
     TransactionWriteError,
     UnalignedError,
 )
-from unaligned.kafka import admin_clients, transaction_coordinator, transaction_states
-from unaligned.kafka.connections import SettingsKey, settings_key
-from unaligned.kafka.produce_session import ProduceSession
-from unaligned.kafka.transactions import PreparedTransaction
+from unaligned.kafka.clients import admin_clients
+from unaligned.kafka.clients.connections import SettingsKey, settings_key
+from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.transactions import transaction_coordinator, transaction_states
+from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink import kafka_id_pool
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_batches import BatchChunkWriter
@@ -60,7 +61,7 @@ COMMIT_MARGIN_MIN_MS = 5_000
 class KafkaTaskWriter:
     """Writes one task attempt's rows into one transaction (Step 1 of the protocol): chunks are
     encoded as whole record batches (:class:`unaligned.sink.kafka_batches.BatchChunkWriter`) and
-    sent by a :class:`~unaligned.kafka.produce_session.ProduceSession` on the process's kept
+    sent by a :class:`~unaligned.kafka.produce.produce_session.ProduceSession` on the process's kept
     connections."""
 
     def __init__(
@@ -177,8 +178,8 @@ class KafkaParticipant:
 
         Without ``kafka.client.id`` the client id is ``producer-<transactionalIdPrefix>-<process
         id>``: a Spark Python worker runs one task at a time and keeps its connections for the
-        next (:mod:`unaligned.kafka.produce_session`), so broker quotas and client metrics keyed
-        by client id apply per running task, as with one producer per task.
+        next (:mod:`unaligned.kafka.produce.produce_session`), so broker quotas and client metrics
+        keyed by client id apply per running task, as with one producer per task.
         """
         kwargs = self._target.client_kwargs()
         kwargs.setdefault("client_id", f"producer-{self._prefix}-{os.getpid()}")
@@ -340,8 +341,8 @@ class KafkaParticipant:
         are kept. A failed listing (a broker away) is logged and skipped: clean-up keeps read
         _committed consumers moving, it is not needed for exactly-once, and the next batch
         tries again. The leftovers are fenced at once
-        (:func:`~unaligned.kafka.transaction_coordinator.fence_all`). Returns how many ids
-        were fenced.
+        (:func:`~unaligned.kafka.transactions.transaction_coordinator.fence_all`). Returns how many
+        ids were fenced.
         """
         kwargs = self.client_kwargs()
         try:

@@ -28,7 +28,7 @@ from unaligned.barriers.alignment import AlignmentSettings, CheckpointMode
 from unaligned.channel_state.codecs import check_codec
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import SinkConfigurationError
-from unaligned.kafka.producer_options import producer_kwargs
+from unaligned.kafka.clients.producer_options import producer_kwargs
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 DEFAULT_CHUNK_ROWS = 1000

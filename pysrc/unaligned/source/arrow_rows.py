@@ -1,9 +1,9 @@
 """Decoded Kafka records -> the source's Arrow batches, in bounded chunks.
 
 The schema is Spark's Kafka source schema
-(:func:`unaligned.kafka.record_columns.kafka_source_schema`). Records arrive as
+(:func:`unaligned.kafka.records.record_columns.kafka_source_schema`). Records arrive as
 :class:`RecordColumns` (one partition, offset order) from the decoder in
-:mod:`unaligned.kafka.record_decoder`.
+:mod:`unaligned.kafka.records.record_decoder`.
 
 Memory: :func:`to_arrow_batches` cuts columns into Arrow batches of at most
 :data:`MAX_BATCH_ROWS` rows and about :data:`MAX_BATCH_BYTES` bytes.
@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from unaligned._arrow import numeric_array
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.kafka.record_columns import RecordColumns, kafka_arrow_schema
+from unaligned.kafka.records.record_columns import RecordColumns, kafka_arrow_schema
 
 MAX_BATCH_ROWS = 65_536
 MAX_BATCH_BYTES = 16 * 1024 * 1024

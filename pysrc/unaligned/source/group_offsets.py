@@ -25,7 +25,7 @@ from typing import Any
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from kafka import KafkaConsumer
-from unaligned.kafka.client_options import KafkaClientConfig
+from unaligned.kafka.clients.client_options import KafkaClientConfig
 from unaligned.source.offsets import KafkaSourceOffset
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from unaligned._parsing import (
     parse_positive,
 )
 from unaligned.errors import OptionError
-from unaligned.kafka.client_options import (
+from unaligned.kafka.clients.client_options import (
     KafkaClientConfig,
     client_config_from_options,
     is_secret,

@@ -5,7 +5,7 @@ partitions its subscription (``subscribe``, ``subscribePattern`` or ``assign``) 
 resolves the starting position, on every ``latestOffset``, for the ``Trigger.AvailableNow``
 target, and when it plans a batch. Everything here is a function of the
 :class:`~unaligned.source.options.SourceOptions` and an
-:class:`~unaligned.kafka.connections.OffsetLookup` passed in; nothing is kept between calls.
+:class:`~unaligned.kafka.clients.connections.OffsetLookup` passed in; nothing is kept between calls.
 
 A topic (or assigned partition) that does not exist and was never read raises
 :class:`~unaligned.errors.TopicNotFoundError` once ``fetchOffset.numRetries`` lookups
@@ -14,10 +14,10 @@ A topic (or assigned partition) that does not exist and was never read raises
 A known partition is lost only when the broker says so: one listing of every topic can leave
 out a topic that exists (a broker with stale metadata). A known topic or partition that a
 listing leaves out is confirmed with a direct metadata request for its topic
-(:meth:`unaligned.kafka.connections.OffsetLookup.confirm_topics`): UNKNOWN_TOPIC_OR_PARTITION, or
-the topic without that partition, means deleted; any other answer keeps the partition at its
-last known position. A partition therefore never drops out of the offsets, and never comes back
-as new from its earliest offset, because of one flaky refresh.
+(:meth:`unaligned.kafka.clients.connections.OffsetLookup.confirm_topics`):
+UNKNOWN_TOPIC_OR_PARTITION, or the topic without that partition, means deleted; any other answer
+keeps the partition at its last known position. A partition therefore never drops out of the
+offsets, and never comes back as new from its earliest offset, because of one flaky refresh.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from collections.abc import Collection, Mapping
 
 from unaligned.errors import TopicNotFoundError
-from unaligned.kafka.connections import OffsetLookup
+from unaligned.kafka.clients.connections import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.options import (
     Assign,

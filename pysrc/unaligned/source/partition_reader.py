@@ -8,13 +8,14 @@ input partition (a frozen dataclass of picklable values), never in the driver re
 
 Offsets are "next offset to read" positions; a task reads exactly ``[start, end)`` of each of
 its ranges, and yields each partition's records in offset order (partitions interleave). The
-records come from ``Fetch`` requests (:mod:`unaligned.kafka.range_fetch`) on the worker
-process's own kept connections for a plaintext cluster (:mod:`unaligned.kafka.fetch_connections`),
-else on its kept admin client's, every partition's byte bound sized from what is left of its
-range, and are decoded up to the range's end only (:mod:`unaligned.kafka.record_decoder`).
-Records that are gone before the task reads them (retention, delete-records, a recreated
-topic) are data loss: :func:`on_data_loss` applies ``failOnDataLoss`` (the driver's planning
-uses it too). See ARCHITECTURE.md, "The source's read tasks".
+records come from ``Fetch`` requests (:mod:`unaligned.kafka.fetch.range_fetch`) on the worker
+process's own kept connections for a plaintext cluster
+(:mod:`unaligned.kafka.fetch.fetch_connections`), else on its kept admin client's, every partition's
+byte bound sized from what is left of its range, and are decoded up to the range's end only
+(:mod:`unaligned.kafka.records.record_decoder`). Records that are gone before the task reads them
+(retention, delete-records, a recreated topic) are data loss: :func:`on_data_loss` applies
+``failOnDataLoss`` (the driver's planning uses it too). See ARCHITECTURE.md, "The source's read
+tasks".
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ from pyspark.sql.datasource import InputPartition
 from unaligned._process_memo import ProcessMemo
 from unaligned._worker_memory import tune_worker_memory
 from unaligned.errors import DataLossError, KafkaUnavailableError, LegacyRecordFormatError
-from unaligned.kafka.admin_clients import shared_admin_client
-from unaligned.kafka.client_internals import connection_manager, read_sockets_in_large_pieces
-from unaligned.kafka.client_options import KafkaClientConfig
-from unaligned.kafka.connections import OffsetLookup
-from unaligned.kafka.fetch_connections import direct_connections
-from unaligned.kafka.range_fetch import FetchAnswer, FetchWanted, RangeFetcher, fetch_settings
-from unaligned.kafka.record_decoder import (
+from unaligned.kafka.clients.admin_clients import shared_admin_client
+from unaligned.kafka.clients.client_internals import (
+    connection_manager,
+    read_sockets_in_large_pieces,
+)
+from unaligned.kafka.clients.client_options import KafkaClientConfig
+from unaligned.kafka.clients.connections import OffsetLookup
+from unaligned.kafka.fetch.fetch_connections import direct_connections
+from unaligned.kafka.fetch.range_fetch import FetchAnswer, FetchWanted, RangeFetcher, fetch_settings
+from unaligned.kafka.records.record_decoder import (
     DecodedFetch,
     decode_legacy_batches,
     decode_record_batches,

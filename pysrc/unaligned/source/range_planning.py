@@ -12,7 +12,7 @@ tasks".
 
 from __future__ import annotations
 
-from unaligned.kafka.connections import OffsetLookup
+from unaligned.kafka.clients.connections import OffsetLookup
 from unaligned.kafka.partitions import format_partitions
 from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.offsets import KafkaSourceOffset

@@ -1,10 +1,10 @@
-"""The embedded broker's JVM process: its ports, cluster id and server properties, the ``java``
-command line, and the stdin/stdout command channel to the running ``EmbeddedBroker``.
+"""One embedded Kafka node's JVM process: the ``java`` command line, the stdin/stdout command
+channel to the running ``EmbeddedBroker``, and the signals a test sends it (stop, kill, freeze).
 
 The shim (``jvm-shim/``, built by :mod:`unaligned.testing.shim_build`) holds one launcher class,
-``dev.unaligned.shim.EmbeddedBroker``, that runs a single-node KRaft Kafka server (broker and
-controller in one process) and answers a few admin commands on stdin that kafka-python cannot
-send (default client quotas).
+``dev.unaligned.shim.EmbeddedBroker``, that runs one KRaft Kafka node (broker and controller in
+one process; its properties come from :mod:`unaligned.testing.broker_config`) and answers a few
+admin commands on stdin that kafka-python cannot send (default client quotas).
 
 Launch protocol (stdout of the java process, one line each, every line starts with
 ``UNALIGNED-SHIM``):
@@ -13,24 +13,26 @@ Launch protocol (stdout of the java process, one line each, every line starts wi
 2. For every command line written to stdin, one ``UNALIGNED-SHIM OK <text>`` or
    ``UNALIGNED-SHIM ERROR <text>`` line.
 3. The server stops when stdin closes (so a parent that dies never leaves a broker behind),
-   on the ``STOP`` command, or on SIGTERM. Logs (WARN and above) go to stderr, which
+   on the ``STOP`` command, or on SIGTERM: a controlled shutdown, which hands the node's
+   partition leaderships to other nodes first. Logs (WARN and above) go to stderr, which
    :func:`launch_broker` sends to a file.
+
+Faults: :meth:`BrokerProcess.kill` (SIGKILL: a lost host, no controlled shutdown),
+:meth:`BrokerProcess.freeze` / :meth:`BrokerProcess.thaw` (SIGSTOP / SIGCONT: a hung JVM, a long
+garbage collection, a host cut off; its connections stay open and unanswered).
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -77,99 +79,6 @@ def require_tool(name: str) -> str:
             "and Maven (`mvn`) to build and run jvm-shim (./dev installs both)"
         )
     return path
-
-
-# --- broker configuration ------------------------------------------------------------------------
-
-
-def free_loopback_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def new_cluster_id() -> str:
-    """A random KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):  # Kafka refuses ids that look like command-line flags
-            return text
-
-
-def broker_properties(
-    *,
-    broker_port: int,
-    controller_port: int,
-    log_dir: Path,
-    overrides: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Server properties of one single-node KRaft server (node id 1) on loopback only.
-
-    Every replication setting is 1 so that transactions and consumer groups work on one node;
-    internal topics get few partitions for a quick start; client quotas act within about a
-    second. ``overrides`` win over the defaults.
-    """
-    props = {
-        "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(log_dir),
-        "num.partitions": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "transaction.state.log.num.partitions": "4",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "group.initial.rebalance.delay.ms": "0",
-        "auto.create.topics.enable": "false",
-        "delete.topic.enable": "true",
-        # Quotas (throttle_producers) measure rates over 2 one-second samples instead of 11, so
-        # a new quota throttles after about one second's worth of bytes, not ten.
-        "quota.window.num": "2",
-        "quota.window.size.seconds": "1",
-        "num.network.threads": "2",
-        "num.io.threads": "4",
-        "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
-    }
-    if overrides:
-        props.update({str(key): str(value) for key, value in overrides.items()})
-    return props
-
-
-def render_properties(props: Mapping[str, str]) -> str:
-    """Java ``.properties`` text; keys and values are escaped so that ``Properties.load`` reads
-    them back."""
-
-    def escape(text: str, *, key: bool) -> str:
-        out = []
-        for index, char in enumerate(text):
-            if char == "\\":
-                out.append("\\\\")
-            elif char == "\n":
-                out.append("\\n")
-            elif char == "\r":
-                out.append("\\r")
-            elif char == "\t":
-                out.append("\\t")
-            elif char in "=:#!" or (char == " " and (key or index == 0)):
-                out.append("\\" + char)
-            elif ord(char) > 0x7E or ord(char) < 0x20:
-                out.append(f"\\u{ord(char):04x}")
-            else:
-                out.append(char)
-        return "".join(out)
-
-    return "".join(f"{escape(k, key=True)}={escape(v, key=False)}\n" for k, v in props.items())
 
 
 def java_command(
@@ -277,12 +186,36 @@ class BrokerProcess:
             return text
         raise EmbeddedKafkaError(f"embedded broker refused command {line!r}: {text}")
 
+    def kill(self) -> int:
+        """SIGKILL the JVM (no controlled shutdown) and wait for it; returns the exit code."""
+        if self.popen.poll() is None:
+            self.popen.kill()
+        return self.stop()
+
+    def freeze(self) -> None:
+        """SIGSTOP the JVM: it keeps its sockets open and answers nothing until :meth:`thaw`."""
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT a frozen JVM."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: signal.Signals) -> None:
+        if self.popen.poll() is not None:
+            raise EmbeddedKafkaError(f"embedded broker (pid {self.pid}) is not running")
+        os.kill(self.pid, signum)
+
     def stop(self, timeout_s: float = 30.0) -> int:
-        """Stop the broker: SIGTERM (a clean shutdown), then SIGKILL after ``timeout_s``.
+        """Stop the broker: SIGTERM (a controlled shutdown), then SIGKILL after ``timeout_s``.
+        A frozen JVM is thawed first.
 
         Returns the exit code. Safe to call more than once.
         """
         if self.popen.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
             try:
                 self.popen.send_signal(signal.SIGTERM)
             except ProcessLookupError:

@@ -1,14 +1,19 @@
-"""EmbeddedKafka: a real single-node Kafka broker (KRaft) for tests, demos and benchmarks.
+"""EmbeddedKafka: a real Kafka cluster (KRaft) of one node or several, for tests, demos and
+benchmarks.
 
-The broker is Apache Kafka itself, built by :mod:`unaligned.testing.shim_build` and run in a JVM
-by :mod:`unaligned.testing.broker_process`; this module only picks ports and directories, waits
-for the broker, and wraps kafka-python clients for topic admin, produce and consume (the last
-two in :mod:`unaligned.testing.topic_records`). Everything listens on 127.0.0.1 only.
+The brokers are Apache Kafka itself, built by :mod:`unaligned.testing.shim_build` and run in
+JVMs by :mod:`unaligned.testing.cluster_nodes`; this module wraps kafka-python clients for topic
+admin, produce and consume (the last two in :mod:`unaligned.testing.topic_records`) and answers
+which node leads a partition or coordinates a transactional id or a consumer group.
+Everything listens on 127.0.0.1 only.
 
-    with EmbeddedKafka() as kafka:
+    with EmbeddedKafka() as kafka:                 # one node: replication 1
         kafka.create_topic("in", partitions=4)
         kafka.produce("in", [(None, b"k", b"v", None, None)])
         records = kafka.consume_all("in")
+
+    with EmbeddedKafka(brokers=3) as kafka:        # replication 3, min.insync.replicas 2
+        kafka.node(kafka.leader("in", 0)).kill()   # or stop(), freeze(); then restart()
 
 Offsets follow Kafka's rules: an "end offset" is the offset the next record will get
 (exclusive end); ``delete_records(topic, p, before_offset)`` makes ``before_offset`` the first
@@ -30,32 +35,26 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from unaligned.errors import EmbeddedKafkaError
-from unaligned.testing import broker_process, shim_build, topic_records
+from unaligned.testing import cluster_nodes, cluster_roles, shim_build, topic_records
+from unaligned.testing.broker_config import FULL_REPLICATION
+from unaligned.testing.cluster_nodes import KafkaNode
 from unaligned.testing.topic_records import Header, ProduceRecord
 
-__all__ = ["EmbeddedKafka", "Header", "ProduceRecord"]
+__all__ = ["EmbeddedKafka", "Header", "KafkaNode", "ProduceRecord"]
 
 logger = logging.getLogger(__name__)
 
-READY_TIMEOUT_S = 120.0  # two cores shared with Spark: a cold JVM start can be slow
-STOP_TIMEOUT_S = 30.0
 CLIENT_TIMEOUT_S = 60.0
-_START_ATTEMPTS = 3  # a free port can be taken between choosing it and binding it
-
-# Names of what EmbeddedKafka creates inside its data directory (all removed on exit).
-PROPERTIES_FILE = "server.properties"
-LOG_FILE = "broker.log"
-LOG_DIR = "kafka-logs"
 
 
 class EmbeddedKafka:
-    """A single-node KRaft Kafka broker on a free loopback port, transactions enabled.
+    """A KRaft Kafka cluster of ``brokers`` nodes on free loopback ports, transactions enabled.
 
-    ``data_dir``: where the broker keeps its files (a temporary directory when ``None``).
-    ``port``: the broker's port on 127.0.0.1 (a free one when ``None``).
+    ``data_dir``: where the nodes keep their files (a temporary directory when ``None``).
+    ``port``: node 1's client port on 127.0.0.1 (a free one when ``None``).
     ``broker_properties``: server properties that override the defaults of
-    :func:`unaligned.testing.broker_process.broker_properties`. The constructor has no side
-    effects; the broker runs between ``__enter__`` and ``__exit__``.
+    :func:`unaligned.testing.broker_config.broker_properties` on every node. The constructor has
+    no side effects; the cluster runs between ``__enter__`` and ``__exit__``.
     """
 
     def __init__(
@@ -64,13 +63,17 @@ class EmbeddedKafka:
         data_dir: Path | None = None,
         broker_properties: Mapping[str, str] | None = None,
         port: int | None = None,
+        brokers: int = 1,
     ) -> None:
+        if brokers < 1:
+            raise ValueError(f"EmbeddedKafka needs at least one broker, got {brokers}")
         self._requested_data_dir = data_dir
         self._requested_port = port
         self._overrides = dict(broker_properties or {})
+        self._broker_count = brokers
         self._data_dir: Path | None = None
         self._owns_data_dir = False
-        self._broker: broker_process.BrokerProcess | None = None
+        self._nodes: list[KafkaNode] = []
         self._bootstrap: str | None = None
         self._admin: KafkaAdminClient | None = None
         self._producer: KafkaProducer | None = None
@@ -81,9 +84,17 @@ class EmbeddedKafka:
     def __enter__(self) -> EmbeddedKafka:
         build = shim_build.ensure_built()
         self._make_data_dir()
+        assert self._data_dir is not None
         started = time.monotonic()
         try:
-            self._start_broker(build)
+            self._nodes = cluster_nodes.start_nodes(
+                build,
+                self._data_dir,
+                self._broker_count,
+                first_broker_port=self._requested_port,
+                overrides=self._overrides,
+            )
+            self._bootstrap = ",".join(node.bootstrap for node in self._nodes)
             self._admin = self._connect_admin()
         except BaseException:
             self._shutdown()
@@ -109,44 +120,6 @@ class EmbeddedKafka:
             self._data_dir.mkdir(parents=True, exist_ok=True)
             self._owns_data_dir = False
 
-    def _start_broker(self, build: broker_process.ShimBuild) -> None:
-        assert self._data_dir is not None
-        log_file = self._data_dir / LOG_FILE
-        for attempt in range(1, _START_ATTEMPTS + 1):
-            props = broker_process.broker_properties(
-                broker_port=self._requested_port or broker_process.free_loopback_port(),
-                controller_port=broker_process.free_loopback_port(),
-                log_dir=self._data_dir / LOG_DIR,
-                overrides=self._overrides,
-            )
-            properties_file = self._data_dir / PROPERTIES_FILE
-            properties_file.write_text(broker_process.render_properties(props))
-            broker = broker_process.launch_broker(
-                build,
-                properties_file=properties_file,
-                cluster_id=broker_process.new_cluster_id(),
-                log_file=log_file,
-            )
-            self._broker = broker
-            try:
-                self._bootstrap = broker.wait_ready(READY_TIMEOUT_S)
-                return
-            except EmbeddedKafkaError:
-                broker.stop(STOP_TIMEOUT_S)
-                self._broker = None
-                port_taken = "Address already in use" in broker.log_tail(200)
-                if port_taken and self._requested_port:
-                    raise EmbeddedKafkaError(
-                        f"port {self._requested_port} on 127.0.0.1 is already in use"
-                    ) from None
-                if not port_taken or attempt == _START_ATTEMPTS:
-                    raise
-                logger.warning(
-                    "embedded Kafka: a chosen port was taken; retrying (attempt %d)", attempt
-                )
-                shutil.rmtree(self._data_dir / LOG_DIR, ignore_errors=True)
-                log_file.unlink(missing_ok=True)
-
     def _connect_admin(self) -> KafkaAdminClient:
         """An admin client, once the broker answers metadata requests (bounded wait)."""
         deadline = time.monotonic() + CLIENT_TIMEOUT_S
@@ -166,7 +139,7 @@ class EmbeddedKafka:
             if admin is not None:
                 admin.close()
             time.sleep(0.2)
-        tail = self._broker.log_tail() if self._broker else ""
+        tail = "\n".join(f"node {n.node_id}:\n{n.log_tail()}" for n in self._nodes)
         raise EmbeddedKafkaError(
             f"embedded Kafka at {self._bootstrap} did not serve metadata within "
             f"{CLIENT_TIMEOUT_S:.0f} s ({last_error!r}); broker log tail:\n{tail}"
@@ -181,18 +154,23 @@ class EmbeddedKafka:
                     logger.warning("embedded Kafka: closing a client failed: %r", exc)
         self._producer = None
         self._admin = None
-        if self._broker is not None:
-            code = self._broker.stop(STOP_TIMEOUT_S)
-            logger.info("embedded Kafka at %s stopped (exit code %d)", self._bootstrap, code)
-            self._broker = None
+        # A cluster's data is deleted below: no node needs a controlled shutdown, and the last
+        # ones could not have one anyway (their controller quorum goes first).
+        for node in self._nodes:
+            if len(self._nodes) == 1:
+                node.stop()
+            elif node.running:
+                node.kill()
+        if self._nodes:
+            logger.info("embedded Kafka at %s stopped", self._bootstrap)
         if self._data_dir is not None:
             if self._owns_data_dir:
                 shutil.rmtree(self._data_dir, ignore_errors=True)
             else:
-                shutil.rmtree(self._data_dir / LOG_DIR, ignore_errors=True)
-                for name in (PROPERTIES_FILE, LOG_FILE):
-                    (self._data_dir / name).unlink(missing_ok=True)
+                for node in self._nodes:
+                    shutil.rmtree(node.directory, ignore_errors=True)
             self._data_dir = None
+        self._nodes = []
         self._bootstrap = None
 
     # --- properties ---------------------------------------------------------------------------
@@ -206,17 +184,58 @@ class EmbeddedKafka:
 
     @property
     def broker_pid(self) -> int:
-        """Process id of the broker's JVM."""
-        if self._broker is None:
-            raise EmbeddedKafkaError("EmbeddedKafka is not running (use it as a context manager)")
-        return self._broker.pid
+        """Process id of node 1's JVM (the only one of a single-node cluster)."""
+        return self.node(1).pid
 
     @property
     def broker_log(self) -> Path:
-        """The broker's log file (WARN and above)."""
-        if self._broker is None:
+        """Node 1's log file (WARN and above)."""
+        return self.node(1).log_file
+
+    # --- nodes and their roles ----------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[KafkaNode]:
+        """Every node, by id (1, 2, ...); stopped or killed ones included."""
+        if not self._nodes:
             raise EmbeddedKafkaError("EmbeddedKafka is not running (use it as a context manager)")
-        return self._broker.log_file
+        return list(self._nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        """The node with id ``node_id`` (to stop, kill, freeze, thaw or restart it)."""
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise EmbeddedKafkaError(f"no Kafka node {node_id} (nodes 1..{len(self._nodes)})")
+
+    def _running_node(self) -> KafkaNode:
+        for node in self.nodes:
+            if node.running:
+                return node
+        raise EmbeddedKafkaError("no node of the embedded Kafka is running")
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node id leading ``topic``-``partition`` now (-1 while it has none)."""
+        return cluster_roles.partition_state(self._admin_client(), topic, partition).leader
+
+    def in_sync_replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        """The node ids in ``topic``-``partition``'s in-sync replica set now."""
+        return cluster_roles.partition_state(self._admin_client(), topic, partition).in_sync
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node id coordinating ``transactional_id`` now."""
+        topic = cluster_roles.TRANSACTION_STATE_TOPIC
+        return cluster_roles.coordinator(self._admin_client(), topic, transactional_id)
+
+    def group_coordinator(self, group_id: str) -> int:
+        """The node id coordinating consumer group ``group_id`` now (``__consumer_offsets``
+        exists once any group was used)."""
+        topic = cluster_roles.CONSUMER_OFFSETS_TOPIC
+        return cluster_roles.coordinator(self._admin_client(), topic, group_id)
+
+    def wait_fully_replicated(self, topic: str, timeout_s: float = CLIENT_TIMEOUT_S) -> None:
+        """Block until every partition of ``topic`` has all its replicas in sync again."""
+        cluster_roles.wait_fully_replicated(self._admin_client(), topic, timeout_s)
 
     def _admin_client(self) -> KafkaAdminClient:
         if self._admin is None:
@@ -228,12 +247,12 @@ class EmbeddedKafka:
     def create_topic(
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
     ) -> None:
-        """Create ``name`` with ``partitions`` partitions (replication factor 1); returns once
-        every partition has a leader."""
+        """Create ``name`` with ``partitions`` partitions (replication factor 1, or 3 on a
+        cluster of three or more nodes); returns once every partition has a leader."""
         spec = {
             name: {
                 "num_partitions": partitions,
-                "replication_factor": 1,
+                "replication_factor": min(self._broker_count, FULL_REPLICATION),
                 "configs": {str(k): str(v) for k, v in (config or {}).items()},
             }
         }
@@ -340,10 +359,8 @@ class EmbeddedKafka:
     def _quota_command(self, command: str, bytes_per_second: int | None) -> None:
         if bytes_per_second is not None and bytes_per_second <= 0:
             raise ValueError(f"bytes_per_second must be positive or None, got {bytes_per_second}")
-        if self._broker is None:
-            raise EmbeddedKafkaError("EmbeddedKafka is not running (use it as a context manager)")
         value = "-" if bytes_per_second is None else str(int(bytes_per_second))
-        self._broker.command(f"{command} producer_byte_rate {value}")
+        self._running_node().command(f"{command} producer_byte_rate {value}")
 
     # --- offsets -------------------------------------------------------------------------------
 

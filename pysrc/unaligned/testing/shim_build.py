@@ -23,15 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from unaligned.errors import EmbeddedKafkaError
-from unaligned.testing.broker_process import (
-    ShimBuild,
+from unaligned.testing.broker_config import (
     broker_properties,
     free_loopback_port,
-    launch_broker,
     new_cluster_id,
     render_properties,
-    require_tool,
 )
+from unaligned.testing.broker_process import ShimBuild, launch_broker, require_tool
 from unaligned.testing.shim_sources import SHIM_DIR_ENV, shim_dir, sources_digest
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,124 @@
+"""Kafka admin clients: one per call, or one kept per process for the questions asked per batch.
+
+:func:`admin_client` builds a ``KafkaAdminClient`` for one block and closes it after: for a
+block that runs while the kept client is lent to another thread.
+
+:func:`shared_admin_client` lends the process's kept client for the same cluster and settings
+instead. An executor's Python worker runs many tasks one after another, and every Kafka sink
+task asks the coordinator about its transactional id before it begins (``DescribeTransactions``,
+:mod:`unaligned.sink.kafka_participant`); Spark reuses the driver's planner and commit runner
+processes across micro-batches, which list the sink's open transactions and commit the batch's
+(``ListTransactions``, ``EndTxn``) every batch; the planner also asks, once per process, for
+the brokers' ``transaction.max.timeout.ms`` and whether the sink's topic exists. A new client
+per call costs its bootstrap, connections and their ``ApiVersions`` exchange, about as much
+time as the question itself (about 10 ms each on the embedded broker). Guarantees:
+
+- a client is lent to one block at a time: a second thread asking while it is lent gets a client
+  of its own for its block (closed after), never a shared one;
+- a client is never used in another process than the one that built it (a forked child builds
+  its own; the parent's I/O thread does not exist there);
+- a block that raises drops the kept client (closed): a client whose connections failed is not
+  lent again, and the next block builds a new one. Answers are never cached, only the client.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.errors as kafka_errors
+from kafka.admin import KafkaAdminClient
+
+from unaligned._process_memo import ProcessMemo
+from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka.clients.connections import SettingsKey, describe_servers, settings_key
+
+
+@dataclass(frozen=True)
+class _Kept:
+    client: KafkaAdminClient
+    pid: int
+    lock: threading.Lock
+
+
+_KEPT: ProcessMemo[SettingsKey, _Kept] = ProcessMemo()
+_KEPT_LOCK = threading.Lock()  # lend and drop: a look-up and a change as one step
+
+
+def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The producer kwargs a ``KafkaAdminClient`` accepts (it rejects unknown keys)."""
+    return {k: v for k, v in client_kwargs.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
+
+
+def _build(client_kwargs: Mapping[str, Any], max_in_flight: int | None) -> KafkaAdminClient:
+    kwargs = admin_client_kwargs(client_kwargs)
+    if max_in_flight is not None:
+        kwargs["max_in_flight_requests_per_connection"] = max_in_flight
+    try:
+        return KafkaAdminClient(**kwargs)
+    except kafka_errors.KafkaTimeoutError as exc:
+        raise KafkaUnavailableError(
+            f"could not reach Kafka at {describe_servers(client_kwargs)}: {exc!r}"
+        ) from exc
+
+
+@contextmanager
+def admin_client(
+    client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
+) -> Iterator[KafkaAdminClient]:
+    """A new admin client for the block, closed after it; bootstrap failing raises
+    :class:`KafkaUnavailableError` naming the bootstrap servers."""
+    admin = _build(client_kwargs, max_in_flight)
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+@contextmanager
+def shared_admin_client(
+    client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
+) -> Iterator[KafkaAdminClient]:
+    """The process's kept admin client for ``client_kwargs`` (and ``max_in_flight`` requests per
+    connection, the admin's default if ``None``), lent for the block (see the module docstring
+    for who gets which client)."""
+    key = settings_key({**admin_client_kwargs(client_kwargs), "max_in_flight": max_in_flight})
+    kept = _lend(key, client_kwargs, max_in_flight)
+    if kept is None:  # lent to another thread now: a client of the block's own
+        with admin_client(client_kwargs, max_in_flight=max_in_flight) as admin:
+            yield admin
+        return
+    try:
+        yield kept.client
+    except BaseException:
+        _drop(key, kept)
+        raise
+    kept.lock.release()
+
+
+def _lend(
+    key: SettingsKey, client_kwargs: Mapping[str, Any], max_in_flight: int | None
+) -> _Kept | None:
+    """The kept client for ``key``, locked for the caller (built if this process has none);
+    ``None`` if another thread has it."""
+    with _KEPT_LOCK:
+        kept = _KEPT.get(key)
+        if kept is not None and kept.pid != os.getpid():
+            _KEPT.forget(key)  # built before a fork: its I/O thread is not in this process
+            kept = None
+        if kept is None:
+            kept = _Kept(_build(client_kwargs, max_in_flight), os.getpid(), threading.Lock())
+            _KEPT.put(key, kept)
+        return kept if kept.lock.acquire(blocking=False) else None
+
+
+def _drop(key: SettingsKey, kept: _Kept) -> None:
+    with _KEPT_LOCK:
+        if _KEPT.get(key) is kept:
+            _KEPT.forget(key)
+    kept.lock.release()
+    kept.client.close()

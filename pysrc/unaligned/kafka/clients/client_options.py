@@ -1,0 +1,354 @@
+"""``kafka.*`` options -> kafka-python keyword arguments, validated, with secrets redacted.
+
+Spark passes every ``kafka.<name>`` option to the Java client; this module maps the Java names
+onto kafka-python's keyword arguments for consumers and the names clients share (the sink's
+producer-only names: :mod:`unaligned.kafka.clients.producer_options`), rejects what Spark rejects
+(with Spark's reasons) and what kafka-python has no equivalent for (never silently ignored).
+Messages name the option and never echo a secret. Connecting:
+:mod:`unaligned.kafka.clients.connections`.
+
+Java name -> kafka-python, where the translation is not just dots to underscores:
+
+- ``sasl.jaas.config`` with ``PlainLoginModule`` / ``ScramLoginModule``: ``username`` and
+  ``password`` -> ``sasl_plain_username`` / ``sasl_plain_password``.
+- ``ssl.truststore.location`` (``ssl.truststore.type=PEM`` required) -> ``ssl_cafile``;
+  ``ssl.keystore.location`` (``ssl.keystore.type=PEM``, key and certificate chain in one PEM
+  file) -> ``ssl_certfile``; ``ssl.key.password`` / ``ssl.keystore.password`` ->
+  ``ssl_password``; ``ssl.endpoint.identification.algorithm`` (``https`` or empty) ->
+  ``ssl_check_hostname``. kafka-python's own PEM names ``ssl.cafile``, ``ssl.certfile``,
+  ``ssl.keyfile``, ``ssl.crlfile`` are accepted too. JKS / PKCS12 stores cannot be read.
+
+Defaults that differ from kafka-python's: ``max.partition.fetch.bytes`` 8 MiB (one partition per
+reader: fewer round trips), ``allow.auto.create.topics`` false, ``retry.backoff.ms`` 10
+(kafka-python idles that long in ``poll()``), and ``check.crcs`` false unless the ``crc32c`` C
+extension is installed (pure-Python CRC-32C would cost most of the read throughput).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from unaligned._parsing import (
+    KAFKA_PREFIX,
+    invalid,
+    parse_bool,
+    parse_bytes,
+    parse_duration_ms,
+    parse_non_negative,
+)
+from unaligned.errors import OptionError
+
+logger = logging.getLogger(__name__)
+
+REDACTED = "*****(redacted)"
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+
+
+def _fast_crc32c() -> bool:
+    """Whether kafka-python checks CRCs in C (``crc32c`` installed): then checking is cheap."""
+    from kafka.record import util as record_util  # here: option parsing imports no kafka-python
+
+    return record_util.crc32c_c is not None
+
+
+_SECRET_WORDS = ("password", "jaas", "secret", "token", "credential")
+
+# Spark's KafkaSourceProvider rejects these (reasons as Spark gives them).
+_REJECTED: dict[str, str] = {
+    "auto.offset.reset": (
+        "is not supported: set the source option 'startingOffsets' to 'earliest' or 'latest' "
+        "instead; the source tracks offsets in Spark's checkpoint, and a restarted query always "
+        "resumes where it left off"
+    ),
+    "key.deserializer": (
+        "is not supported: keys are read as bytes; use DataFrame operations to deserialize them"
+    ),
+    "value.deserializer": (
+        "is not supported: values are read as bytes; use DataFrame operations to deserialize them"
+    ),
+    "enable.auto.commit": (
+        "is not supported: the source never commits offsets to Kafka (they live in Spark's "
+        "checkpoint)"
+    ),
+    "interceptor.classes": "is not supported: interceptors can modify records, which is not safe",
+}
+
+
+def _as_int(key: str, raw: str) -> int:
+    return parse_non_negative(KAFKA_PREFIX + key, raw)
+
+
+def _as_size(key: str, raw: str) -> int:
+    """A ``*.bytes`` setting: the one size parser (``1048576``, ``64KB``, ``1MB``)."""
+    return parse_bytes(KAFKA_PREFIX + key, raw)
+
+
+def _as_ms(key: str, raw: str) -> int:
+    """A ``*.ms`` setting: the one duration parser (a bare number is ms; ``30s`` too)."""
+    return parse_duration_ms(KAFKA_PREFIX + key, raw)
+
+
+def _as_bool(key: str, raw: str) -> bool:
+    return parse_bool(KAFKA_PREFIX + key, raw)
+
+
+def _as_str(key: str, raw: str) -> str:
+    if not raw.strip():
+        raise OptionError(f"option 'kafka.{key}' must not be empty")
+    return raw.strip()
+
+
+def _choice(*allowed: str, upper: bool = False) -> Callable[[str, str], str]:
+    def parse(key: str, raw: str) -> str:
+        value = raw.strip().upper() if upper else raw.strip().lower()
+        if value not in allowed:
+            raise invalid(KAFKA_PREFIX + key, "one of " + ", ".join(allowed), raw)
+        return value
+
+    return parse
+
+
+def _servers(key: str, raw: str) -> list[str]:
+    servers = [s.strip() for s in raw.split(",") if s.strip()]
+    if not servers:
+        raise OptionError(f"option 'kafka.{key}' names no servers")
+    return servers
+
+
+# Java client name -> (kafka-python keyword, parser); more than a rename: ``_map_special``.
+_MAPPED: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "bootstrap.servers": ("bootstrap_servers", _servers),
+    "client.id": ("client_id", _as_str),
+    "client.rack": ("client_rack", _as_str),
+    "group.id": ("group_id", _as_str),
+    "request.timeout.ms": ("request_timeout_ms", _as_ms),
+    "isolation.level": ("isolation_level", _choice("read_uncommitted", "read_committed")),
+    "security.protocol": (
+        "security_protocol",
+        _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
+    ),
+    "sasl.mechanism": (
+        "sasl_mechanism",
+        _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER", upper=True),
+    ),
+    "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _as_str),
+    "fetch.max.bytes": ("fetch_max_bytes", _as_size),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _as_size),
+    "fetch.min.bytes": ("fetch_min_bytes", _as_size),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _as_ms),
+    "max.poll.records": ("max_poll_records", _as_int),
+    "receive.buffer.bytes": ("receive_buffer_bytes", _as_size),
+    "send.buffer.bytes": ("send_buffer_bytes", _as_size),
+    "retry.backoff.ms": ("retry_backoff_ms", _as_ms),
+    "reconnect.backoff.ms": ("reconnect_backoff_ms", _as_ms),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _as_ms),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _as_ms),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _as_ms),
+    "session.timeout.ms": ("session_timeout_ms", _as_ms),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _as_ms),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _as_ms),
+    "check.crcs": ("check_crcs", _as_bool),
+    "allow.auto.create.topics": ("allow_auto_create_topics", _as_bool),
+    "client.dns.lookup": (
+        "client_dns_lookup",
+        _choice("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
+    ),
+    # kafka-python's own spellings for PEM files (no Java equivalent).
+    "ssl.cafile": ("ssl_cafile", _as_str),
+    "ssl.certfile": ("ssl_certfile", _as_str),
+    "ssl.keyfile": ("ssl_keyfile", _as_str),
+    "ssl.crlfile": ("ssl_crlfile", _as_str),
+}
+
+_SPECIAL = frozenset(
+    {
+        "sasl.jaas.config",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.truststore.password",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+
+_JAAS = re.compile(
+    r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b"
+    r"(?P<opts>.*?);?\s*$",
+    re.S,
+)
+_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+_PASSWORD_MODULES = ("PlainLoginModule", "ScramLoginModule")
+
+
+def is_secret(key: str) -> bool:
+    """Whether the value of ``key`` (a Kafka config name) must never be shown."""
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def redact(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``params`` with secret values replaced, for logs and messages."""
+    return {k: (REDACTED if is_secret(k) else v) for k, v in params.items()}
+
+
+@dataclass(frozen=True)
+class KafkaClientConfig:
+    """The kafka-python keyword arguments for this source's consumers (validated).
+
+    Picklable: it travels to the executors inside every input partition. Its ``repr`` shows
+    the ``kafka.*`` options with secrets redacted.
+    """
+
+    bootstrap_servers: str
+    client_kwargs: Mapping[str, Any] = field(repr=False)
+    options: Mapping[str, str] = field(repr=False)
+
+    @property
+    def request_timeout_ms(self) -> int:
+        return int(self.client_kwargs.get("request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS))
+
+    @property
+    def read_committed(self) -> bool:
+        return self.client_kwargs.get("isolation_level") == "read_committed"
+
+    def __repr__(self) -> str:
+        shown = {f"{KAFKA_PREFIX}{k}": v for k, v in redact(self.options).items()}
+        return f"KafkaClientConfig({shown})"
+
+    def consumer_kwargs(self) -> dict[str, Any]:
+        """Every ``KafkaConsumer`` argument: defaults, the user's settings, then fixed ones."""
+        kwargs: dict[str, Any] = {
+            "client_id": "unaligned-source",
+            "max_partition_fetch_bytes": 8 * 1024 * 1024,
+            "fetch_max_bytes": 64 * 1024 * 1024,
+            "allow_auto_create_topics": False,
+            "check_crcs": _fast_crc32c(),
+            "metrics_enabled": False,
+            "retry_backoff_ms": 10,  # slept in poll() per leader lookup: paid by every task
+        }
+        kwargs.update(self.client_kwargs)
+        kwargs.setdefault("bootstrap_timeout_ms", self.request_timeout_ms)
+        kwargs.update(
+            enable_auto_commit=False,
+            auto_offset_reset="none",
+            key_deserializer=None,
+            value_deserializer=None,
+        )
+        return kwargs
+
+
+def _parse_jaas(text: str) -> tuple[str, dict[str, str]]:
+    match = _JAAS.match(text)
+    if match is None:
+        raise OptionError(
+            "option 'kafka.sasl.jaas.config' is not a JAAS entry like "
+            '\'<LoginModule> required username="..." password="...";\' (value not shown)'
+        )
+    options = {
+        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).replace('\\"', '"')
+        for m in _JAAS_OPTION.finditer(match.group("opts"))
+    }
+    return match.group("module"), options
+
+
+def _map_special(params: Mapping[str, str], kwargs: dict[str, Any]) -> None:
+    jaas = params.get("sasl.jaas.config")
+    mechanism = kwargs.get("sasl_mechanism")
+    if jaas is not None:
+        module, jaas_options = _parse_jaas(jaas)
+        short = module.rsplit(".", 1)[-1]
+        if short not in _PASSWORD_MODULES:
+            raise OptionError(
+                f"option 'kafka.sasl.jaas.config': login module {short} cannot be mapped to "
+                "kafka-python (only PlainLoginModule and ScramLoginModule, i.e. username/password)"
+            )
+        expected = "PLAIN" if short == "PlainLoginModule" else "SCRAM"
+        if mechanism is None or not mechanism.startswith(expected):
+            raise OptionError(
+                f"option 'kafka.sasl.jaas.config' uses {short}, which contradicts "
+                f"kafka.sasl.mechanism={mechanism or '(not set)'}"
+            )
+        if "username" not in jaas_options or "password" not in jaas_options:
+            raise OptionError(
+                "option 'kafka.sasl.jaas.config' must give both username and password "
+                "(value not shown)"
+            )
+        kwargs["sasl_plain_username"] = jaas_options["username"]
+        kwargs["sasl_plain_password"] = jaas_options["password"]
+    elif mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise OptionError(
+            f"kafka.sasl.mechanism={mechanism} needs option 'kafka.sasl.jaas.config' with a "
+            "username and password"
+        )
+
+    for store, target in (("truststore", "ssl_cafile"), ("keystore", "ssl_certfile")):
+        location = params.get(f"ssl.{store}.location")
+        store_type = params.get(f"ssl.{store}.type")
+        if store_type is not None and store_type.strip().upper() != "PEM":
+            raise OptionError(
+                f"option 'kafka.ssl.{store}.type' is {store_type!r}: kafka-python reads PEM files "
+                "only; convert the store to PEM and set it to PEM"
+            )
+        if location is not None:
+            if store_type is None:
+                raise OptionError(
+                    f"option 'kafka.ssl.{store}.location' needs kafka.ssl.{store}.type=PEM: "
+                    "kafka-python cannot read JKS or PKCS12 stores"
+                )
+            kwargs[target] = _as_str(f"ssl.{store}.location", location)
+    if "ssl.truststore.password" in params:
+        raise OptionError(
+            "option 'kafka.ssl.truststore.password' cannot be used: PEM trust stores have no "
+            "password"
+        )
+    password = params.get("ssl.key.password", params.get("ssl.keystore.password"))
+    if password is not None:
+        kwargs["ssl_password"] = password
+    algorithm = params.get("ssl.endpoint.identification.algorithm")
+    if algorithm is not None:
+        lowered = algorithm.strip().lower()
+        if lowered not in ("", "https"):
+            raise OptionError(
+                "option 'kafka.ssl.endpoint.identification.algorithm' must be 'https' or empty, "
+                f"got {algorithm!r}"
+            )
+        kwargs["ssl_check_hostname"] = lowered == "https"
+
+
+def client_config_from_options(params: Mapping[str, str]) -> KafkaClientConfig:
+    """Validate ``kafka.*`` options (names without the ``kafka.`` prefix, lower case) and map
+    them to kafka-python keyword arguments. Raises :class:`OptionError` naming the option."""
+    if "bootstrap.servers" not in params:
+        raise OptionError("option 'kafka.bootstrap.servers' must be specified for the Kafka source")
+    kwargs: dict[str, Any] = {}
+    for key in sorted(params):
+        raw = params[key]
+        if key in _REJECTED:
+            raise OptionError(f"option 'kafka.{key}' {_REJECTED[key]}")
+        if key in _SPECIAL:
+            continue
+        if key not in _MAPPED:
+            raise OptionError(
+                f"option 'kafka.{key}' is not supported: kafka-python has no equivalent of this "
+                "Kafka client setting"
+            )
+        name, parse = _MAPPED[key]
+        kwargs[name] = parse(key, raw)
+    _map_special(params, kwargs)
+    if "group.id" in params:
+        logger.warning(
+            "kafka.group.id is set: the source reads with assign(), never joins the group, and "
+            "commits each batch's end offsets to it for monitoring only (never read back)"
+        )
+    return KafkaClientConfig(
+        bootstrap_servers=",".join(kwargs["bootstrap_servers"]),
+        client_kwargs=kwargs,
+        options=dict(params),
+    )

@@ -1,0 +1,200 @@
+"""The requests around a transactional producer's ``Produce`` requests, for one transactional id.
+
+:class:`CoordinatorRequests` asks the transaction coordinator (``FindCoordinator``,
+``InitProducerId``, ``AddPartitionsToTxn``) and any broker for partition leaders
+(``Metadata``), as coroutines on the connection manager's I/O thread
+(:mod:`unaligned.kafka.produce.produce_requests`). Each is retried with back-off (5 ms, doubling, at
+most 1 s) until a deadline when the coordinator moved, is loading or answers
+``CONCURRENT_TRANSACTIONS``, or a connection was lost; any other error is raised as
+kafka-python's error type. Versions are capped as kafka-python's producer caps them
+(``InitProducerId`` v4, ``AddPartitionsToTxn`` v3: transaction protocol v1). Ending a
+transaction is :mod:`unaligned.kafka.transactions.transaction_coordinator`'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import kafka.errors as kafka_errors
+from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    InitProducerIdRequest,
+)
+
+from unaligned.kafka.clients.client_internals import event_loop
+
+FIRST_BACKOFF_S = 0.005
+MAX_BACKOFF_S = 1.0
+INIT_PRODUCER_ID_MAX_VERSION = 4
+ADD_PARTITIONS_MAX_VERSION = 3
+_MOVED = (kafka_errors.NotCoordinatorError, kafka_errors.CoordinatorNotAvailableError)
+
+
+class CoordinatorRequests:
+    """One transactional id's coordinator and metadata requests on ``manager`` (a started admin
+    client's connection manager; see the module docstring)."""
+
+    def __init__(
+        self,
+        manager: Any,
+        transactional_id: str,
+        request_timeout_ms: int,
+        transaction_timeout_ms: int,
+    ) -> None:
+        self._manager = manager
+        self._tid = transactional_id
+        self._request_timeout_ms = request_timeout_ms
+        self._transaction_timeout_ms = transaction_timeout_ms
+        self._coordinator: Any = None
+
+    async def init_producer_id(self, deadline: float) -> tuple[int, int]:
+        """``(producer id, epoch)``: the epoch is bumped, an older producer of the id is fenced
+        and what it left open is aborted (the coordinator answers once that is done)."""
+
+        def request() -> Any:
+            return InitProducerIdRequest(
+                transactional_id=self._tid,
+                transaction_timeout_ms=self._transaction_timeout_ms,
+                producer_id=-1,
+                producer_epoch=-1,
+                max_version=INIT_PRODUCER_ID_MAX_VERSION,
+            )
+
+        response = await self._ask_coordinator(request, _error_code, deadline)
+        return int(response.producer_id), int(response.producer_epoch)
+
+    async def add_partitions(
+        self,
+        producer: tuple[int, int],
+        partitions: Mapping[str, Sequence[int]],
+        deadline: float,
+    ) -> None:
+        """Register ``partitions`` (per topic) with the transaction of ``producer`` (id, epoch):
+        ``Produce`` to a partition must wait for this."""
+        producer_id, epoch = producer
+        topic_type = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+
+        def request() -> Any:
+            return AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self._tid,
+                v3_and_below_producer_id=producer_id,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[
+                    topic_type(name=t, partitions=sorted(ps)) for t, ps in partitions.items()
+                ],
+                max_version=ADD_PARTITIONS_MAX_VERSION,
+            )
+
+        await self._ask_coordinator(request, add_partitions_error_code, deadline)
+
+    async def leaders(self, topic: str, deadline: float) -> dict[int, int]:
+        """Every partition of ``topic`` and its leader's node id."""
+        backoff = FIRST_BACKOFF_S
+        while True:
+            request = MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )
+            error: BaseException
+            try:
+                response = await self._manager.send(
+                    request, request_timeout_ms=self._timeout_ms(deadline)
+                )
+            except kafka_errors.RetriableError as exc:
+                error = exc
+            else:
+                self._manager.cluster.update_metadata(response)
+                found = next((t for t in response.topics if t.name == topic), None)
+                unknown = kafka_errors.UnknownTopicOrPartitionError.errno
+                error_type = kafka_errors.for_code(found.error_code if found else unknown)
+                if error_type is kafka_errors.NoError:
+                    assert found is not None
+                    leaders = {int(p.partition_index): int(p.leader_id) for p in found.partitions}
+                    if leaders and all(leader >= 0 for leader in leaders.values()):
+                        return leaders
+                    error = kafka_errors.LeaderNotAvailableError(topic)
+                elif error_type is kafka_errors.UnknownTopicOrPartitionError:
+                    raise error_type(f"topic {topic!r} does not exist")
+                elif not issubclass(error_type, kafka_errors.RetriableError):
+                    raise error_type(topic)
+                else:
+                    error = error_type(topic)
+            backoff = await self._back_off(error, backoff, deadline)
+
+    async def _find_coordinator(self, deadline: float) -> Any:
+        request = FindCoordinatorRequest(
+            key=self._tid, key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=[self._tid]
+        )
+        response = await self._manager.send(request, request_timeout_ms=self._timeout_ms(deadline))
+        found = response.coordinators[0] if response.coordinators else response
+        if found.error_code:
+            raise kafka_errors.for_code(found.error_code)()
+        return self._manager.cluster.add_coordinator(
+            found, CoordinatorType.TRANSACTION, self._tid, synthesize_node_id=False
+        )
+
+    async def _ask_coordinator(
+        self, request: Callable[[], Any], error_code: Callable[[Any], int], deadline: float
+    ) -> Any:
+        """Send ``request()`` to the coordinator until it answers without a retriable error."""
+        backoff = FIRST_BACKOFF_S
+        if self._coordinator is None:
+            self._coordinator = self._manager.cluster.get_coordinator(
+                self._tid, CoordinatorType.TRANSACTION
+            )
+        while True:
+            try:
+                if self._coordinator is None:
+                    self._coordinator = await self._find_coordinator(deadline)
+                response = await self._manager.send(
+                    request(),
+                    node_id=self._coordinator,
+                    request_timeout_ms=self._timeout_ms(deadline),
+                )
+            except kafka_errors.RetriableError as exc:
+                error: BaseException = exc
+                self._coordinator = None
+            else:
+                error_type = kafka_errors.for_code(error_code(response))
+                if error_type is kafka_errors.NoError:
+                    return response
+                if not issubclass(error_type, kafka_errors.RetriableError):
+                    raise error_type()
+                if error_type in _MOVED:
+                    self._coordinator = None
+                error = error_type()
+            backoff = await self._back_off(error, backoff, deadline)
+
+    async def _back_off(self, error: BaseException, backoff: float, deadline: float) -> float:
+        """Sleep ``backoff`` and return the next one, or raise ``error`` if the deadline would
+        pass first."""
+        if time.monotonic() + backoff >= deadline:
+            raise error
+        await event_loop(self._manager).sleep(backoff)
+        return min(backoff * 2, MAX_BACKOFF_S)
+
+    def _timeout_ms(self, deadline: float) -> int:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        return max(1, min(self._request_timeout_ms, left_ms))
+
+
+def _error_code(response: Any) -> int:
+    return int(response.error_code)
+
+
+def add_partitions_error_code(response: Any) -> int:
+    """The first partition error of an ``AddPartitionsToTxn`` answer; ``OPERATION_NOT_ATTEMPTED``
+    (the coordinator skipped the partition for another one's error) only if it is the only one."""
+    codes = [
+        int(result.partition_error_code)
+        for topic in response.results_by_topic_v3_and_below
+        for result in topic.results_by_partition
+        if result.partition_error_code
+    ]
+    not_attempted = kafka_errors.OperationNotAttemptedError.errno
+    return next((c for c in codes if c != not_attempted), codes[0] if codes else 0)

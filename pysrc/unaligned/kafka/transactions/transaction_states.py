@@ -1,0 +1,177 @@
+"""What the transaction coordinators know about transactional ids: listing and describing.
+
+The sink asks two questions of the coordinators, never of its own bookkeeping:
+
+- *Which of my ids have a transaction open?* (:func:`list_transactional_ids`) — for clean-up,
+  which fences every open transaction that no commit record names. The request is filtered by
+  state on the broker, and by the id pattern where the broker supports it (Kafka 4.1+,
+  KIP-1152), so a cluster with many transactional ids is not listed whole at every batch.
+- *Can these prepared transactions still commit?* (:func:`describe_transactions`,
+  :func:`commit_blockers`) — before a batch is decided: a transaction the broker has already
+  aborted (``kafka.transaction.timeout.ms`` passed) or that another producer fenced would make
+  the decision impossible to carry out.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import kafka.errors as kafka_errors
+from kafka.admin import KafkaAdminClient, TransactionDescription, TransactionState
+
+from unaligned.kafka.clients.admin_clients import shared_admin_client
+from unaligned.kafka.transactions.transactions import PreparedTransaction
+
+_DESCRIBE_TIMEOUT_S = 60.0
+_COORDINATOR_NOT_READY = (
+    kafka_errors.CoordinatorNotAvailableError,
+    kafka_errors.CoordinatorLoadInProgressError,
+    kafka_errors.NotCoordinatorError,
+    kafka_errors.NodeNotReadyError,  # no connection may take a request now (backoff, paused)
+)
+
+OPEN_TRANSACTION_STATES = frozenset(
+    {
+        TransactionState.ONGOING,
+        TransactionState.PREPARE_COMMIT,
+        TransactionState.PREPARE_ABORT,
+        TransactionState.PREPARE_EPOCH_FENCE,
+    }
+)
+"""States of an unfinished transaction. ``PrepareCommit``/``PrepareAbort`` last until the
+markers are written (milliseconds): a transaction just committed may briefly be listed as open."""
+
+
+def list_transactional_ids(
+    client_kwargs: Mapping[str, Any], prefix: str, *, open_only: bool = True
+) -> list[str]:
+    """Sorted transactional ids starting with ``prefix`` known to the coordinators.
+
+    ``open_only`` keeps ids in :data:`OPEN_TRANSACTION_STATES` (filtered by the broker);
+    otherwise any state (``Empty``, ``CompleteCommit``, ``CompleteAbort``...). The id pattern is
+    sent to brokers that support it and applied here as well, so older brokers work too.
+    """
+    states = sorted(s.value for s in OPEN_TRANSACTION_STATES) if open_only else None
+    pattern = "^" + re.escape(prefix) + ".*"
+    with shared_admin_client(client_kwargs) as admin:
+        try:
+            by_broker = admin.list_transactions(
+                state_filters=states, transactional_id_pattern=pattern
+            )
+        except kafka_errors.UnsupportedVersionError:
+            by_broker = admin.list_transactions(state_filters=states)
+    return sorted(
+        {
+            listing.transactional_id
+            for listings in by_broker.values()
+            for listing in listings
+            if listing.transactional_id.startswith(prefix)
+            and (not open_only or listing.state in OPEN_TRANSACTION_STATES)
+        }
+    )
+
+
+def describe_transactions(
+    client_kwargs: Mapping[str, Any], transactional_ids: Iterable[str]
+) -> dict[str, TransactionDescription | None]:
+    """Each id's transaction as its coordinator describes it; ``None`` for an id it never saw.
+
+    Asked through the process's kept admin client (:func:`shared_admin_client`): every Kafka sink
+    task asks this before it begins. A coordinator not ready (its transaction state log still
+    loading: a fresh cluster, or its leader moved) or no connection ready to take the question
+    (reconnect backoff) is retried, as Kafka's own clients do, on a new
+    client: the kept one is dropped with its cached coordinators, which kafka-python does not
+    forget when one answers ``NOT_COORDINATOR``."""
+    ids = sorted(set(transactional_ids))
+    if not ids:
+        return {}
+    deadline = time.monotonic() + _DESCRIBE_TIMEOUT_S
+    delay = 0.05
+    while True:
+        try:
+            with shared_admin_client(client_kwargs) as admin:
+                return {tid: _describe(admin, tid) for tid in ids}
+        except _COORDINATOR_NOT_READY:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _describe(admin: KafkaAdminClient, tid: str) -> TransactionDescription | None:
+    try:
+        description: TransactionDescription = admin.describe_transactions([tid])[tid]
+    except kafka_errors.TransactionalIdNotFoundError:
+        return None
+    return description
+
+
+def is_open(description: TransactionDescription | None) -> bool:
+    """True if the id has an unfinished transaction (someone may still commit or abort it)."""
+    return description is not None and description.state in OPEN_TRANSACTION_STATES
+
+
+_ABORTING = frozenset({TransactionState.PREPARE_ABORT, TransactionState.COMPLETE_ABORT})
+
+
+def fenced(prepared: PreparedTransaction, description: TransactionDescription | None) -> bool:
+    """True if another producer took ``prepared``'s id after it (``InitProducerId``: another
+    attempt of the task, or a zombie), rather than the broker aborting it on its timeout (which
+    bumps the epoch once and leaves the id aborting or aborted)."""
+    if description is None or description.producer_id != prepared.producer_id:
+        return description is not None
+    if description.producer_epoch <= prepared.epoch:
+        return False
+    timed_out = description.state in _ABORTING and description.producer_epoch == prepared.epoch + 1
+    return not timed_out
+
+
+def commit_blockers(
+    prepared: Sequence[PreparedTransaction],
+    descriptions: Mapping[str, TransactionDescription | None],
+    now_ms: int,
+    margin_ms: int,
+) -> list[str]:
+    """Why each of ``prepared`` could not be committed now (empty: all can).
+
+    A prepared transaction can be committed only while its coordinator still has it ``Ongoing``
+    under the same producer id and epoch, and it must stay so for ``margin_ms`` more, the time
+    the commit itself may take (the broker aborts it ``transaction_timeout_ms`` after it began).
+    A transaction with no records never reached the coordinator and needs no commit.
+    """
+    reasons = []
+    for p in prepared:
+        if p.record_count == 0:
+            continue
+        d = descriptions.get(p.transactional_id)
+        if d is None:
+            reasons.append(f"{p.describe()}: unknown to its coordinator")
+        elif fenced(p, d):
+            reasons.append(
+                f"{p.describe()}: the coordinator has it {d.state.value} under producer id "
+                f"{d.producer_id}, epoch {d.producer_epoch} (fenced by another producer with the "
+                "same id: another attempt of the task took it)"
+            )
+        elif d.state != TransactionState.ONGOING:
+            reasons.append(
+                f"{p.describe()}: the coordinator has it {d.state.value} (aborted by the "
+                "transaction timeout)"
+            )
+        elif (d.producer_id, d.producer_epoch) != (p.producer_id, p.epoch):
+            reasons.append(
+                f"{p.describe()}: the coordinator has producer id {d.producer_id}, epoch "
+                f"{d.producer_epoch} (fenced by another producer with the same id)"
+            )
+        else:
+            left_ms = d.transaction_start_time_ms + d.transaction_timeout_ms - now_ms
+            if left_ms < margin_ms:
+                reasons.append(
+                    f"{p.describe()}: began {(now_ms - d.transaction_start_time_ms) / 1000:.1f} s "
+                    f"ago and the broker aborts it {d.transaction_timeout_ms / 1000:.1f} s after "
+                    f"it began ({max(left_ms, 0) / 1000:.1f} s left, {margin_ms / 1000:.1f} s "
+                    "needed to commit)"
+                )
+    return reasons
