@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -331,8 +331,8 @@ def test_a_flaky_listing_keeps_a_topic_and_a_real_deletion_drops_it(
     real_listing = reader.planning._lookup.topics
     left_out: list[str] = []
 
-    def flaky_listing() -> dict[str, list[int]]:
-        listing = real_listing()
+    def flaky_listing(names: Collection[str] | None = None) -> dict[str, list[int]]:
+        listing = real_listing(names)
         while left_out:
             listing.pop(left_out.pop(), None)
         return listing

@@ -24,8 +24,9 @@ from harness import wait_until
 from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
 from unaligned.kafka.produce.produce_session import ProduceSession
 from unaligned.kafka.records.record_encoder import encode_record_batches
-from unaligned.kafka.transactions import PreparedTransaction, transaction_states
 from unaligned.kafka.transactions import transaction_coordinator as tc
+from unaligned.kafka.transactions import transaction_states
+from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

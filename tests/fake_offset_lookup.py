@@ -1,12 +1,12 @@
 """A fake broker for the driver-side source code: :class:`FakeLookup` answers as
-:class:`~unaligned.kafka.clients.connections.OffsetLookup` does (listings, metadata confirmations,
+:class:`~unaligned.kafka.clients.offset_lookup.OffsetLookup` does (listings, metadata confirmations,
 earliest / latest offsets), :class:`TimedLookup` also answers timestamp lookups;
 :func:`reader_for` is a driver-side stream reader that asks one of them. Shared by the tests of
 the stream reader, of position resolution and of the source's side of stopping."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.partitions import TopicPartitionId
@@ -18,7 +18,7 @@ TP = TopicPartitionId
 
 
 class FakeLookup:
-    """The broker as :class:`~unaligned.kafka.clients.connections.OffsetLookup` answers for it.
+    """The broker as :class:`~unaligned.kafka.clients.offset_lookup.OffsetLookup` answers for it.
 
     ``partitions[topic]`` lists what exists; ``ends`` / ``starts`` are latest / earliest offsets
     (default 0). :meth:`flake_next_listing` makes the next :meth:`topics` calls leave things out
@@ -45,13 +45,13 @@ class FakeLookup:
     def delete(self, topic: str) -> None:
         del self.partitions[topic]
 
-    def topics(self) -> dict[str, list[int]]:
+    def topics(self, names: Collection[str] | None = None) -> dict[str, list[int]]:
         self.listings += 1
         topics, tps = self.flakes.pop(0) if self.flakes else (set(), set())
         return {
             t: [p for p in ps if TP(t, p) not in tps]
             for t, ps in self.partitions.items()
-            if t not in topics
+            if t not in topics and (names is None or t in names)
         }
 
     def topic_ids(self, names: Iterable[str]) -> dict[str, str]:

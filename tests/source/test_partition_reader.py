@@ -11,9 +11,10 @@ from pyspark.serializers import CPickleSerializer
 
 from unaligned.errors import DataLossError
 from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.source.lost_records import on_data_loss
 from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.options import SourceOptions
-from unaligned.source.partition_reader import KafkaInputPartition, on_data_loss, read_partition
+from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 
 #: Nothing listens here: a task that tried to connect would fail.
 NO_BROKER = "127.0.0.1:1"

@@ -373,8 +373,9 @@ def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
     key = (settings_key(kwargs), topic)
     if _TOPICS_FOUND.get(key):
         return
-    with admin_clients.shared_admin_client(kwargs) as admin:
-        topics = set(admin.list_topics())
+    topics = set(
+        admin_clients.ask_admin(kwargs, "listing topics", lambda admin: admin.list_topics())
+    )
     if topic not in topics:
         raise TopicNotFoundError(
             f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}"

@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
-from unaligned.kafka.clients.connections import OffsetLookup
+from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.source.group_offsets import GroupOffsets

@@ -25,7 +25,7 @@ from typing import Any
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from kafka import KafkaConsumer
-from unaligned.kafka.clients.client_options import KafkaClientConfig
+from unaligned.kafka.clients.client_options import KafkaClientConfig, kafka_python_kwargs
 from unaligned.source.offsets import KafkaSourceOffset
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,9 @@ class GroupOffsets:
                 "group_id": group,
                 "enable_auto_commit": False,
             }
-            self._consumer = KafkaConsumer(**kwargs)
+            self._consumer = KafkaConsumer(
+                **kafka_python_kwargs(kwargs, KafkaConsumer.DEFAULT_CONFIG)
+            )
             self._consumer_group = group
         return self._consumer
 

@@ -5,7 +5,8 @@ partitions its subscription (``subscribe``, ``subscribePattern`` or ``assign``) 
 resolves the starting position, on every ``latestOffset``, for the ``Trigger.AvailableNow``
 target, and when it plans a batch. Everything here is a function of the
 :class:`~unaligned.source.options.SourceOptions` and an
-:class:`~unaligned.kafka.clients.connections.OffsetLookup` passed in; nothing is kept between calls.
+:class:`~unaligned.kafka.clients.offset_lookup.OffsetLookup` passed in; nothing is kept between
+calls.
 
 A topic (or assigned partition) that does not exist and was never read raises
 :class:`~unaligned.errors.TopicNotFoundError` once ``fetchOffset.numRetries`` lookups
@@ -14,7 +15,7 @@ A topic (or assigned partition) that does not exist and was never read raises
 A known partition is lost only when the broker says so: one listing of every topic can leave
 out a topic that exists (a broker with stale metadata). A known topic or partition that a
 listing leaves out is confirmed with a direct metadata request for its topic
-(:meth:`unaligned.kafka.clients.connections.OffsetLookup.confirm_topics`):
+(:meth:`unaligned.kafka.clients.offset_lookup.OffsetLookup.confirm_topics`):
 UNKNOWN_TOPIC_OR_PARTITION, or the topic without that partition, means deleted; any other answer
 keeps the partition at its last known position. A partition therefore never drops out of the
 offsets, and never comes back as new from its earliest offset, because of one flaky refresh.
@@ -27,7 +28,7 @@ import time
 from collections.abc import Collection, Mapping
 
 from unaligned.errors import TopicNotFoundError
-from unaligned.kafka.clients.connections import OffsetLookup
+from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.options import (
     Assign,
@@ -64,6 +65,16 @@ def covered(
     if no_topic:
         return listed, f"topic(s) {', '.join(no_topic)} named by option 'assign'"
     return listed, f"partition(s) {format_partitions(absent)} named by option 'assign'"
+
+
+def named_topics(sub: Subscription) -> tuple[str, ...] | None:
+    """The topics a subscription names (``Metadata`` asks for these only); ``None`` for a
+    pattern, whose matches only a listing of every topic finds."""
+    if isinstance(sub, SubscribePattern):
+        return None
+    if isinstance(sub, Subscribe):
+        return sub.topics
+    return tuple(sorted({tp.topic for tp in sub.partitions}))
 
 
 def subscribed(sub: Subscription, tp: TopicPartitionId) -> bool:
@@ -119,7 +130,8 @@ def discover(
     (:func:`confirmed_gone`); planning reports those lost."""
     attempts = options.fetch_offset_num_retries
     for attempt in range(1, attempts + 1):
-        found, missing = covered(options.subscription, lookup.topics(), known)
+        listing = lookup.topics(named_topics(options.subscription))
+        found, missing = covered(options.subscription, listing, known)
         if missing is None or attempt == attempts:
             break
         time.sleep(options.fetch_offset_retry_interval_ms / 1000.0)

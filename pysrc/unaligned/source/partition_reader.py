@@ -12,10 +12,12 @@ records come from ``Fetch`` requests (:mod:`unaligned.kafka.fetch.range_fetch`) 
 process's own kept connections for a plaintext cluster
 (:mod:`unaligned.kafka.fetch.fetch_connections`), else on its kept admin client's, every partition's
 byte bound sized from what is left of its range, and are decoded up to the range's end only
-(:mod:`unaligned.kafka.records.record_decoder`). Records that are gone before the task reads them
-(retention, delete-records, a recreated topic) are data loss: :func:`on_data_loss` applies
-``failOnDataLoss`` (the driver's planning uses it too). See ARCHITECTURE.md, "The source's read
-tasks".
+(:mod:`unaligned.kafka.records.record_decoder`). Retriable answers (a leader moved, a broker
+lost) are asked again after a pause that doubles up to 1 s, until ``kafkaConsumer.pollTimeoutMs``
+passes without progress. Records that are gone before the task reads them (retention,
+delete-records, a log truncated under it) are data loss only on the leader's word
+(:mod:`unaligned.source.lost_records`, which applies ``failOnDataLoss``). See ARCHITECTURE.md,
+"The source's read tasks".
 """
 
 from __future__ import annotations
@@ -31,22 +33,24 @@ from pyspark.sql.datasource import InputPartition
 
 from unaligned._process_memo import ProcessMemo
 from unaligned._worker_memory import tune_worker_memory
-from unaligned.errors import DataLossError, KafkaUnavailableError, LegacyRecordFormatError
+from unaligned.errors import KafkaUnavailableError, LegacyRecordFormatError
 from unaligned.kafka.clients.admin_clients import shared_admin_client
 from unaligned.kafka.clients.client_internals import (
     connection_manager,
     read_sockets_in_large_pieces,
 )
 from unaligned.kafka.clients.client_options import KafkaClientConfig
-from unaligned.kafka.clients.connections import OffsetLookup
+from unaligned.kafka.clients.retries import Backoff
+from unaligned.kafka.fetch.fetch_answers import FetchAnswer, FetchWanted, fetch_settings
 from unaligned.kafka.fetch.fetch_connections import direct_connections
-from unaligned.kafka.fetch.range_fetch import FetchAnswer, FetchWanted, RangeFetcher, fetch_settings
+from unaligned.kafka.fetch.range_fetch import RangeFetcher
 from unaligned.kafka.records.record_decoder import (
     DecodedFetch,
     decode_legacy_batches,
     decode_record_batches,
 )
 from unaligned.source.arrow_rows import to_arrow_batches
+from unaligned.source.lost_records import PositionCheck
 from unaligned.source.offset_ranges import OffsetRange
 
 logger = logging.getLogger(__name__)
@@ -55,7 +59,8 @@ logger = logging.getLogger(__name__)
 PROBE_BYTES = 256 * 1024
 #: Added to every byte bound: the batch that holds a range's last offset arrives whole.
 SLACK_BYTES = 32 * 1024
-#: Pause between two rounds that brought nothing (a leader moving, a broker restarting).
+#: The first pause after a round that brought nothing (a leader moving, a broker restarting);
+#: it doubles up to 1 s while nothing comes.
 RETRY_PAUSE_S = 0.05
 
 _BYTES_PER_OFFSET: ProcessMemo[str, float] = ProcessMemo()
@@ -78,18 +83,6 @@ class KafkaInputPartition(InputPartition):
     poll_timeout_ms: int
 
 
-def on_data_loss(fail_on_data_loss: bool, message: str) -> None:
-    """``failOnDataLoss``: raise :class:`DataLossError` with ``message`` (naming the
-    topic-partition and offsets), or log it as a warning and let the caller go on."""
-    if fail_on_data_loss:
-        raise DataLossError(
-            f"{message}. Set the option failOnDataLoss=false to continue with the records left."
-        )
-    logger.warning(
-        "%s (failOnDataLoss=false: continuing with the records still available)", message
-    )
-
-
 class _RangeState:
     """Where one range's read stands: the next offset to read and its progress clock."""
 
@@ -99,6 +92,10 @@ class _RangeState:
         self.last_progress = time.monotonic()
         self.max_bytes = max_bytes
         self.grow = 1  # doubled while answers bring no complete batch
+        self.fetch_epoch = -1
+        """Leader epoch of the requests whose records were read (-1: none yet)."""
+        self.batch_epoch = -1
+        """Leader epoch written in the last record batch read (its ``partitionLeaderEpoch``)."""
 
     @property
     def done(self) -> bool:
@@ -113,6 +110,8 @@ class _RangeState:
         return FetchWanted(self.rng.tp, self.next_offset, max(bound, 1))
 
     def advanced(self, decoded: DecodedFetch) -> None:
+        if decoded.leader_epoch >= 0:
+            self.batch_epoch = decoded.leader_epoch
         if decoded.next_fetch_offset > self.next_offset:
             offsets = decoded.next_fetch_offset - self.next_offset
             _BYTES_PER_OFFSET.put(self.rng.tp.topic, decoded.bytes_read / offsets)
@@ -121,6 +120,11 @@ class _RangeState:
             self.grow = 1
         else:  # a batch larger than the bound, cut off: ask for more next time
             self.grow = min(self.grow * 2, 1 << 16)
+
+    def skipped_to(self, offset: int) -> None:
+        """Go on from ``offset`` past records that are lost (``failOnDataLoss=false``)."""
+        self.next_offset = offset
+        self.last_progress = time.monotonic()
 
 
 class _TaskRead:
@@ -133,6 +137,8 @@ class _TaskRead:
         self.check_crcs = bool(kwargs.get("check_crcs", True))
         max_bytes = int(kwargs["max_partition_fetch_bytes"])
         self.states = [_RangeState(r, max_bytes) for r in part.ranges if r.size > 0]
+        self.checks = PositionCheck(part.kafka, fetcher, part.fail_on_data_loss)
+        self.idle = Backoff(first_s=RETRY_PAUSE_S)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         while True:
@@ -149,37 +155,56 @@ class _TaskRead:
                 before = state.next_offset
                 yield from self._answer(state, answer)
                 progressed |= state.next_offset > before
-            if not progressed:
-                time.sleep(RETRY_PAUSE_S)
+            if progressed:
+                self.idle.reset()
+            else:  # a leader moving, a broker restarting: wait longer each round, up to 1 s
+                time.sleep(self.idle.next())
 
     def _answer(self, state: _RangeState, answer: FetchAnswer) -> Iterator[pa.RecordBatch]:
         tp, rng = state.rng.tp, state.rng
-        if answer.error is None:
+        if answer.error is None and self._same_log(state, answer):
             decoded = self._decode(state, answer)
             state.advanced(decoded)
             if decoded.columns is not None and len(decoded.columns):
                 yield from to_arrow_batches(decoded.columns, tp, self.part.include_headers)
-        elif not answer.retriable and not isinstance(answer.error, OffsetOutOfRangeError):
+        elif answer.error is None:
+            pass  # the truncation check had no answer yet: read again
+        elif isinstance(answer.error, OffsetOutOfRangeError) and not answer.retriable:
+            skip_to = self.checks.out_of_range(tp, state.next_offset, rng.end, self._stalled(state))
+            if skip_to is not None:
+                state.skipped_to(skip_to)
+            return
+        elif not answer.retriable:
             raise KafkaUnavailableError(
                 f"Kafka refused to read {tp} at offset {state.next_offset} "
                 f"(range [{rng.start}, {rng.end})): {answer.error!r}"
             )
-        elif isinstance(answer.error, OffsetOutOfRangeError):
-            self._skip_lost(state)
+        if state.done or not self._stalled(state):
             return
-        if (
-            state.done
-            or (time.monotonic() - state.last_progress) * 1000 <= self.part.poll_timeout_ms
-        ):
-            return
-        if not self._lost_below(state):
+        skip_to = self.checks.gone_below(tp, state.next_offset, rng.end)
+        if skip_to is None:
             raise KafkaUnavailableError(
                 f"no records of {tp} at offsets [{state.next_offset}, {rng.end}) arrived from "
                 f"Kafka at {self.part.kafka.bootstrap_servers} within "
                 f"kafkaConsumer.pollTimeoutMs={self.part.poll_timeout_ms}"
                 + ("" if answer.error is None else f" (last answer: {answer.error!r})")
             )
-        self._skip_lost(state)
+        state.skipped_to(skip_to)
+
+    def _stalled(self, state: _RangeState) -> bool:
+        """No progress on the range for ``kafkaConsumer.pollTimeoutMs``."""
+        return (time.monotonic() - state.last_progress) * 1000 > self.part.poll_timeout_ms
+
+    def _same_log(self, state: _RangeState, answer: FetchAnswer) -> bool:
+        """Whether the answer's records follow what the range read so far: after a leader
+        change, the truncation check (:meth:`PositionCheck.truncated`) must have passed."""
+        newer = answer.leader_epoch > state.fetch_epoch >= 0 and state.batch_epoch >= 0
+        if newer:
+            truncated = self.checks.truncated(state.rng.tp, state.batch_epoch, state.next_offset)
+            if truncated is None:
+                return False
+        state.fetch_epoch = max(state.fetch_epoch, answer.leader_epoch)
+        return True
 
     def _decode(self, state: _RangeState, answer: FetchAnswer) -> DecodedFetch:
         headers, end = self.part.include_headers, state.rng.end
@@ -198,43 +223,6 @@ class _TaskRead:
             return decode_legacy_batches(
                 answer.records, state.next_offset, include_headers=headers, end_offset=end
             )
-
-    def _offsets(self) -> OffsetLookup:
-        return OffsetLookup(self.part.kafka)
-
-    def _lost_below(self, state: _RangeState) -> bool:
-        lookup = self._offsets()
-        try:
-            return lookup.earliest([state.rng.tp])[state.rng.tp] > state.next_offset
-        finally:
-            lookup.close()
-
-    def _skip_lost(self, state: _RangeState) -> None:
-        """An out-of-range position: DataLossError, or (failOnDataLoss=false) go on past the
-        gap."""
-        tp, end, next_offset = state.rng.tp, state.rng.end, state.next_offset
-        lookup = self._offsets()
-        try:
-            earliest = lookup.earliest([tp])[tp]
-            latest = lookup.latest([tp])[tp] if earliest <= next_offset else -1
-        finally:
-            lookup.close()
-        if earliest > next_offset:
-            skip_to = min(earliest, end)
-            message = (
-                f"records of {tp} at offsets [{next_offset}, {skip_to}) are gone before the "
-                "query read them (retention or deleted records)"
-            )
-        else:
-            skip_to = end
-            message = (
-                f"offset {next_offset} of {tp} is outside the partition's offsets "
-                f"[{earliest}, {latest}) (topic recreated?): records [{next_offset}, {end}) "
-                "are lost"
-            )
-        on_data_loss(self.part.fail_on_data_loss, message)
-        state.next_offset = skip_to
-        state.last_progress = time.monotonic()
 
 
 def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Collection, Mapping
 
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.connections import OffsetLookup
+from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.offset_options import Boundary
 from unaligned.source.options import SourceOptions

@@ -5,20 +5,20 @@ per topic-partition of the end (next-offset-to-read positions, exclusive ends), 
 with the broker what may have been lost in between: deleted topics and partitions, a topic
 re-created under the same name (its Kafka topic id changed), records gone to retention. Each
 finding goes through ``failOnDataLoss``
-(:func:`unaligned.source.partition_reader.on_data_loss`). The read tasks are then formed by
+(:func:`unaligned.source.lost_records.on_data_loss`). The read tasks are then formed by
 :func:`unaligned.source.offset_ranges.group_ranges`; see ARCHITECTURE.md, "The source's read
 tasks".
 """
 
 from __future__ import annotations
 
-from unaligned.kafka.clients.connections import OffsetLookup
+from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import format_partitions
+from unaligned.source.lost_records import on_data_loss
 from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_discovery import confirmed_gone
-from unaligned.source.partition_reader import on_data_loss
 
 
 def plan_ranges(
@@ -46,7 +46,7 @@ def plan_ranges(
         on_data_loss(
             fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}"
         )
-    topics = lookup.topics() if finish.positions else {}
+    topics = lookup.topics({tp.topic for tp in finish.positions}) if finish.positions else {}
     unlisted = [tp for tp in finish.positions if tp.partition not in topics.get(tp.topic, ())]
     vanished = confirmed_gone(lookup, unlisted)
     existing = [tp for tp in finish.positions if tp not in vanished]

@@ -15,13 +15,12 @@ from typing import Any
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kafka.cluster import ClusterMetadata
-from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 
 import kafka
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer, TopicPartition
 from unaligned.kafka.clients import client_internals
 from unaligned.kafka.clients.client_internals import (
     PINNED_KAFKA_PYTHON,
@@ -129,23 +128,15 @@ def test_the_connection_manager_and_its_loop_have_what_the_produce_path_calls() 
         assert callable(getattr(ClusterMetadata, name)), name
 
 
-def test_the_consumer_client_keeps_cluster_metadata_with_topic_ids() -> None:
-    """``consumer_cluster(consumer).topic_id`` (KIP-516, from MetadataResponse v10+)."""
-    assert ClusterMetadata().topic_id("nothing") is None
-    assert KafkaConsumer.DEFAULT_CONFIG["kafka_client"] is KafkaNetClient
-    assert isinstance(KafkaNetClient.cluster, property)
-
-
-def test_the_consumers_metadata_cache_takes_the_consumers_retry_backoff() -> None:
-    kwargs = {"bootstrap_servers": "127.0.0.1:1", "api_version": (4, 0), "retry_backoff_ms": 7}
-    consumer = KafkaConsumer(**kwargs)
-    try:
-        config = client_internals.consumer_cluster(consumer).config
-        assert config["retry_backoff_ms"] == 100  # the upstream gap
-        client_internals.give_consumer_metadata_retry_backoff(consumer, 7)
-        assert config["retry_backoff_ms"] == 7
-    finally:
-        consumer.close()
+def test_the_cluster_metadata_keeps_leaders_leader_epochs_and_topic_ids() -> None:
+    """What the offset look-ups, the read tasks and the truncation checks read of
+    ``connection_manager(admin).cluster`` (leaders and epochs from MetadataResponse v9+)."""
+    cluster = ClusterMetadata()
+    unknown = TopicPartition("nothing", 0)
+    assert cluster.leader_for_partition(unknown) is None
+    assert cluster.leader_epoch_for_partition(unknown) is None
+    assert cluster.topic_id("nothing") is None
+    assert callable(cluster.broker_metadata)
 
 
 def test_build_producer_gives_the_metadata_the_producers_retry_backoff() -> None:

@@ -18,14 +18,20 @@ from unaligned.kafka.fetch.fetch_wire import (
 )
 
 
-def test_the_request_is_byte_for_byte_kafka_pythons_v11() -> None:
+@pytest.mark.parametrize(("epochs", "rack"), [((-1, -1), ""), ((4, 17), "eu-west-1a")])
+def test_the_request_is_byte_for_byte_kafka_pythons_v11(epochs: tuple[int, int], rack: str) -> None:
+    """Leader epochs (KIP-320) and the client's rack (KIP-392) included."""
     ours = encode_fetch_request(
         7,
         "me",
-        [("t", [PartitionFetch(0, 100, 4096), PartitionFetch(3, 5, 1)]), ("u", [])],
+        [
+            ("t", [PartitionFetch(0, 100, 4096, epochs[0]), PartitionFetch(3, 5, 1, epochs[1])]),
+            ("u", []),
+        ],
         max_wait_ms=250,
         max_bytes=1 << 20,
         read_committed=True,
+        rack_id=rack,
     )
     topic = FetchRequest.FetchTopic
     theirs = FetchRequest[11](
@@ -42,18 +48,18 @@ def test_the_request_is_byte_for_byte_kafka_pythons_v11() -> None:
                 partitions=[
                     topic.FetchPartition(
                         partition=p,
-                        current_leader_epoch=-1,
+                        current_leader_epoch=e,
                         fetch_offset=o,
                         log_start_offset=-1,
                         partition_max_bytes=b,
                     )
-                    for p, o, b in ((0, 100, 4096), (3, 5, 1))
+                    for p, o, b, e in ((0, 100, 4096, epochs[0]), (3, 5, 1, epochs[1]))
                 ],
             ),
             topic(topic="u", partitions=[]),
         ],
         forgotten_topics_data=[],
-        rack_id="",
+        rack_id=rack,
     )
     theirs.with_header(correlation_id=7, client_id="me")
     assert ours == theirs.encode(framed=True, header=True)
@@ -105,6 +111,7 @@ def test_a_response_kafka_python_encodes_parses_in_place() -> None:
                         ],
                     ),
                     partition_fields(2, error_code=1, records=None),
+                    partition_fields(3, preferred_read_replica=2),
                 ]
             )
         )
@@ -114,13 +121,14 @@ def test_a_response_kafka_python_encodes_parses_in_place() -> None:
     assert response.throttle_time_ms == 3 and response.error_code == 0
     (topic,) = response.responses
     assert topic.topic == "events"
-    first, second, third = topic.partitions
+    first, second, third, fourth = topic.partitions
     assert (first.partition_index, first.high_watermark, first.last_stable_offset) == (0, 1000, 900)
     assert first.log_start_offset == 0 and first.aborted_transactions is None
     assert first.records is not None and bytes(first.records) == b"batch-bytes-0"
     assert first.records.obj is frame.obj  # a slice of the received buffer, not a copy
     assert second.aborted_transactions == (AbortedTransaction(5, 10), AbortedTransaction(6, 20))
     assert (third.error_code, third.records) == (1, None)
+    assert first.preferred_read_replica == -1 and fourth.preferred_read_replica == 2
 
 
 def test_a_truncated_response_is_a_decode_error_not_a_short_read() -> None:

@@ -69,14 +69,16 @@ def _part(partition: int = 0) -> PartitionQueue:
     return PartitionQueue("x", partition)
 
 
-def _produce_answer(partition: int, error_code: int) -> ProduceResponse:
+def _produce_answer(partition: int, error_code: int, log_start: int = -1) -> ProduceResponse:
     topic = ProduceResponse.TopicProduceResponse
     return ProduceResponse(
         responses=[
             topic(
                 name="x",
                 partition_responses=[
-                    topic.PartitionProduceResponse(index=partition, error_code=error_code)
+                    topic.PartitionProduceResponse(
+                        index=partition, error_code=error_code, log_start_offset=log_start
+                    )
                 ],
             )
         ]
@@ -109,6 +111,27 @@ def test_out_of_order_sequence_is_retried_only_behind_a_batch_waiting_to_be_sent
     assert pr.Requests._retriable(kafka_errors.RequestTimedOutError(), _part())
     assert not pr.Requests._retriable(kafka_errors.ProducerFencedError(), _part())
     assert not pr.Requests._retriable(kafka_errors.MessageSizeTooLargeError(), _part())
+
+
+def test_lost_brokers_and_moved_leaders_are_retried_as_the_java_producer_does() -> None:
+    for error in (
+        kafka_errors.UnknownBrokerIdError(3),  # kafka-python: the leader left the metadata
+        kafka_errors.NetworkExceptionError(),
+        kafka_errors.KafkaStorageError(),
+        kafka_errors.NotEnoughReplicasError(),
+        kafka_errors.NotEnoughReplicasAfterAppendError(),
+        kafka_errors.KafkaConnectionError("refused"),
+    ):
+        assert pr.Requests._retriable(error, _part()), error
+
+
+def test_unknown_producer_id_is_retried_only_without_a_log_start_offset() -> None:
+    unknown = kafka_errors.UnknownProducerIdError.errno
+    moving = produce_error(_produce_answer(0, unknown), _part())
+    assert isinstance(moving, kafka_errors.UnknownProducerIdError)
+    assert pr.Requests._retriable(moving, _part())  # the partition was moving: ask again
+    lost_state = produce_error(_produce_answer(0, unknown, log_start=50), _part())
+    assert not pr.Requests._retriable(lost_state, _part())  # the transaction cannot go on
 
 
 def test_add_partitions_reports_the_real_error_before_operation_not_attempted() -> None:

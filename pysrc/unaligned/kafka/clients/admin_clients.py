@@ -19,23 +19,32 @@ time as the question itself (about 10 ms each on the embedded broker). Guarantee
   its own; the parent's I/O thread does not exist there);
 - a block that raises drops the kept client (closed): a client whose connections failed is not
   lent again, and the next block builds a new one. Answers are never cached, only the client.
+
+:func:`ask_admin` asks a question on the kept client through a lost broker or a moved
+coordinator: a retriable error drops the client (its metadata and cached coordinators are
+stale) and the question is asked again on a new one, with a doubling backoff, until
+``kafka.default.api.timeout.ms`` (:func:`unaligned.kafka.clients.retries.call_until`).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 
 from unaligned._process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka.clients.client_options import api_timeout_ms
 from unaligned.kafka.clients.connections import SettingsKey, describe_servers, settings_key
+from unaligned.kafka.clients.retries import Backoff, call_until
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -122,3 +131,27 @@ def _drop(key: SettingsKey, kept: _Kept) -> None:
             _KEPT.forget(key)
     kept.lock.release()
     kept.client.close()
+
+
+def ask_admin(
+    client_kwargs: Mapping[str, Any],
+    doing: str,
+    question: Callable[[KafkaAdminClient], T],
+    *,
+    timeout_ms: int | None = None,
+) -> T:
+    """``question(admin)`` on the process's kept admin client, asked again on a new client
+    after each retriable error until ``timeout_ms`` (default ``kafka.default.api.timeout.ms``)
+    has passed; then :class:`KafkaUnavailableError` naming ``doing`` (module docstring)."""
+
+    def attempt(_deadline: float) -> T:
+        with shared_admin_client(client_kwargs) as admin:
+            return question(admin)
+
+    return call_until(
+        attempt,
+        doing=doing,
+        servers=describe_servers(client_kwargs),
+        timeout_ms=api_timeout_ms(client_kwargs) if timeout_ms is None else timeout_ms,
+        backoff=Backoff(int(client_kwargs.get("retry_backoff_ms", 100)) / 1000),
+    )

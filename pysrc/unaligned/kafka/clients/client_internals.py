@@ -12,8 +12,6 @@ supported version, so nothing below runs against names it was not checked with.
   (:mod:`unaligned.kafka.transactions.transaction_coordinator`);
 - :func:`event_loop`: the manager's loop ``_manager._net`` (``call_soon``, ``call_later``,
   ``sleep``): the produce session's retries and back-offs;
-- :func:`consumer_cluster`: ``KafkaConsumer._client.cluster`` (``topic_id``, and its ``config``
-  written by :func:`give_consumer_metadata_retry_backoff`);
 - :func:`give_metadata_retry_backoff`: writes ``KafkaProducer._metadata.config``;
 - :func:`read_sockets_in_large_pieces`: replaces ``KafkaTCPTransport._sock_recv`` in read-task
   workers whose records come over kafka-python's connections (SASL on plain TCP; a plaintext
@@ -34,7 +32,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.net.transport import KafkaTCPTransport
 
 import kafka
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from unaligned.errors import KafkaClientVersionError
 
 #: The kafka-python version whose internals this module uses.
@@ -45,7 +43,6 @@ RECV_BYTES = 256 * 1024
 PRIVATE_ACCESSES = (
     "KafkaAdminClient._manager",
     "_manager._net",
-    "KafkaConsumer._client",
     "KafkaProducer._metadata",
     "KafkaTCPTransport._sock_recv",
 )
@@ -66,20 +63,6 @@ def connection_manager(admin: KafkaAdminClient) -> Any:
 def event_loop(manager: Any) -> Any:
     """A connection manager's event loop (``call_soon``, ``call_later``, ``sleep``)."""
     return manager._net
-
-
-def consumer_cluster(consumer: KafkaConsumer) -> Any:
-    """The consumer's cluster metadata (``topic_id(name)``, KIP-516)."""
-    return consumer._client.cluster
-
-
-def give_consumer_metadata_retry_backoff(consumer: KafkaConsumer, retry_backoff_ms: int) -> None:
-    """kafka-python 3.0.12 does not pass ``retry_backoff_ms`` to a consumer's metadata cache,
-    which then waits its default 100 ms before looking up the leader of a freshly assigned
-    partition: give it the consumer's value (writes ``consumer_cluster(consumer).config``)."""
-    cluster_config = getattr(consumer_cluster(consumer), "config", None)
-    if isinstance(cluster_config, dict) and "retry_backoff_ms" in cluster_config:
-        cluster_config["retry_backoff_ms"] = retry_backoff_ms
 
 
 def give_metadata_retry_backoff(producer: KafkaProducer) -> None:

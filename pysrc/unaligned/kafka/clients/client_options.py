@@ -45,7 +45,11 @@ from unaligned.errors import OptionError
 logger = logging.getLogger(__name__)
 
 REDACTED = "*****(redacted)"
+#: Java's ``default.api.timeout.ms`` default.
+DEFAULT_API_TIMEOUT_MS = 60_000
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+#: The kwarg that carries ``kafka.default.api.timeout.ms``; kafka-python has no such setting.
+API_TIMEOUT_KWARG = "default_api_timeout_ms"
 
 
 def _fast_crc32c() -> bool:
@@ -126,6 +130,9 @@ _MAPPED: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "client.rack": ("client_rack", _as_str),
     "group.id": ("group_id", _as_str),
     "request.timeout.ms": ("request_timeout_ms", _as_ms),
+    # Not a kafka-python setting: the package's own bound on asking again (clients/retries.py);
+    # taken out before any kafka-python client is built (``kafka_python_kwargs``).
+    "default.api.timeout.ms": (API_TIMEOUT_KWARG, _as_ms),
     "isolation.level": ("isolation_level", _choice("read_uncommitted", "read_committed")),
     "security.protocol": (
         "security_protocol",
@@ -215,6 +222,12 @@ class KafkaClientConfig:
         return int(self.client_kwargs.get("request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS))
 
     @property
+    def api_timeout_ms(self) -> int:
+        """``kafka.default.api.timeout.ms``: how long a look-up keeps asking through a lost
+        broker or a moved leader (Java's default, 60 s)."""
+        return api_timeout_ms(self.client_kwargs)
+
+    @property
     def read_committed(self) -> bool:
         return self.client_kwargs.get("isolation_level") == "read_committed"
 
@@ -242,6 +255,20 @@ class KafkaClientConfig:
             value_deserializer=None,
         )
         return kwargs
+
+
+def api_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
+    """``kafka.default.api.timeout.ms`` of consumer or producer kwargs (60 s by default, as the
+    Java clients')."""
+    return int(client_kwargs.get(API_TIMEOUT_KWARG, DEFAULT_API_TIMEOUT_MS))
+
+
+def kafka_python_kwargs(
+    client_kwargs: Mapping[str, Any], accepted: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``client_kwargs`` without what the kafka-python client whose ``DEFAULT_CONFIG`` is
+    ``accepted`` does not take (the package's own settings, another client's names)."""
+    return {k: v for k, v in client_kwargs.items() if k in accepted}
 
 
 def _parse_jaas(text: str) -> tuple[str, dict[str, str]]:

@@ -22,7 +22,7 @@ from unaligned._parsing import (
     parse_positive,
 )
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.client_options import client_config_from_options
+from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG, client_config_from_options
 
 # Producer-only Java client names -> kafka-python keyword (shared ones: client_options._MAPPED).
 _PRODUCER_ONLY: dict[str, str] = {
@@ -67,7 +67,7 @@ def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
 
     kwargs: dict[str, Any] = dict(PRODUCER_DEFAULTS)
     for name, value in config.client_kwargs.items():
-        if name not in KafkaProducer.DEFAULT_CONFIG:
+        if name not in KafkaProducer.DEFAULT_CONFIG and name != API_TIMEOUT_KWARG:
             raise OptionError(
                 f"option 'kafka.{name.replace('_', '.')}' is a consumer setting; the sink's "
                 "producer has no such setting"

@@ -100,6 +100,7 @@ class FetchConnection:
             max_wait_ms=max_wait_ms,
             max_bytes=max_bytes,
             read_committed=read_committed,
+            rack_id=self.config.rack_id,
         )
         try:
             self._sock.settimeout(self.config.request_timeout_ms / 1000)
@@ -156,6 +157,7 @@ class FetchConnectionConfig:
     client_id: str
     request_timeout_ms: int
     receive_buffer_bytes: int | None
+    rack_id: str = ""
 
 
 @dataclass
@@ -214,5 +216,6 @@ def direct_connections(
         client_id=str(consumer_kwargs.get("client_id") or "unaligned"),
         request_timeout_ms=int(consumer_kwargs.get("request_timeout_ms", 30_000)),
         receive_buffer_bytes=consumer_kwargs.get("receive_buffer_bytes"),
+        rack_id=str(consumer_kwargs.get("client_rack") or ""),
     )
     return FetchConnections(config, settings_key(consumer_kwargs))

@@ -12,10 +12,13 @@ only v0-v3). The field names follow the protocol's (and kafka-python's), so
 
 Request: header v1 (api key 1, version, correlation id, client id); then replica id -1, max
 wait, min bytes, max bytes, isolation level, session id 0 and epoch -1 (no fetch session),
-topics, no forgotten topics, rack id "". Response: header v0 (correlation id), then throttle,
-error code, session id, and per topic and partition: index, error code, high watermark, last
-stable offset, log start offset, aborted transactions (``(producer id, first offset)``, null
-or an array), preferred read replica, records (nullable bytes).
+topics (each partition with the leader epoch the client knows, KIP-320, so a broker that is not
+the leader of that epoch answers ``FENCED_LEADER_EPOCH`` / ``UNKNOWN_LEADER_EPOCH``), no
+forgotten topics, the client's rack (``kafka.client.rack``, KIP-392). Response: header v0
+(correlation id), then throttle, error code, session id, and per topic and partition: index,
+error code, high watermark, last stable offset, log start offset, aborted transactions
+(``(producer id, first offset)``, null or an array), preferred read replica (-1: none),
+records (nullable bytes).
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ _ABORTED = struct.Struct(">qq")  # producer id, first offset
 @dataclass(frozen=True)
 class PartitionFetch:
     """One partition of a request: from ``offset`` (next offset to read), at most
-    ``max_bytes``."""
+    ``max_bytes``; ``leader_epoch``: the partition's current leader epoch (-1: unknown)."""
 
     partition: int
     offset: int
     max_bytes: int
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class PartitionData:
     last_stable_offset: int
     log_start_offset: int
     aborted_transactions: tuple[AbortedTransaction, ...] | None
+    preferred_read_replica: int
     records: memoryview | None
 
 
@@ -91,6 +96,7 @@ def encode_fetch_request(
     max_wait_ms: int,
     max_bytes: int,
     read_committed: bool,
+    rack_id: str = "",
 ) -> bytes:
     """The framed request (size prefix included), ready to send."""
     parts = [
@@ -103,10 +109,11 @@ def encode_fetch_request(
         parts.append(_string(topic))
         parts.append(_I32.pack(len(partitions)))
         parts.extend(
-            _PARTITION_REQ.pack(p.partition, -1, p.offset, -1, p.max_bytes) for p in partitions
+            _PARTITION_REQ.pack(p.partition, p.leader_epoch, p.offset, -1, p.max_bytes)
+            for p in partitions
         )
     parts.append(_I32.pack(0))  # forgotten topics
-    parts.append(_string(""))  # rack id
+    parts.append(_string(rack_id))
     body = b"".join(parts)
     return _I32.pack(len(body)) + body
 
@@ -167,11 +174,13 @@ def parse_fetch_response(frame: memoryview) -> FetchResponse:
                 if count < 0
                 else tuple(AbortedTransaction(*reader.take(_ABORTED)) for _ in range(count))
             )
-            reader.int32()  # preferred read replica
+            replica = reader.int32()
             size = reader.int32()
             records = None if size < 0 else reader.slice(size)
             partitions.append(
-                PartitionData(index, error, high_watermark, lso, log_start, aborted, records)
+                PartitionData(
+                    index, error, high_watermark, lso, log_start, aborted, replica, records
+                )
             )
         topics.append(TopicData(topic, tuple(partitions)))
     return FetchResponse(throttle_time_ms, error_code, tuple(topics))

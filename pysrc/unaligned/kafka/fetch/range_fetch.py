@@ -1,25 +1,31 @@
 """``Fetch`` requests for offset ranges, sent on a kept admin client's connections.
 
 A read task (:mod:`unaligned.source.partition_reader`) asks :class:`RangeFetcher` for the next
-records of each of its topic-partitions: one ``Fetch`` request per partition leader, every
+records of each of its topic-partitions: one ``Fetch`` request per broker it reads from, every
 partition with its own byte bound (chosen from what is left of its range, so a task does not
 receive records past its end), sent together and answered together. There is no
 ``KafkaConsumer`` per task: the worker process's kept admin client
-(:func:`unaligned.kafka.clients.admin_clients.shared_admin_client`) gives the cluster metadata, and
-the requests go over the process's own kept sockets on a plaintext cluster
-(:mod:`unaligned.kafka.fetch.fetch_connections`, ``Fetch`` v11, answers read in place), else over
-the admin client's connections (TLS, SASL).
+(:func:`unaligned.kafka.clients.admin_clients.shared_admin_client`) gives the cluster metadata,
+and the requests go over the process's own kept sockets on a plaintext cluster
+(:mod:`unaligned.kafka.fetch.fetch_connections`, ``Fetch`` v11, answers read in place), else
+over the admin client's connections (TLS, SASL).
 
-What comes back per partition is a :class:`FetchAnswer`: the raw record batches (decoded by
-:mod:`unaligned.kafka.records.record_decoder`), the aborted transactions for read_committed, the log
-start offset and high watermark, or the error. Answer rules (the caller retries, bounded by
-``kafkaConsumer.pollTimeoutMs``):
+Leaders and replicas, as Kafka's Java consumer does:
 
-- a lost connection, a timed-out request, ``NOT_LEADER_OR_FOLLOWER``, an unknown or fenced
-  leader epoch, ``LEADER_NOT_AVAILABLE``, ``UNKNOWN_TOPIC_OR_PARTITION``: retriable; the
-  partition's leader is looked up again (``Metadata``) before the next request;
-- ``OFFSET_OUT_OF_RANGE``: data loss (the caller applies ``failOnDataLoss``);
-- anything else (not authorized, corrupt message...): raised.
+- every partition carries the leader epoch the metadata gives (KIP-320): a broker that lost
+  the leadership answers ``FENCED_LEADER_EPOCH`` instead of serving a stale or lagging log, and
+  one that has not learned the new epoch yet ``UNKNOWN_LEADER_EPOCH``;
+- with ``kafka.client.rack`` set, the leader may name a preferred read replica (KIP-392, a
+  broker ``replica.selector.class``): the partition is then read from that replica until
+  ``kafka.metadata.max.age.ms`` passes or it answers anything but records (then the leader);
+- :meth:`RangeFetcher.epoch_end_offsets` asks the leaders where their logs end for the epochs a
+  task last read at (``OffsetsForLeaderEpoch``), for the truncation check after a leader change.
+
+What comes back per partition is a :class:`~unaligned.kafka.fetch.fetch_answers.FetchAnswer`,
+read by the rules of :mod:`unaligned.kafka.fetch.fetch_answers`; a partition answered with a
+retriable error, or whose request failed whole (a lost connection, a timed-out request, a
+broker the metadata no longer lists), has its leader looked up again (``Metadata``) before the
+next request, and the caller asks again, bounded by ``kafkaConsumer.pollTimeoutMs``.
 
 Versions: on kafka-python's connections ``Fetch`` v4 (isolation level, aborted transactions)
 to v12 (topic names; v13 would need topic ids), as kafka-python's own fetcher caps them; on the
@@ -41,19 +47,19 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
+from unaligned.kafka.clients.cluster_requests import EpochEnd, epoch_end_offsets, leader_and_epoch
+from unaligned.kafka.clients.retries import is_retriable
+from unaligned.kafka.fetch.fetch_answers import (
+    FetchAnswer,
+    FetchSettings,
+    FetchWanted,
+    read_answer,
+)
 from unaligned.kafka.fetch.fetch_connections import FetchConnection, FetchConnections
 from unaligned.kafka.fetch.fetch_wire import PartitionFetch
 from unaligned.kafka.partitions import TopicPartitionId
 
 FETCH_MIN_VERSION, FETCH_MAX_VERSION = 4, 12
-_RETRIABLE_PARTITION_ERRORS = (
-    kafka_errors.NotLeaderForPartitionError,
-    kafka_errors.LeaderNotAvailableError,
-    kafka_errors.UnknownTopicOrPartitionError,
-    kafka_errors.KafkaStorageError,
-)
-
-
 #: On the own connections a request holds partitions while their byte bounds add up to at most
 #: this: a task's large ranges get a request each, and the first answer is decoded while the
 #: next ones arrive; small ones share one request.
@@ -78,37 +84,13 @@ def _request_groups(parts: Sequence[FetchWanted]) -> list[list[FetchWanted]]:
 
 
 @dataclass(frozen=True)
-class FetchWanted:
-    """One partition of a fetch: read from ``offset`` (next offset to read), at most
-    ``max_bytes`` (the broker still returns a first batch larger than that)."""
+class _Target:
+    """Where a partition's fetch goes this round: ``node`` (the leader, or ``replica``) and the
+    leader epoch it carries."""
 
-    tp: TopicPartitionId
-    offset: int
-    max_bytes: int
-
-
-@dataclass(frozen=True)
-class FetchAnswer:
-    """One partition's answer. ``error`` is ``None`` or a kafka-python error instance;
-    ``retriable`` says whether asking again may help."""
-
-    tp: TopicPartitionId
-    records: bytes = b""
-    aborted_transactions: Sequence[Any] = ()
-    log_start_offset: int = -1
-    high_watermark: int = -1
-    error: BaseException | None = None
-    retriable: bool = False
-
-
-@dataclass(frozen=True)
-class FetchSettings:
-    """What every request of a task carries (from the consumer options)."""
-
-    read_committed: bool
-    max_wait_ms: int
-    request_timeout_ms: int
-    max_bytes: int
+    node: int
+    leader_epoch: int
+    replica: bool
 
 
 @dataclass
@@ -120,6 +102,27 @@ class RangeFetcher:
     settings: FetchSettings
     direct: FetchConnections | None = None
     _stale_topics: set[str] = field(default_factory=set)
+    _replicas: dict[TopicPartitionId, tuple[int, float]] = field(default_factory=dict)
+    """Preferred read replica of a partition (KIP-392) and until when to use it."""
+    _targets: dict[TopicPartitionId, _Target] = field(default_factory=dict)
+    """Where each partition of the current round was sent."""
+
+    def leader_epoch(self, tp: TopicPartitionId) -> int:
+        """The leader epoch the metadata gives for ``tp`` now (-1: unknown)."""
+        return leader_and_epoch(self.manager, tp)[1]
+
+    def epoch_end_offsets(
+        self, epochs: Mapping[TopicPartitionId, int]
+    ) -> dict[TopicPartitionId, EpochEnd]:
+        """One ``OffsetsForLeaderEpoch`` round to the current leaders (their metadata asked
+        first): where each log ends for the epoch given; partitions without an answer are left
+        out (asked again by the caller's next check), their topics marked stale."""
+        self.manager.run(self._know_leaders_of, sorted({tp.topic for tp in epochs}))
+        answers, retry = self.manager.run(
+            epoch_end_offsets, self.manager, dict(epochs), self.settings.request_timeout_ms
+        )
+        self._stale_topics.update(tp.topic for tp in retry)
+        return dict(answers)
 
     def answers(
         self, wanted: Sequence[FetchWanted]
@@ -139,15 +142,16 @@ class RangeFetcher:
         await self._know_leaders(wanted)
         answers, by_leader = self._by_leader(wanted)
         timeout_ms = self.settings.request_timeout_ms
-        pending = [
-            (
-                parts,
-                self.manager.send(
+        pending = []
+        for node, parts in by_leader.items():
+            try:
+                future = self.manager.send(
                     self._request(parts), node_id=node, request_timeout_ms=timeout_ms
-                ),
-            )
-            for node, parts in by_leader.items()
-        ]
+                )
+            except kafka_errors.KafkaError as exc:  # a broker the metadata no longer lists
+                answers.update(self._failed(parts, exc))
+                continue
+            pending.append((parts, future))
         for parts, future in pending:
             try:
                 response = await future
@@ -235,38 +239,60 @@ class RangeFetcher:
         if unknown:
             await self._refresh_metadata(sorted({w.tp.topic for w in unknown}))
 
+    async def _know_leaders_of(self, topics: Sequence[str]) -> None:
+        await self._refresh_metadata(topics)
+
     def _by_leader(
         self, wanted: Sequence[FetchWanted]
     ) -> tuple[dict[TopicPartitionId, FetchAnswer], dict[int, list[FetchWanted]]]:
-        """``wanted`` by leader node; a partition without a known leader is answered (retriable)
-        at once."""
-        by_leader: dict[int, list[FetchWanted]] = {}
+        """``wanted`` by the node each is read from (its preferred read replica while it has a
+        fresh one, else its leader; :attr:`_targets` records which); a partition without a
+        known leader is answered (retriable) at once."""
+        by_node: dict[int, list[FetchWanted]] = {}
         answers: dict[TopicPartitionId, FetchAnswer] = {}
-        cluster = self.manager.cluster
+        now = time.monotonic()
+        self._targets = {}
         for w in wanted:
-            leader = cluster.leader_for_partition(KafkaTopicPartition(w.tp.topic, w.tp.partition))
-            if leader is None or leader == -1:
+            leader, epoch = leader_and_epoch(self.manager, w.tp)
+            if leader is None:
                 self._stale_topics.add(w.tp.topic)
                 answers[w.tp] = FetchAnswer(
                     w.tp, error=kafka_errors.LeaderNotAvailableError(str(w.tp)), retriable=True
                 )
-            else:
-                by_leader.setdefault(int(leader), []).append(w)
-        return answers, by_leader
+                continue
+            replica, until = self._replicas.get(w.tp, (leader, 0.0))
+            if until <= now:
+                self._replicas.pop(w.tp, None)
+                replica = leader
+            target = _Target(replica, epoch, replica != leader)
+            self._targets[w.tp] = target
+            by_node.setdefault(target.node, []).append(w)
+        return answers, by_node
 
     def _failed(
         self, parts: Sequence[FetchWanted], exc: kafka_errors.KafkaError
     ) -> dict[TopicPartitionId, FetchAnswer]:
-        """Every partition of a request that failed as a whole (lost connection, timeout)."""
+        """Every partition of a request that failed as a whole (lost connection, timeout, a
+        broker the metadata no longer lists): asked again, from the leader."""
         self._stale_topics.update(w.tp.topic for w in parts)
-        return {w.tp: FetchAnswer(w.tp, error=exc, retriable=exc.retriable) for w in parts}
+        for w in parts:
+            self._replicas.pop(w.tp, None)
+        return {
+            w.tp: FetchAnswer(w.tp, error=exc, retriable=is_retriable(exc), leader_epoch=-1)
+            for w in parts
+        }
 
-    @staticmethod
-    def _direct_topics(parts: Sequence[FetchWanted]) -> list[tuple[str, list[PartitionFetch]]]:
+    def _epoch(self, tp: TopicPartitionId) -> int:
+        target = self._targets.get(tp)
+        return -1 if target is None else target.leader_epoch
+
+    def _direct_topics(
+        self, parts: Sequence[FetchWanted]
+    ) -> list[tuple[str, list[PartitionFetch]]]:
         by_topic: dict[str, list[PartitionFetch]] = {}
         for w in parts:
             by_topic.setdefault(w.tp.topic, []).append(
-                PartitionFetch(w.tp.partition, w.offset, w.max_bytes)
+                PartitionFetch(w.tp.partition, w.offset, w.max_bytes, self._epoch(w.tp))
             )
         return list(by_topic.items())
 
@@ -277,7 +303,7 @@ class RangeFetcher:
             by_topic.setdefault(w.tp.topic, []).append(
                 topic_type.FetchPartition(
                     partition=w.tp.partition,
-                    current_leader_epoch=-1,
+                    current_leader_epoch=self._epoch(w.tp),
                     fetch_offset=w.offset,
                     last_fetched_epoch=-1,
                     log_start_offset=-1,
@@ -294,7 +320,7 @@ class RangeFetcher:
             session_epoch=-1,
             topics=[topic_type(topic=t, partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[],
-            rack_id="",
+            rack_id=self.settings.rack_id,
             min_version=FETCH_MIN_VERSION,
             max_version=FETCH_MAX_VERSION,
         )
@@ -307,31 +333,8 @@ class RangeFetcher:
         for topic in response.responses:
             for data in topic.partitions:
                 tp = TopicPartitionId(topic.topic, int(data.partition_index))
-                error_type = kafka_errors.for_code(int(data.error_code))
-                if error_type is kafka_errors.NoError and top_error is not kafka_errors.NoError:
-                    error_type = top_error
-                if error_type is kafka_errors.NoError:
-                    answers[tp] = FetchAnswer(
-                        tp,
-                        records=bytes(data.records or b""),
-                        aborted_transactions=tuple(data.aborted_transactions or ()),
-                        log_start_offset=int(data.log_start_offset),
-                        high_watermark=int(data.high_watermark),
-                    )
-                    continue
-                retriable = issubclass(error_type, _RETRIABLE_PARTITION_ERRORS) or bool(
-                    error_type.retriable
-                )
-                if retriable or error_type is kafka_errors.OffsetOutOfRangeError:
-                    self._stale_topics.add(tp.topic)
-                answers[tp] = FetchAnswer(
-                    tp,
-                    log_start_offset=int(data.log_start_offset),
-                    high_watermark=int(data.high_watermark),
-                    error=error_type(str(tp)),
-                    retriable=retriable,
-                )
-        for w in parts:  # a partition the leader left out of its answer: ask again
+                answers[tp] = self._answer(tp, data, top_error)
+        for w in parts:  # a partition the broker left out of its answer: ask again
             answers.setdefault(
                 w.tp,
                 FetchAnswer(
@@ -339,6 +342,21 @@ class RangeFetcher:
                 ),
             )
         return answers
+
+    def _answer(self, tp: TopicPartitionId, data: Any, top_error: type) -> FetchAnswer:
+        """One partition's answer (:func:`~unaligned.kafka.fetch.fetch_answers.read_answer`);
+        notes a preferred read replica the leader names, and forgets the partition's replica
+        after any error (the next fetch goes to the leader)."""
+        target = self._targets.get(tp)
+        from_replica = target is not None and target.replica
+        answer, replica = read_answer(tp, data, top_error, self._epoch(tp), from_replica)
+        if answer.error is not None:
+            self._replicas.pop(tp, None)
+            if answer.retriable or isinstance(answer.error, kafka_errors.OffsetOutOfRangeError):
+                self._stale_topics.add(tp.topic)
+        elif replica >= 0 and (target is None or replica != target.node):
+            self._replicas[tp] = (replica, time.monotonic() + self.settings.replica_ttl_s)
+        return answer
 
     async def _refresh_metadata(self, topics: Sequence[str]) -> None:
         """Ask for ``topics``' leaders again; a failure leaves the old view (the next round
@@ -357,14 +375,3 @@ class RangeFetcher:
             return
         self.manager.cluster.update_metadata(response)
         self._stale_topics.difference_update(topics)
-
-
-def fetch_settings(consumer_kwargs: Mapping[str, Any], read_committed: bool) -> FetchSettings:
-    """The request settings of a task from its consumer options (``kafka.fetch.max.wait.ms``,
-    ``kafka.fetch.max.bytes``, ``kafka.request.timeout.ms``)."""
-    return FetchSettings(
-        read_committed=read_committed,
-        max_wait_ms=int(consumer_kwargs.get("fetch_max_wait_ms", 500)),
-        request_timeout_ms=int(consumer_kwargs.get("request_timeout_ms", 30_000)),
-        max_bytes=int(consumer_kwargs.get("fetch_max_bytes", 64 * 1024 * 1024)),
-    )

@@ -67,6 +67,15 @@ class PartitionQueue:
     failure: BaseException | None = None
 
 
+class UnknownProducerIdAnswer(kafka_errors.UnknownProducerIdError):  # type: ignore[misc]
+    """``UNKNOWN_PRODUCER_ID`` with the partition's log start offset from the same answer (-1:
+    the broker did not know it)."""
+
+    def __init__(self, message: str, log_start_offset: int) -> None:
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+
+
 def produce_error(result: Any, part: PartitionQueue) -> BaseException | None:
     """The answer to one batch's request: ``None`` if the broker wrote it (or had already)."""
     if isinstance(result, BaseException):
@@ -79,6 +88,12 @@ def produce_error(result: Any, part: PartitionQueue) -> BaseException | None:
             if error_type in (kafka_errors.NoError, kafka_errors.DuplicateSequenceNumberError):
                 return None
             message = getattr(answer, "error_message", None)
+            if error_type is kafka_errors.UnknownProducerIdError:
+                log_start = getattr(answer, "log_start_offset", None)
+                return UnknownProducerIdAnswer(
+                    message or f"{part.topic}-{part.partition}",
+                    -1 if log_start is None else int(log_start),
+                )
             error: BaseException = error_type(message) if message else error_type()
             return error
     missing: BaseException = kafka_errors.KafkaError(

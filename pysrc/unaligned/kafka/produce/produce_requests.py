@@ -16,6 +16,13 @@ most :data:`MAX_IN_FLIGHT` per partition):
 - ``MESSAGE_TOO_LARGE`` / ``RECORD_LIST_TOO_LARGE``: the batch is split in two sent in its place
   from the same base sequence (:mod:`unaligned.kafka.produce.produce_queue`), its topic noted
   (:meth:`Requests.take_refused_topics`); a single record refused so fails;
+- a lost connection, a broker the metadata no longer lists, ``NOT_LEADER_OR_FOLLOWER``,
+  ``NETWORK_EXCEPTION``, ``KAFKA_STORAGE_ERROR``, a timed-out request: the partition's leader
+  is looked up again (``Metadata``) before the batches go out again; ``NOT_ENOUGH_REPLICAS``
+  (before or after the append) and ``REQUEST_TIMED_OUT`` keep the sequence, so a batch the
+  broker wrote after all is answered ``DUPLICATE_SEQUENCE_NUMBER`` and counted once;
+  ``UNKNOWN_PRODUCER_ID`` is asked again only while the answer carries no log start offset
+  (as Kafka's ``TransactionManager.canRetry`` for a transactional producer);
 - anything else, or ``delivery.timeout.ms`` passing, fails the batch and those behind it.
 """
 
@@ -31,10 +38,12 @@ import kafka.errors as kafka_errors
 from kafka.protocol.producer import ProduceRequest
 
 from unaligned.kafka.clients.client_internals import event_loop
+from unaligned.kafka.clients.retries import is_retriable, needs_metadata
 from unaligned.kafka.produce.produce_queue import (
     TOO_LARGE,
     PartitionQueue,
     QueuedBatch,
+    UnknownProducerIdAnswer,
     produce_error,
     record_too_large,
     split_refused,
@@ -58,14 +67,6 @@ MAX_IN_FLIGHT_PER_NODE = 5
 #: paused connection must not hold up the questions a task asks before it begins.
 CONNECTION_IN_FLIGHT = MAX_IN_FLIGHT_PER_NODE + 1
 _PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION = 3, 9  # 3: transactional; 9: as kafka-python
-_LEADER_ERRORS = (
-    kafka_errors.KafkaConnectionError,
-    kafka_errors.NotLeaderForPartitionError,
-    kafka_errors.LeaderNotAvailableError,
-    kafka_errors.UnknownTopicOrPartitionError,
-    kafka_errors.NodeNotReadyError,
-    kafka_errors.UnknownBrokerIdError,
-)
 
 
 class Requests:
@@ -324,7 +325,7 @@ class Requests:
                 self._refused_topics.add(batch.topic)
         elif not stopped and self._retriable(error, part) and time.monotonic() < batch.deadline:
             part.to_retry.append(batch)
-            if isinstance(error, _LEADER_ERRORS):
+            if needs_metadata(error):  # leader moved, broker lost or gone from the metadata
                 part.leader = None
                 self._leader_cache.pop(part.topic, None)
         else:
@@ -352,9 +353,16 @@ class Requests:
 
     @staticmethod
     def _retriable(error: BaseException, part: PartitionQueue) -> bool:
+        """As Kafka's ``TransactionManager.canRetry`` for a transactional producer."""
         if isinstance(error, kafka_errors.OutOfOrderSequenceNumberError):
             return bool(part.to_retry)  # behind a batch that failed retriably
-        return isinstance(error, kafka_errors.RetriableError)
+        if isinstance(error, UnknownProducerIdAnswer):
+            # The broker lost this producer's state on the partition. Without a log start
+            # offset in the answer (the partition was moving) ask again, as Java does; with
+            # one, the transaction cannot go on (Java makes it abortable): the task fails and
+            # its retry writes the rows again in a new transaction.
+            return error.log_start_offset < 0
+        return is_retriable(error)
 
     def _fail_partition(self, part: PartitionQueue, error: BaseException) -> None:
         """Fail every batch of ``part`` not in flight: none can be written in sequence now."""

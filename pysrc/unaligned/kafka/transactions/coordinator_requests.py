@@ -25,6 +25,7 @@ from kafka.protocol.producer import (
 )
 
 from unaligned.kafka.clients.client_internals import event_loop
+from unaligned.kafka.clients.retries import is_retriable
 
 FIRST_BACKOFF_S = 0.005
 MAX_BACKOFF_S = 1.0
@@ -105,7 +106,9 @@ class CoordinatorRequests:
                 response = await self._manager.send(
                     request, request_timeout_ms=self._timeout_ms(deadline)
                 )
-            except kafka_errors.RetriableError as exc:
+            except kafka_errors.KafkaError as exc:
+                if not is_retriable(exc):
+                    raise
                 error = exc
             else:
                 self._manager.cluster.update_metadata(response)
@@ -156,14 +159,16 @@ class CoordinatorRequests:
                     node_id=self._coordinator,
                     request_timeout_ms=self._timeout_ms(deadline),
                 )
-            except kafka_errors.RetriableError as exc:
+            except kafka_errors.KafkaError as exc:  # transport, or a broker no longer listed
+                if not is_retriable(exc):
+                    raise
                 error: BaseException = exc
                 self._coordinator = None
             else:
                 error_type = kafka_errors.for_code(error_code(response))
                 if error_type is kafka_errors.NoError:
                     return response
-                if not issubclass(error_type, kafka_errors.RetriableError):
+                if not is_retriable(error_type):
                     raise error_type()
                 if error_type in _MOVED:
                     self._coordinator = None

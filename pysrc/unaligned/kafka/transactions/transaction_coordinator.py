@@ -36,9 +36,11 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
-from unaligned.kafka.clients.admin_clients import shared_admin_client
+from unaligned.kafka.clients.admin_clients import ask_admin, shared_admin_client
 from unaligned.kafka.clients.client_internals import connection_manager
+from unaligned.kafka.clients.client_options import api_timeout_ms
 from unaligned.kafka.clients.connections import build_producer, describe_servers
+from unaligned.kafka.clients.retries import call_until, is_retriable
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 
 logger = logging.getLogger(__name__)
@@ -166,7 +168,10 @@ def _run_window(
             _async_end_window, admin, window, outcome, request_timeout_ms
         )
         return answers
-    except kafka_errors.KafkaError as exc:  # not a broker answer: unsupported version, auth...
+    except kafka_errors.KafkaError as exc:
+        if is_retriable(exc):  # the whole window failed to go out: every one is asked again
+            return [exc for _ in window]
+        # not a broker answer: unsupported version, auth...
         error = (
             TransactionCommitError if outcome is _EndTxnOutcome.COMMIT else TransactionAbortError
         )
@@ -177,7 +182,7 @@ def _run_window(
 
 def _is_retriable(answer: _Answer) -> bool:
     return isinstance(answer, BaseException) or (
-        answer is not kafka_errors.NoError and issubclass(answer, kafka_errors.RetriableError)
+        answer is not kafka_errors.NoError and is_retriable(answer)
     )
 
 
@@ -196,7 +201,9 @@ async def _async_end_window(
     for task in tasks:
         try:
             answers.append(await task)
-        except kafka_errors.RetriableError as exc:  # transport: not answered
+        except kafka_errors.KafkaError as exc:  # transport, or a broker no longer listed
+            if not is_retriable(exc):
+                raise
             answers.append(exc)
     return answers
 
@@ -291,16 +298,26 @@ def fence(client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
     and answer once it is complete, so its records are settled when this returns. A later commit
     with the old epoch fails with ``PRODUCER_FENCED``. An unknown id is simply registered.
     """
-    producer = build_producer({**client_kwargs, "transactional_id": transactional_id})
+
+    def attempt(_deadline: float) -> None:
+        producer = build_producer({**client_kwargs, "transactional_id": transactional_id})
+        try:
+            producer.init_transactions()
+        finally:
+            producer.close(timeout=PRODUCER_CLOSE_TIMEOUT_S)
+
     try:
-        producer.init_transactions()
+        call_until(
+            attempt,
+            doing=f"fencing transactional id {transactional_id!r}",
+            servers=describe_servers(client_kwargs),
+            timeout_ms=api_timeout_ms(client_kwargs),
+        )
     except kafka_errors.KafkaError as exc:
         raise TransactionAbortError(
             f"could not fence transactional id {transactional_id!r} on "
             f"{describe_servers(client_kwargs)}: {exc!r}"
         ) from exc
-    finally:
-        producer.close(timeout=PRODUCER_CLOSE_TIMEOUT_S)
     logger.info("fenced transactional id %r", transactional_id)
 
 
@@ -331,12 +348,16 @@ def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
     process's kept admin client, which the planner then uses for the topic check and the
     listing of open transactions (one bootstrap, not three)."""
     name = "transaction.max.timeout.ms"
-    with shared_admin_client(client_kwargs) as admin:
+
+    def ask(admin: KafkaAdminClient) -> tuple[list[str], Any]:
         broker_ids = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
         described = admin.describe_configs(
             [ConfigResource(ConfigResourceType.BROKER, b, [name]) for b in broker_ids],
             config_filter="all",
         )
+        return broker_ids, described
+
+    broker_ids, described = ask_admin(client_kwargs, f"asking the brokers' {name}", ask)
     values = []
     for broker_id in broker_ids:
         entry = described.get("broker", {}).get(broker_id, {}).get(name) or {}

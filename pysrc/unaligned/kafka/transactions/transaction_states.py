@@ -15,23 +15,14 @@ The sink asks two questions of the coordinators, never of its own bookkeeping:
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient, TransactionDescription, TransactionState
 
-from unaligned.kafka.clients.admin_clients import shared_admin_client
+from unaligned.kafka.clients.admin_clients import ask_admin
 from unaligned.kafka.transactions.transactions import PreparedTransaction
-
-_DESCRIBE_TIMEOUT_S = 60.0
-_COORDINATOR_NOT_READY = (
-    kafka_errors.CoordinatorNotAvailableError,
-    kafka_errors.CoordinatorLoadInProgressError,
-    kafka_errors.NotCoordinatorError,
-    kafka_errors.NodeNotReadyError,  # no connection may take a request now (backoff, paused)
-)
 
 OPEN_TRANSACTION_STATES = frozenset(
     {
@@ -56,13 +47,14 @@ def list_transactional_ids(
     """
     states = sorted(s.value for s in OPEN_TRANSACTION_STATES) if open_only else None
     pattern = "^" + re.escape(prefix) + ".*"
-    with shared_admin_client(client_kwargs) as admin:
+
+    def listing(admin: KafkaAdminClient) -> Any:
         try:
-            by_broker = admin.list_transactions(
-                state_filters=states, transactional_id_pattern=pattern
-            )
+            return admin.list_transactions(state_filters=states, transactional_id_pattern=pattern)
         except kafka_errors.UnsupportedVersionError:
-            by_broker = admin.list_transactions(state_filters=states)
+            return admin.list_transactions(state_filters=states)
+
+    by_broker = ask_admin(client_kwargs, "listing the sink's transactions", listing)
     return sorted(
         {
             listing.transactional_id
@@ -79,26 +71,21 @@ def describe_transactions(
 ) -> dict[str, TransactionDescription | None]:
     """Each id's transaction as its coordinator describes it; ``None`` for an id it never saw.
 
-    Asked through the process's kept admin client (:func:`shared_admin_client`): every Kafka sink
-    task asks this before it begins. A coordinator not ready (its transaction state log still
-    loading: a fresh cluster, or its leader moved) or no connection ready to take the question
-    (reconnect backoff) is retried, as Kafka's own clients do, on a new
-    client: the kept one is dropped with its cached coordinators, which kafka-python does not
-    forget when one answers ``NOT_COORDINATOR``."""
+    Asked through the process's kept admin client
+    (:func:`~unaligned.kafka.clients.admin_clients.ask_admin`): every Kafka sink task asks this
+    before it begins. A coordinator not ready (its transaction state log still loading: a fresh
+    cluster, or its leader moved), a broker lost or no connection ready to take the question is
+    asked again, as Kafka's own clients do, on a new client until
+    ``kafka.default.api.timeout.ms``: the kept one is dropped with its cached coordinators,
+    which kafka-python does not forget when one answers ``NOT_COORDINATOR``."""
     ids = sorted(set(transactional_ids))
     if not ids:
         return {}
-    deadline = time.monotonic() + _DESCRIBE_TIMEOUT_S
-    delay = 0.05
-    while True:
-        try:
-            with shared_admin_client(client_kwargs) as admin:
-                return {tid: _describe(admin, tid) for tid in ids}
-        except _COORDINATOR_NOT_READY:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+    return ask_admin(
+        client_kwargs,
+        "describing the sink's transactions",
+        lambda admin: {tid: _describe(admin, tid) for tid in ids},
+    )
 
 
 def _describe(admin: KafkaAdminClient, tid: str) -> TransactionDescription | None:
