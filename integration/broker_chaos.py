@@ -113,13 +113,15 @@ class Chaos:
 
 
 def committed_end(checkpoint: Path) -> dict[str, dict[str, int]] | None:
-    """The source end offsets of the newest batch Spark committed under ``checkpoint``."""
+    """The source end offsets of the newest batch Spark committed under ``checkpoint`` (ours or
+    Spark's Kafka source's)."""
     commits = sorted((int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")), reverse=True)
     for batch in commits:
         offsets = checkpoint / "offsets" / str(batch)
         if offsets.exists():
-            lines = offsets.read_text().splitlines()
-            found: dict[str, dict[str, int]] = json.loads(lines[-1])["offsets"]
+            last = json.loads(offsets.read_text().splitlines()[-1])
+            # ours: {"offsets": {topic: {p: o}}, ...}; Spark's Kafka source: {topic: {p: o}}
+            found: dict[str, dict[str, int]] = last.get("offsets", last)
             return found
     return None
 

@@ -276,7 +276,8 @@ def _throttle_replication(kafka: EmbeddedKafka, topic: str, follower: int | None
                 )
                 for node in kafka.nodes
                 if node.running
-            ]
+            ],
+            raise_on_unknown=False,  # dynamic broker settings kafka-python does not list
         )
         replicas = f"0:{follower}" if follower is not None else ""
         kafka.set_topic_config(

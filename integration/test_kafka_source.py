@@ -469,6 +469,7 @@ def test_unreachable_broker_fails_with_an_error_naming_the_servers(
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", "anything")
         .option("kafka.request.timeout.ms", "2000")
+        .option("kafka.default.api.timeout.ms", "4000")  # the bound of asking again
         .load()
     )
     started = time.monotonic()
@@ -476,6 +477,7 @@ def test_unreachable_broker_fails_with_an_error_naming_the_servers(
     with pytest.raises(Exception) as excinfo:
         query.awaitTermination(QUERY_TIMEOUT_S)
     assert "KafkaUnavailableError" in str(excinfo.value) and servers in str(excinfo.value)
+    assert "kafka.default.api.timeout.ms=4000" in str(excinfo.value)
     assert time.monotonic() - started < 60
 
 

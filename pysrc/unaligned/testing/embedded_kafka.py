@@ -26,10 +26,12 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any, TypeVar
 
+import kafka.errors as kafka_errors
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.consumer.fetcher import ConsumerRecord
 
@@ -45,6 +47,18 @@ __all__ = ["EmbeddedKafka", "Header", "KafkaNode", "ProduceRecord"]
 logger = logging.getLogger(__name__)
 
 CLIENT_TIMEOUT_S = 60.0
+#: Errors of a node being away: asked again on a new admin client (``EmbeddedKafka._ask``).
+_TRANSIENT = (kafka_errors.RetriableError, kafka_errors.UnknownBrokerIdError)
+
+T = TypeVar("T")
+
+
+def _create(admin: KafkaAdminClient, spec: Mapping[str, Any]) -> None:
+    """``create_topics``; a topic an earlier attempt created after all counts as created."""
+    try:
+        admin.create_topics(spec, wait_for_metadata=True)
+    except kafka_errors.TopicAlreadyExistsError:
+        pass
 
 
 class EmbeddedKafka:
@@ -216,26 +230,44 @@ class EmbeddedKafka:
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading ``topic``-``partition`` now (-1 while it has none)."""
-        return cluster_roles.partition_state(self._admin_client(), topic, partition).leader
+        return self._ask(lambda a: cluster_roles.partition_state(a, topic, partition).leader)
 
     def in_sync_replicas(self, topic: str, partition: int) -> tuple[int, ...]:
         """The node ids in ``topic``-``partition``'s in-sync replica set now."""
-        return cluster_roles.partition_state(self._admin_client(), topic, partition).in_sync
+        return self._ask(lambda a: cluster_roles.partition_state(a, topic, partition).in_sync)
 
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The node id coordinating ``transactional_id`` now."""
         topic = cluster_roles.TRANSACTION_STATE_TOPIC
-        return cluster_roles.coordinator(self._admin_client(), topic, transactional_id)
+        return self._ask(lambda a: cluster_roles.coordinator(a, topic, transactional_id))
 
     def group_coordinator(self, group_id: str) -> int:
         """The node id coordinating consumer group ``group_id`` now (``__consumer_offsets``
         exists once any group was used)."""
         topic = cluster_roles.CONSUMER_OFFSETS_TOPIC
-        return cluster_roles.coordinator(self._admin_client(), topic, group_id)
+        return self._ask(lambda a: cluster_roles.coordinator(a, topic, group_id))
 
     def wait_fully_replicated(self, topic: str, timeout_s: float = CLIENT_TIMEOUT_S) -> None:
         """Block until every partition of ``topic`` has all its replicas in sync again."""
-        cluster_roles.wait_fully_replicated(self._admin_client(), topic, timeout_s)
+        self._ask(lambda a: cluster_roles.wait_fully_replicated(a, topic, timeout_s))
+
+    def _ask(self, question: Callable[[KafkaAdminClient], T]) -> T:
+        """``question(admin)``, asked again on a new admin client while a node is away (its
+        metadata names a broker that left, a connection failed, a controller moved), for up to
+        :data:`CLIENT_TIMEOUT_S`: a test's helpers ride through the faults it injects."""
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while True:
+            try:
+                return question(self._admin_client())
+            except _TRANSIENT as exc:
+                if time.monotonic() > deadline:
+                    raise
+                logger.info("embedded Kafka: %r; asking again on a new admin client", exc)
+                admin, self._admin = self._admin, None
+                if admin is not None:
+                    admin.close()
+                time.sleep(0.5)
+                self._admin = self._connect_admin()
 
     def _admin_client(self) -> KafkaAdminClient:
         if self._admin is None:
@@ -257,7 +289,7 @@ class EmbeddedKafka:
             }
         }
         try:
-            self._admin_client().create_topics(spec, wait_for_metadata=True)
+            self._ask(lambda a: _create(a, spec))
         except Exception as exc:
             raise EmbeddedKafkaError(
                 f"creating topic {name!r} ({partitions} partitions) on {self.bootstrap_servers} "
@@ -293,7 +325,7 @@ class EmbeddedKafka:
             time.sleep(0.1)
 
     def _partition_leaders(self, name: str) -> dict[int, int]:
-        topics = self._admin_client().describe_topics([name])
+        topics = self._ask(lambda a: a.describe_topics([name]))
         for topic in topics:
             if topic.get("name") == name and topic.get("error_code", 0) == 0:
                 return {
@@ -313,7 +345,7 @@ class EmbeddedKafka:
         """Delete every record of ``topic``-``partition`` below ``before_offset`` (exclusive end):
         afterwards ``before_offset`` is the partition's first readable offset."""
         try:
-            self._admin_client().delete_records({TopicPartition(topic, partition): before_offset})
+            self._ask(lambda a: a.delete_records({TopicPartition(topic, partition): before_offset}))
         except Exception as exc:
             raise EmbeddedKafkaError(
                 f"deleting records of {topic}-{partition} before offset {before_offset} "
@@ -339,7 +371,7 @@ class EmbeddedKafka:
         """Change settings of topic ``name`` (e.g. ``max.message.bytes``) while it is used."""
         resource = ConfigResource(ConfigResourceType.TOPIC, name, configs=dict(config))
         try:
-            self._admin_client().alter_configs([resource])
+            self._ask(lambda a: a.alter_configs([resource]))
         except Exception as exc:
             raise EmbeddedKafkaError(f"altering {name!r} to {config} failed: {exc!r}") from exc
 

@@ -9,8 +9,9 @@ manager of the process's kept admin client (:mod:`unaligned.kafka.clients.client
 of the sink's ids by fencing them (:func:`fence`, :func:`fence_all`). ``EndTxn`` is capped at v3
 (transaction protocol v1: committing a completed transaction again succeeds). Coordinator
 answers: success or a repeated commit -> done; ``CONCURRENT_TRANSACTIONS``, a coordinator moved
-or loading, transport errors -> retried with backoff until ``timeout_s``; ``PRODUCER_FENCED``,
-``INVALID_TXN_STATE``, ``INVALID_PRODUCER_ID_MAPPING`` -> :class:`TransactionCommitError` /
+or loading, transport errors, a broker the metadata no longer lists -> retried with backoff until
+``timeout_s`` (``FindCoordinator`` again each time); ``PRODUCER_FENCED``, ``INVALID_TXN_STATE``,
+``INVALID_PRODUCER_ID_MAPPING`` -> :class:`TransactionCommitError` /
 :class:`TransactionAbortError` naming the transaction. ARCHITECTURE.md ("The two-phase commit",
 step 2c, and "Private APIs the project pins") has the rest; ``integration/
 test_kafka_transactions.py`` proves a transaction prepared by a dead process commits.
