@@ -239,31 +239,34 @@ def test_a_read_task_with_stale_metadata_never_reads_a_lagging_follower_as_data_
         assert read(fail, 0, 200) == first
     old_leader = cluster.leader(topic, 0)
     node = cluster.node(old_leader)
+    _throttle_replication(cluster, topic, old_leader)  # set while L runs: it keeps its own rate
     node.stop()  # the leadership moves to an in-sync follower
     wait_until(lambda: cluster.leader(topic, 0) not in (-1, old_leader), "a new leader")
-    second = [f"b{i:04d}".encode() for i in range(300)]
-    cluster.produce(topic, ((0, v, v, None, None) for v in second))
-    _throttle_replication(cluster, topic, old_leader)
+    # 3 MB that L has not got, replicated to it at 100 KB/s at most: it lags for half a minute
+    second = [f"b{i:04d}-".encode().ljust(1000, b"x") for i in range(3_000)]
+    cluster.produce(topic, ((0, None, v, None, None) for v in second))
     node.restart()  # back as a follower that cannot catch up
     time.sleep(2)
     assert old_leader not in cluster.in_sync_replicas(topic, 0), "harness: L caught up"
     try:
         for fail in (True, False):
-            assert read(fail, 200, 500) == second, f"failOnDataLoss={fail}"
+            assert read(fail, 200, 3_200) == second, f"failOnDataLoss={fail}"
     finally:
         _throttle_replication(cluster, topic, None)
         cluster.wait_fully_replicated(topic)
 
 
 def _throttle_replication(kafka: EmbeddedKafka, topic: str, follower: int | None) -> None:
-    """Throttle the replication of ``topic`` to ``follower`` to a trickle (``None``: lift it)."""
+    """Throttle the replication of ``topic``'s partition 0 to ``follower`` to 100 KB/s, leader
+    and follower side (``None``: lift it). Every broker's rates are set while it runs (a dynamic
+    broker setting stays in the cluster's metadata across a restart)."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
     try:
-        rate = "1024" if follower is not None else "9223372036854775807"
+        rate = "102400" if follower is not None else "9223372036854775807"
         admin.alter_configs(
             [
                 ConfigResource(
@@ -284,7 +287,7 @@ def _throttle_replication(kafka: EmbeddedKafka, topic: str, follower: int | None
             topic,
             {
                 "follower.replication.throttled.replicas": replicas,
-                "leader.replication.throttled.replicas": "0:*" if follower is not None else "",
+                "leader.replication.throttled.replicas": replicas,
             },
         )
     finally:

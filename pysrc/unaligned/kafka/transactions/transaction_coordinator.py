@@ -347,26 +347,39 @@ def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
 
     ``init_transactions`` refuses a ``transaction_timeout_ms`` above it. Asked through the
     process's kept admin client, which the planner then uses for the topic check and the
-    listing of open transactions (one bootstrap, not three)."""
+    listing of open transactions (one bootstrap, not three). Each broker is asked on its own: a
+    broker that is away (killed, restarting; the cluster may still list it) is left out, as long
+    as one answers."""
     name = "transaction.max.timeout.ms"
 
-    def ask(admin: KafkaAdminClient) -> tuple[list[str], Any]:
-        broker_ids = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
-        described = admin.describe_configs(
-            [ConfigResource(ConfigResourceType.BROKER, b, [name]) for b in broker_ids],
-            config_filter="all",
-        )
-        return broker_ids, described
+    def ask(admin: KafkaAdminClient) -> dict[str, int]:
+        values: dict[str, int] = {}
+        away: BaseException | None = None
+        for broker in admin.describe_cluster()["brokers"]:
+            broker_id = str(broker["broker_id"])
+            try:
+                described = admin.describe_configs(
+                    [ConfigResource(ConfigResourceType.BROKER, broker_id, [name])],
+                    config_filter="all",
+                )
+            except kafka_errors.KafkaError as exc:
+                if not is_retriable(exc):
+                    raise
+                away = exc
+                continue
+            entry = described.get("broker", {}).get(broker_id, {}).get(name) or {}
+            if entry.get("value") is None:
+                raise SinkConfigurationError(
+                    f"broker {broker_id} on {describe_servers(client_kwargs)} did not report {name}"
+                )
+            values[broker_id] = int(entry["value"])
+        if not values and away is not None:
+            raise away  # every broker away: asked again
+        if away is not None:
+            logger.info("%s: a broker away was left out (%r)", name, away)
+        return values
 
-    broker_ids, described = ask_admin(client_kwargs, f"asking the brokers' {name}", ask)
-    values = []
-    for broker_id in broker_ids:
-        entry = described.get("broker", {}).get(broker_id, {}).get(name) or {}
-        if entry.get("value") is None:
-            raise SinkConfigurationError(
-                f"broker {broker_id} on {describe_servers(client_kwargs)} did not report {name}"
-            )
-        values.append(int(entry["value"]))
+    values = ask_admin(client_kwargs, f"asking the brokers' {name}", ask)
     if not values:
         raise SinkConfigurationError(f"{describe_servers(client_kwargs)} listed no brokers")
-    return min(values)
+    return min(values.values())
