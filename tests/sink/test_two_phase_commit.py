@@ -321,6 +321,11 @@ class RecordingParticipant:
     ) -> None:
         self.calls.append(f"commit:{batch_id}:{len(items)}")
 
+    def consolidate(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int
+    ) -> list[Mapping[str, Any]]:
+        return list(items)
+
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         self.calls.append(f"check:{batch_id}:{len(items)}")
         if self.undecidable:

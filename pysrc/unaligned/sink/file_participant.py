@@ -5,19 +5,22 @@ Spark's query id from ``<checkpoint>/metadata``, a UUID stable across restarts o
 checkpoint), so queries with different checkpoints can write to the same ``path`` side by side.
 The names are built by :mod:`unaligned.sink.file_manifest`, which also compacts the manifest::
 
-    <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet  step 1
-    <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2
-    <path>/_unaligned_manifest/<q>-<batchId:010d>.json                                  step 2
+    <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet.staged  1
+    <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2c
+    <path>/_spark_metadata/<logId>[.compact]                       step 2d, shared by all queries
+    <path>/_unaligned_manifest/<q>-<batchId:010d>.json                                  step 2d
     <path>/_unaligned_manifest/<q>-<throughBatchId:010d>.compacted.json                compaction
 
-Step 1 (task): rows go to a staging file unique to the task attempt; the commit message carries
-its staged path, its final name and its row count. Step 2 (driver, after the commit record):
-each staged file is renamed to its *deterministic* final name (so a repeated rename after a crash
-finds the final file and does nothing), then the batch's manifest entry is written atomically.
-Only files named by the manifest are committed: readers (:mod:`unaligned.sink.committed_files`)
-never list the data directory, so a final file whose manifest entry is not written yet is
-invisible, and so is every staging file. Directories starting with ``_`` are also skipped by
-Spark's own Parquet reader.
+Step 1 (task): rows go to a staged file unique to the task attempt, whose name no ``*.parquet``
+glob matches; the commit message carries its staged path, its final name and its row count.
+Step 2b (driver): with ``mergeFilesBelow``, a small batch's staged files become one
+(:mod:`unaligned.sink.file_merge`). Step 2c (after the commit record): each staged file is
+renamed to its *deterministic* final name (so a repeated rename after a crash finds the final
+file and does nothing). Step 2d: the batch goes into ``_spark_metadata`` once
+(:mod:`unaligned.sink.spark_metadata_log`: what Spark's readers see), then its manifest entry
+is written atomically (what our readers see, :mod:`unaligned.sink.committed_files`). Neither
+kind of reader lists the data directory, so a final file whose batch is not logged is
+invisible to it, and so is every staged file.
 
 Ownership. Recovery and clean-up remove staging only under the query's own
 ``_unaligned_staging/<q>/``; compaction folds only the query's own entries. Nothing of another
@@ -26,7 +29,6 @@ query is ever renamed, deleted or rewritten.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,8 +37,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
+from unaligned import crash_points
 from unaligned._fs import Location, fsync_path, resolve_location
 from unaligned.checkpoint import Checkpoint
+from unaligned.crash_points import CrashPoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import (
@@ -46,10 +50,14 @@ from unaligned.sink.file_manifest import (
     check_query_id,
     compact_manifest,
     final_name,
+    log_position,
+    staged_name,
     staging_dir,
     write_manifest_entry,
 )
+from unaligned.sink.file_merge import merge_small_batch
 from unaligned.sink.options import FileTarget
+from unaligned.sink.spark_metadata_log import LogSettings, SparkMetadataLog, spark_uri
 
 PARTICIPANT = "files"
 ROW_GROUP_ROWS = 128 * 1024
@@ -73,7 +81,7 @@ class FileTaskWriter:
         self._batch_id = batch_id
         self._partition_id = partition_id
         self._query_id = query_id
-        name = f"part-{partition_id:05d}-{attempt_number}-{uuid.uuid4().hex[:12]}.parquet"
+        name = staged_name(f"{partition_id:05d}-{attempt_number}")
         self._relative = f"{staging_dir(batch_id, query_id)}/{name}"
         self._staged = output.child(self._relative)
         self._stream: Any | None = None
@@ -147,7 +155,8 @@ class FileParticipant:
     """Staged Parquet files as 2PC participants. Picklable: holds options only.
 
     ``query_id`` names every file this participant writes (the sink builds it with
-    :meth:`for_query`).
+    :meth:`for_query`). ``log_retain_batches``: ``_spark_metadata`` keeps at least this many
+    log ids (Spark's ``minBatchesToRetain``).
     """
 
     kind = PARTICIPANT
@@ -160,6 +169,7 @@ class FileParticipant:
         *,
         manifest_retain: int = DEFAULT_MANIFEST_RETAIN,
         compact_every: int = DEFAULT_COMPACT_EVERY,
+        log_retain_batches: int = 100,
     ) -> None:
         if manifest_retain < 1 or compact_every < 1:
             raise ValueError("manifest_retain and compact_every must be at least 1")
@@ -168,10 +178,20 @@ class FileParticipant:
         self._query_id = check_query_id(query_id)
         self._manifest_retain = manifest_retain
         self._compact_every = compact_every
+        self._log_settings = LogSettings(
+            compact_interval=target.log_compact_interval,
+            retention_ms=target.retention_ms,
+            min_batches_to_retain=log_retain_batches,
+        )
 
     @classmethod
     def for_query(
-        cls, target: FileTarget, schema: StructType, checkpoint: Checkpoint
+        cls,
+        target: FileTarget,
+        schema: StructType,
+        checkpoint: Checkpoint,
+        *,
+        log_retain_batches: int = 100,
     ) -> FileParticipant:
         """The sink's participant: names carry the query id read from the checkpoint once
         (``<checkpoint>/metadata``, written by Spark before the first batch is planned)."""
@@ -181,7 +201,7 @@ class FileParticipant:
             raise SinkConfigurationError(
                 f"the file sink names its files after the query id: {exc}"
             ) from exc
-        return cls(target, schema, query_id)
+        return cls(target, schema, query_id, log_retain_batches=log_retain_batches)
 
     @property
     def query_id(self) -> str:
@@ -189,6 +209,10 @@ class FileParticipant:
 
     def output(self) -> Location:
         return resolve_location(self._target.path)
+
+    def spark_log(self) -> SparkMetadataLog:
+        """The output's ``_spark_metadata`` log, as this query writes it."""
+        return SparkMetadataLog(self.output(), spark_uri(self._target.path), self._log_settings)
 
     def describe(self, item: Mapping[str, Any]) -> str:
         return f"staged file {item['staged']} -> {item['final']} ({item['rows']} rows)"
@@ -247,6 +271,21 @@ class FileParticipant:
             )
         return self._query_id
 
+    def consolidate(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int
+    ) -> list[Mapping[str, Any]]:
+        """Step 2b, before the decision: a small batch's staged files merged into one
+        (``mergeFilesBelow``, :mod:`unaligned.sink.file_merge`), else the items unchanged."""
+        return merge_small_batch(
+            self.output(),
+            items,
+            batch_id,
+            self._query_id,
+            below_bytes=self._target.merge_files_below,
+            compression=self._target.compression,
+            row_group_rows=ROW_GROUP_ROWS,
+        )
+
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         """Refuse to decide ``batch_id`` if a staged file is missing or not the size its task
         reported (it could not be renamed into place): abort every item, then raise."""
@@ -266,10 +305,32 @@ class FileParticipant:
         )
 
     def finish_batch(self, record: CommitRecord) -> None:
-        """Write the batch's manifest entry: from now on its files are visible to readers."""
+        """Step 2d: make the batch visible, each time whole. Idempotent (a roll-forward runs it
+        again):
+
+        i. add its files to ``_spark_metadata`` once, searching from the query's previous
+           batch's position (what Spark's readers see; an empty batch adds nothing), with the
+           decision's time as every file's ``modificationTime`` (so ``retention`` keeps or
+           drops the batch whole);
+        ii. write its manifest entry, with that log position (what our readers see).
+        """
         query_id = self._record_query_id(record)
+        output = self.output()
+        position = log_position(output, query_id, record.batch_id)
+        files = [(str(item["final"]), int(item["bytes"])) for item in record.prepared]
+        if files:
+            position = self.spark_log().append_batch(
+                query_id, record.batch_id, files, record.decided_at_ms, position + 1
+            )
+        crash_points.reach(CrashPoint.DRIVER_AFTER_SPARK_LOG, record.batch_id)
         write_manifest_entry(
-            self.output(), record.batch_id, query_id, self._schema_json, record.prepared
+            output,
+            record.batch_id,
+            query_id,
+            self._schema_json,
+            record.prepared,
+            decided_at_ms=record.decided_at_ms,
+            spark_log=position,
         )
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
@@ -316,6 +377,7 @@ class FileParticipant:
             compact_every=self._compact_every,
             unfinished=unfinished,
             up_to_batch=up_to_batch,
+            retention_ms=self._target.retention_ms,
         )
 
     def committed_batch_ids(self) -> list[int]:
