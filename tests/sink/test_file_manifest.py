@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,15 @@ from file_sink_steps import (
     publish_batch,
     read_ids,
 )
+from unaligned._fs import resolve_location
 from unaligned.errors import SinkConfigurationError
 from unaligned.sink.commit_log import CommitRecord
 from unaligned.sink.file_manifest import (
     MANIFEST_DIR,
     check_query_id,
     compacted_manifest_name,
+    final_name,
+    log_position,
     manifest_name,
     parse_manifest_name,
 )
@@ -123,3 +127,61 @@ def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
     monkeypatch.undo()
     assert participant.compact_manifest(set(), None) == 2
     assert participant.committed_batch_ids() == [0, 1, 2]
+
+
+# --- retention (Spark's file sink `retention`, SPARK-27188) --------------------------------------
+
+
+def test_retention_drops_old_batches_at_a_compaction_and_leaves_their_files(
+    tmp_path: Path,
+) -> None:
+    participant = make_participant(
+        tmp_path, retention_ms=60_000, manifest_retain=2, compact_every=2, log_compact_interval=4
+    )
+    log = commit_log(tmp_path, "ck")
+    now = int(time.time() * 1000)
+    for batch_id in range(8):
+        decided = now - 3_600_000 if batch_id < 5 else now  # batches 0-4 decided an hour ago
+        publish_batch(participant, log, batch_id, rows=1, partitions=1, decided_at_ms=decided)
+    assert participant.committed_batch_ids() == [5, 6, 7]
+    assert read_ids(tmp_path) == [0, 0, 0]
+    out = tmp_path / "out"
+    assert len(list(out.glob("*.parquet"))) == 8  # like Spark's sink: files stay on disk
+    compacted = [n for n in manifest_files(tmp_path) if n.endswith(".compacted.json")]
+    doc = json.loads((out / MANIFEST_DIR / compacted[0]).read_text())
+    assert doc["expiredThroughBatchId"] == 4
+    assert doc["sparkLog"] >= 4
+    # _spark_metadata compacted at log id 7 and left this query's expired entries out.
+    logged = {str(line["path"]) for line in participant.spark_log().all_lines()}
+    assert logged == {f"file:{out}/{final_name(b, 0, QUERY)}" for b in (5, 6, 7)}
+
+
+def test_a_compacted_file_whose_batches_all_expired_keeps_the_log_position(
+    tmp_path: Path,
+) -> None:
+    participant = make_participant(tmp_path, retention_ms=1, manifest_retain=1, compact_every=1)
+    log = commit_log(tmp_path, "ck")
+    for batch_id in range(3):
+        publish_batch(participant, log, batch_id, partitions=1, decided_at_ms=1)
+    assert participant.committed_batch_ids() == []
+    assert manifest_files(tmp_path) == [compacted_manifest_name(QUERY, 2)]
+    assert log_position(resolve_location(str(tmp_path / "out")), QUERY, 3) == 2
+    publish_batch(participant, log, 3, partitions=1, decided_at_ms=int(time.time() * 1000))
+    assert len(participant.spark_log().all_lines()) == 4  # appended after the others, once
+
+
+# --- entries as earlier versions wrote them ----------------------------------------------------
+
+
+def test_entries_without_a_log_position_or_decision_time_are_read(tmp_path: Path) -> None:
+    participant = make_participant(tmp_path)
+    log = commit_log(tmp_path, "ck")
+    publish_batch(participant, log, 0)
+    path = tmp_path / "out" / MANIFEST_DIR / manifest_name(0, QUERY)
+    doc = json.loads(path.read_text())
+    del doc["sparkLog"], doc["decidedAtMs"]
+    path.write_text(json.dumps(doc))
+    assert log_position(resolve_location(str(tmp_path / "out")), QUERY, 1) == -1
+    publish_batch(participant, log, 1)  # searches the whole log: batch 0's lines are not batch 1
+    assert participant.committed_batch_ids() == [0, 1]
+    assert len(participant.spark_log().all_lines()) == 4

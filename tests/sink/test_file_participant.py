@@ -1,12 +1,13 @@
-"""The file participant: staging, deterministic final names, idempotent renames, the manifest
-entry of a finished batch; names per query. Names and
-compaction themselves: ``test_file_manifest.py``."""
+"""The file participant: staging, deterministic final names, idempotent renames, the batch in
+``_spark_metadata`` once and its manifest entry; names per query. Names and compaction
+themselves: ``test_file_manifest.py``; the log's format: ``test_spark_metadata_log.py``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.types import StructType
@@ -28,6 +29,17 @@ from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
 from unaligned.sink.file_participant import ROW_GROUP_ROWS, FileParticipant
 from unaligned.sink.options import FileTarget
+from unaligned.sink.spark_metadata_log import SPARK_METADATA_DIR
+
+
+def _logged(participant: FileParticipant) -> list[str]:
+    """The file names Spark's readers see (``_spark_metadata``)."""
+    return [str(line["path"]).rsplit("/", 1)[1] for line in participant.spark_log().all_lines()]
+
+
+def _entry(tmp_path: Path, batch_id: int, query_id: str = QUERY) -> dict:
+    path = tmp_path / "out" / MANIFEST_DIR / manifest_name(batch_id, query_id)
+    return json.loads(path.read_text())
 
 
 def test_prepare_stages_a_complete_parquet_file(tmp_path: Path) -> None:
@@ -43,6 +55,24 @@ def test_prepare_stages_a_complete_parquet_file(tmp_path: Path) -> None:
     assert table.column("id").to_pylist() == list(range(1000, 1025))
     assert pq.ParquetFile(staged).metadata.row_group(0).column(0).compression == "ZSTD"
     assert not (tmp_path / "out" / item["final"]).exists()
+
+
+def test_no_glob_and_no_listing_reader_finds_a_staged_file(tmp_path: Path) -> None:
+    """Staged files are under ``_unaligned_staging`` (pyarrow, pandas and Spark skip ``_``
+    directories) and end in ``.parquet.staged`` (no ``*.parquet`` or ``**/*.parquet`` glob
+    matches them), while being written, once prepared, and when their batch is undecided."""
+    participant = make_participant(tmp_path)
+    out = tmp_path / "out"
+    task = participant.open_task(0, 0, 0)
+    task.write_chunk(chunk(0, 10))  # a task writing
+    item = prepare_item(participant, 0, 1, 10)  # a task prepared
+    assert list(out.rglob("*.parquet")) == []
+    assert ds.dataset(out).count_rows() == 0
+    assert str(item["staged"]).endswith(".parquet.staged")
+    task.prepare()
+    participant.commit([item], 0, lambda n: None)  # decided and renamed
+    assert [p.name for p in out.rglob("*.parquet")] == [item["final"]]
+    assert ds.dataset(out).count_rows() == 10
 
 
 def test_large_task_writes_bounded_row_groups(tmp_path: Path) -> None:
@@ -93,6 +123,73 @@ def test_manifest_entry_names_the_files(tmp_path: Path) -> None:
     ]
     assert StructType.fromJson(entry["schema"]) == SCHEMA
     assert participant.committed_batch_ids() == [7]
+
+
+def test_a_finished_batch_is_in_spark_metadata_once_at_its_decision_time(
+    tmp_path: Path,
+) -> None:
+    participant = make_participant(tmp_path)
+    items = [prepare_item(participant, 4, p, 5) for p in range(2)]
+    record = CommitRecord(4, "files", tuple(items), 1_700_000_000_000)
+    participant.commit(items, 4, lambda n: None)
+    participant.finish_batch(record)
+    participant.finish_batch(record)  # a roll-forward after a crash before the done marker
+    lines = participant.spark_log().all_lines()
+    assert [str(line["path"]) for line in lines] == [
+        f"file:{tmp_path}/out/{final_name(4, p, QUERY)}" for p in range(2)
+    ]
+    assert {line["modificationTime"] for line in lines} == {1_700_000_000_000}
+    assert [line["size"] for line in lines] == [item["bytes"] for item in items]
+    assert _entry(tmp_path, 4)["sparkLog"] == 0
+    assert _entry(tmp_path, 4)["decidedAtMs"] == 1_700_000_000_000
+
+
+def test_a_crash_between_the_log_and_the_manifest_is_rolled_forward_without_a_second_entry(
+    tmp_path: Path,
+) -> None:
+    participant = make_participant(tmp_path, log_compact_interval=2)
+    log = commit_log(tmp_path, "ck")
+    publish_batch(participant, log, 0)
+    items = [prepare_item(participant, 1, p, 3) for p in range(2)]
+    participant.commit(items, 1, lambda n: None)
+    # Step 2d-i ran (the batch landed at log id 1, a compaction), then the driver died.
+    participant.spark_log().append_batch(QUERY, 1, [(i["final"], i["bytes"]) for i in items], 0, 1)
+    assert read_ids(tmp_path) == [0, 1, 2, 1000, 1001, 1002]  # ours: batch 0 only
+    participant.finish_batch(CommitRecord(1, "files", tuple(items), 0))  # the roll-forward
+    assert sorted(_logged(participant)) == sorted(
+        final_name(b, p, QUERY) for b in (0, 1) for p in (0, 1)
+    )
+    assert sorted(p.name for p in (tmp_path / "out" / SPARK_METADATA_DIR).iterdir()) == [
+        "0",
+        "1.compact",
+    ]
+    assert _entry(tmp_path, 1)["sparkLog"] == 1
+
+
+def test_two_queries_share_one_log_and_each_batch_is_in_it_once(tmp_path: Path) -> None:
+    first = make_participant(tmp_path, log_compact_interval=3)
+    second = make_participant(tmp_path, query_id=OTHER, log_compact_interval=3)
+    first_log, second_log = commit_log(tmp_path, "ck-1"), commit_log(tmp_path, "ck-2")
+    for batch_id in range(7):
+        publish_batch(first, first_log, batch_id)
+        if batch_id % 2:
+            publish_batch(second, second_log, batch_id, partitions=1)
+    logged = _logged(first)
+    assert len(logged) == len(set(logged)) == 7 * 2 + 3
+    assert set(logged) == {p.name for p in (tmp_path / "out").glob("*.parquet")}
+    positions = [_entry(tmp_path, b)["sparkLog"] for b in range(7)]
+    assert positions == sorted(positions) and len(set(positions)) == 7
+
+
+def test_an_empty_batch_adds_nothing_to_the_log(tmp_path: Path) -> None:
+    participant = make_participant(tmp_path)
+    log = commit_log(tmp_path, "ck")
+    publish_batch(participant, log, 0)
+    publish_batch(participant, log, 1, partitions=0)
+    publish_batch(participant, log, 2)
+    assert [_entry(tmp_path, b)["sparkLog"] for b in range(3)] == [0, 0, 1]
+    assert participant.committed_batch_ids() == [0, 1, 2]
+    assert len(_logged(participant)) == 4
 
 
 def test_abort_deletes_staged_files(tmp_path: Path) -> None:

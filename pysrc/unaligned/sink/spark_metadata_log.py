@@ -129,7 +129,7 @@ class SparkMetadataLog:
         self._uri = output_uri
         self._settings = settings
 
-    def list(self) -> list[LogFile]:
+    def files(self) -> list[LogFile]:
         """Every log file, by id (temporary files and strays left out)."""
         selector = pafs.FileSelector(self._dir.path, allow_not_found=True)
         found = []
@@ -164,7 +164,7 @@ class SparkMetadataLog:
         lines = [entry_line(f"{self._uri}/{name}", size, modification_ms) for name, size in files]
         start = search_from
         for _ in range(APPEND_ATTEMPTS):
-            listing = self.list()
+            listing = self.files()
             try:
                 found = self._find(listing, start, marker)
                 if found is not None:
@@ -193,7 +193,7 @@ class SparkMetadataLog:
         """Every entry Spark's readers see now (its ``allFiles``): the newest compaction file
         and the files after it."""
         for _ in range(APPEND_ATTEMPTS):
-            listing = self.list()
+            listing = self.files()
             if not listing:
                 return []
             interval = compact_interval(listing, self._settings.compact_interval)
@@ -204,7 +204,7 @@ class SparkMetadataLog:
                 return [
                     json.loads(line)
                     for log_id in range(start, latest + 1)
-                    for line in self._lines(self._required(by_id, log_id, "read"))
+                    for line in self._lines(self._required(by_id, log_id, interval, "read"))
                 ]
             except FileNotFoundError:
                 continue
@@ -230,12 +230,17 @@ class SparkMetadataLog:
             )
         return [line for line in lines if line.strip()]
 
-    def _required(self, by_id: dict[int, LogFile], log_id: int, what: str) -> LogFile:
+    def _required(
+        self, by_id: dict[int, LogFile], log_id: int, interval: int, what: str
+    ) -> LogFile:
+        """The file of ``log_id``, named as Spark's readers look for it."""
         file = by_id.get(log_id)
-        if file is None:
+        expected = f"{log_id}{COMPACT_SUFFIX}" if is_compaction(log_id, interval) else str(log_id)
+        if file is None or file.name != expected:
             raise CommitLogError(
-                f"log id {log_id} is missing from {self._describe()} (needed to {what} it): "
-                "the log was changed by hand; Spark's readers cannot read it either"
+                f"log file {expected} is missing from {self._describe()} (needed to {what} "
+                f"the log; compaction interval {interval}): the log was changed by hand or "
+                "written with another interval; Spark's readers cannot read it either"
             )
         return file
 
@@ -268,7 +273,7 @@ class SparkMetadataLog:
         own = f"/part-{query_id}-".encode()
         now_ms = int(time.time() * 1000)
         for earlier in range(max(0, log_id - interval), log_id):
-            for line in self._lines(self._required(by_id, earlier, "compact")):
+            for line in self._lines(self._required(by_id, earlier, interval, "compact")):
                 if self._expired(line, own, now_ms):
                     expired += 1
                 else:
