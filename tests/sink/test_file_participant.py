@@ -287,3 +287,20 @@ def test_a_record_of_another_query_is_refused(tmp_path: Path) -> None:
     items = [prepare_item(other, 0, 0, 3)]
     with pytest.raises(CommitLogError, match="names files of query"):
         make_participant(tmp_path).finish_batch(CommitRecord(0, "files", tuple(items), 0))
+
+
+def test_an_output_written_before_the_log_is_named_by_its_first_entry(tmp_path: Path) -> None:
+    """Spark's readers read only ``_spark_metadata`` once it exists: the log's first id names
+    every file committed before it, of every query."""
+    import shutil
+
+    participant, other = make_participant(tmp_path), make_participant(tmp_path, query_id=OTHER)
+    log = commit_log(tmp_path, "ck")
+    publish_batch(participant, log, 0)
+    publish_batch(other, commit_log(tmp_path, "ck-other"), 0)
+    shutil.rmtree(tmp_path / "out" / SPARK_METADATA_DIR)  # as an earlier version left it
+    publish_batch(participant, log, 1)
+    assert sorted(_logged(participant)) == sorted(
+        p.name for p in (tmp_path / "out").glob("*.parquet")
+    )
+    assert len(_logged(participant)) == 6

@@ -320,7 +320,12 @@ class FileParticipant:
         files = [(str(item["final"]), int(item["bytes"])) for item in record.prepared]
         if files:
             position = self.spark_log().append_batch(
-                query_id, record.batch_id, files, record.decided_at_ms, position + 1
+                query_id,
+                record.batch_id,
+                files,
+                record.decided_at_ms,
+                position + 1,
+                earlier=lambda: _committed_before_the_log(output),
             )
         crash_points.reach(CrashPoint.DRIVER_AFTER_SPARK_LOG, record.batch_id)
         write_manifest_entry(
@@ -387,6 +392,14 @@ class FileParticipant:
         return sorted(
             e.batch_id for e in manifest_entries(self.output()) if e.query_id == self._query_id
         )
+
+
+def _committed_before_the_log(output: Location) -> list[tuple[str, int, int]]:
+    """Every file the manifest names (every query's), for a log that does not exist yet: an
+    output written before this version kept ``_spark_metadata``."""
+    from unaligned.sink.committed_files import manifest_entries
+
+    return [(f.path, f.bytes, e.expiry_base_ms) for e in manifest_entries(output) for f in e.files]
 
 
 def _batch_dirs(output: Location, relative: str) -> list[tuple[int, str]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -148,6 +148,7 @@ class SparkMetadataLog:
         files: Sequence[tuple[str, int]],
         modification_ms: int,
         search_from: int,
+        earlier: Callable[[], Sequence[tuple[str, int, int]]] = lambda: (),
     ) -> int:
         """Add query ``query_id``'s batch ``batch_id`` (``(name, size)`` of each file under the
         output) to the log once, as the next free log id; returns the id that holds it.
@@ -159,6 +160,10 @@ class SparkMetadataLog:
         then try the id after. No id is skipped (Spark's readers need every one from the last
         compaction on) and none is written twice, also with several queries or two deciders of
         this batch at once.
+
+        ``earlier``: ``(name, size, modification ms)`` of every file committed before the log
+        existed (an output of an earlier version); log id 0 names them first, so that Spark's
+        readers, which read only the log once it exists, still see them.
         """
         marker = batch_marker(query_id, batch_id)
         lines = [entry_line(f"{self._uri}/{name}", size, modification_ms) for name, size in files]
@@ -177,6 +182,8 @@ class SparkMetadataLog:
                     if compact
                     else lines
                 )
+                if log_id == 0:
+                    body = [*self._lines_of(earlier(), exclude=files), *body]
             except FileNotFoundError:
                 continue  # a cleanup deleted a listed file: list again
             name = f"{log_id}{COMPACT_SUFFIX}" if compact else str(log_id)
@@ -211,6 +218,16 @@ class SparkMetadataLog:
         raise CommitLogError(f"{self._describe()} kept changing while being read")
 
     # --- internals -----------------------------------------------------------------------------
+
+    def _lines_of(
+        self, found: Sequence[tuple[str, int, int]], exclude: Sequence[tuple[str, int]]
+    ) -> list[bytes]:
+        skip = {name for name, _ in exclude}
+        return [
+            entry_line(f"{self._uri}/{name}", size, modified)
+            for name, size, modified in found
+            if name not in skip
+        ]
 
     def _describe(self) -> str:
         return self._dir.uri or self._dir.path
