@@ -32,9 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from unaligned import crash_points
@@ -48,107 +46,15 @@ from unaligned.sink.file_manifest import (
     DEFAULT_MANIFEST_RETAIN,
     STAGING_DIR,
     check_query_id,
-    compact_manifest,
-    final_name,
-    log_position,
-    staged_name,
-    staging_dir,
     write_manifest_entry,
 )
 from unaligned.sink.file_merge import merge_small_batch
+from unaligned.sink.file_task_writer import ROW_GROUP_ROWS, FileTaskWriter
+from unaligned.sink.manifest_compaction import compact_manifest, log_position
 from unaligned.sink.options import FileTarget
 from unaligned.sink.spark_metadata_log import LogSettings, SparkMetadataLog, spark_uri
 
 PARTICIPANT = "files"
-ROW_GROUP_ROWS = 128 * 1024
-"""Rows a task buffers before writing a Parquet row group (chunks are smaller)."""
-
-
-class FileTaskWriter:
-    """Writes one task attempt's rows to one staging Parquet file (Step 1 of the protocol)."""
-
-    def __init__(
-        self,
-        output: Location,
-        compression: str,
-        batch_id: int,
-        partition_id: int,
-        attempt_number: int,
-        query_id: str,
-    ) -> None:
-        self._output = output
-        self._compression = compression
-        self._batch_id = batch_id
-        self._partition_id = partition_id
-        self._query_id = query_id
-        name = staged_name(f"{partition_id:05d}-{attempt_number}")
-        self._relative = f"{staging_dir(batch_id, query_id)}/{name}"
-        self._staged = output.child(self._relative)
-        self._stream: Any | None = None
-        self._writer: pq.ParquetWriter | None = None
-        self._buffer: list[pa.RecordBatch] = []
-        self._buffered_rows = 0
-        self._rows = 0
-
-    def begin(self) -> None:
-        fs = self._output.filesystem
-        fs.create_dir(self._staged.path.rpartition("/")[0], recursive=True)
-        self._stream = fs.open_output_stream(self._staged.path)
-
-    def write_chunk(self, chunk: pa.RecordBatch) -> None:
-        if self._writer is None:
-            assert self._stream is not None, "begin() first"
-            self._writer = pq.ParquetWriter(
-                self._stream, chunk.schema, compression=self._compression
-            )
-        self._buffer.append(chunk)
-        self._buffered_rows += chunk.num_rows
-        self._rows += chunk.num_rows
-        if self._buffered_rows >= ROW_GROUP_ROWS:
-            self._write_buffer()
-
-    def _write_buffer(self) -> None:
-        if self._buffer and self._writer is not None:
-            self._writer.write_table(pa.Table.from_batches(self._buffer))
-        self._buffer = []
-        self._buffered_rows = 0
-
-    def between_chunks(self) -> None:
-        """Nothing to bound: the buffer is capped at ``ROW_GROUP_ROWS`` rows by write_chunk."""
-
-    def prepare(self) -> dict[str, Any]:
-        """Close the staging file (complete Parquet footer) and describe it for the driver."""
-        self._write_buffer()
-        if self._writer is not None:
-            self._writer.close()
-        if self._stream is not None:
-            self._stream.close()
-        fs = self._output.filesystem
-        size = fs.get_file_info(self._staged.path).size
-        item: dict[str, Any] = {
-            "staged": self._relative,
-            "final": final_name(self._batch_id, self._partition_id, self._query_id),
-            "rows": self._rows,
-            "bytes": size,
-            "partition": self._partition_id,
-            "queryId": self._query_id,
-        }
-        return item
-
-    def abort(self) -> None:
-        try:
-            if self._writer is not None:
-                self._writer.close()
-            if self._stream is not None and not self._stream.closed:
-                self._stream.close()
-        finally:
-            try:
-                self._output.filesystem.delete_file(self._staged.path)
-            except FileNotFoundError:
-                pass
-
-    def close(self) -> None:
-        """Nothing held after prepare/abort."""
 
 
 class FileParticipant:
@@ -372,7 +278,7 @@ class FileParticipant:
 
     def compact_manifest(self, unfinished: set[int], up_to_batch: int | None) -> int:
         """Compact this query's manifest entries
-        (:func:`unaligned.sink.file_manifest.compact_manifest`, which has the rules) with this
+        (:func:`unaligned.sink.manifest_compaction.compact_manifest`, which has the rules) with this
         participant's ``manifest_retain`` and ``compact_every``. Returns how many entries were
         folded."""
         return compact_manifest(
