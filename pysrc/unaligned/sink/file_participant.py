@@ -3,16 +3,18 @@
 Layout under the output ``path``; every name carries the id of the query that wrote it (``<q>``,
 Spark's query id from ``<checkpoint>/metadata``, a UUID stable across restarts of one
 checkpoint), so queries with different checkpoints can write to the same ``path`` side by side.
-The names are built by :mod:`unaligned.sink.file_manifest`, which also compacts the manifest::
+The names are built by :mod:`unaligned.sink.file_manifest` (compaction:
+:mod:`unaligned.sink.manifest_compaction`)::
 
-    <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet.staged  1
+    <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet.staged
     <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2c
     <path>/_spark_metadata/<logId>[.compact]                       step 2d, shared by all queries
     <path>/_unaligned_manifest/<q>-<batchId:010d>.json                                  step 2d
     <path>/_unaligned_manifest/<q>-<throughBatchId:010d>.compacted.json                compaction
 
-Step 1 (task): rows go to a staged file unique to the task attempt, whose name no ``*.parquet``
-glob matches; the commit message carries its staged path, its final name and its row count.
+Step 1 (task, :mod:`unaligned.sink.file_task_writer`): rows go to a staged file unique to the
+task attempt, whose name no ``*.parquet`` glob matches; the commit message carries its staged
+path, its final name and its row count.
 Step 2b (driver): with ``mergeFilesBelow``, a small batch's staged files become one
 (:mod:`unaligned.sink.file_merge`). Step 2c (after the commit record): each staged file is
 renamed to its *deterministic* final name (so a repeated rename after a crash finds the final
