@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -122,24 +123,30 @@ def test_an_append_already_made_is_found_not_repeated(tmp_path: Path) -> None:
     assert len(paths) == len(set(paths)) == 10
 
 
-def test_a_lost_race_for_an_id_appends_at_the_next_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another query takes the id between this one's listing and its create: nothing is
-    overwritten, no id is skipped."""
-    log = _log(tmp_path)
-    other = _log(tmp_path)
-    log.append_batch(Q, 0, _files(Q, 0), 1, 0)
+def _first_create_races(monkeypatch: pytest.MonkeyPatch, other: Callable[[], int]) -> list[int]:
+    """Run ``other`` (another writer's append) once, between this writer's listing and its
+    create; the list gets the id ``other`` appended at."""
     real_create = spark_metadata_log.create_exclusive
     raced: list[int] = []
 
     def create_after_the_other(location, data):  # type: ignore[no-untyped-def]
         if not raced:
             raced.append(-1)
-            raced[0] = other.append_batch(R, 0, _files(R, 0), 1, 0)
+            raced[0] = other()
         return real_create(location, data)
 
     monkeypatch.setattr(spark_metadata_log, "create_exclusive", create_after_the_other)
+    return raced
+
+
+def test_a_lost_race_for_an_id_appends_at_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another query takes the id between this one's listing and its create: nothing is
+    overwritten, no id is skipped."""
+    log, other = _log(tmp_path), _log(tmp_path)
+    log.append_batch(Q, 0, _files(Q, 0), 1, 0)
+    raced = _first_create_races(monkeypatch, lambda: other.append_batch(R, 0, _files(R, 0), 1, 0))
     assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 2
     assert raced == [1]
     assert _names(tmp_path) == ["0", "1", "2"]
@@ -153,18 +160,8 @@ def test_two_deciders_of_one_batch_append_it_once(
 ) -> None:
     """An earlier run's commit process rolls the same batch forward at the same moment: the
     one that loses the id finds the batch in what the winner wrote."""
-    log = _log(tmp_path)
-    twin = _log(tmp_path)
-    real_create = spark_metadata_log.create_exclusive
-    raced: list[int] = []
-
-    def twin_first(location, data):  # type: ignore[no-untyped-def]
-        if not raced:
-            raced.append(-1)
-            raced[0] = twin.append_batch(Q, 7, _files(Q, 7), 1, 0)
-        return real_create(location, data)
-
-    monkeypatch.setattr(spark_metadata_log, "create_exclusive", twin_first)
+    log, twin = _log(tmp_path), _log(tmp_path)
+    raced = _first_create_races(monkeypatch, lambda: twin.append_batch(Q, 7, _files(Q, 7), 1, 0))
     assert log.append_batch(Q, 7, _files(Q, 7), 1, 0) == 0
     assert raced == [0]
     assert _names(tmp_path) == ["0"]
