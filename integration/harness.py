@@ -10,12 +10,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from unaligned._fs import resolve_location
 from unaligned.kafka.transactions import transaction_coordinator
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.sink.kafka_columns import kafka_columns
 from unaligned.sink.kafka_participant import KafkaTaskWriter, prepared_from_json
 from unaligned.sink.options import KafkaTarget
+from unaligned.sink.spark_metadata_log import LogSettings, SparkMetadataLog
 from unaligned.testing import EmbeddedKafka
 
 
@@ -83,8 +85,8 @@ def committed_values(output: Path) -> dict[int, list[bytes]]:
 
 
 def assert_no_stray_files(output: Path) -> None:
-    """No staged file is left under the file sink's ``output``, and every data file is one the
-    manifest names."""
+    """No staged file is left under the file sink's ``output``, every data file is one the
+    manifest names, and ``_spark_metadata`` (what Spark's readers read) names each once."""
     staged = [f for f in (output / STAGING_DIR).rglob("*") if f.is_file()]
     assert staged == [], f"staging files left: {staged}"
     listed = set()
@@ -92,6 +94,9 @@ def assert_no_stray_files(output: Path) -> None:
         listed.update(f["path"] for f in json.loads(entry.read_text())["files"])
     data_files = {f.name for f in output.glob("*.parquet")}
     assert data_files == listed, f"data files not in the manifest: {sorted(data_files - listed)}"
+    log = SparkMetadataLog(resolve_location(str(output)), "", LogSettings())
+    logged = sorted(str(line["path"]).rsplit("/", 1)[1] for line in log.all_lines())
+    assert logged == sorted(data_files), "_spark_metadata does not name each data file once"
 
 
 def kcat_read_committed(bootstrap_servers: str, topic: str) -> list[dict[str, Any]]:

@@ -161,6 +161,9 @@ def test_two_queries_with_their_own_checkpoints_share_one_path(
     assert rows == expected, f"missing: {expected - rows}, extra: {rows - expected}"
     read_back = spark.read.format("unaligned").option("path", str(output)).load()
     assert read_back.count() == table.num_rows == 190
+    # Spark's own reader of the output (_spark_metadata, one log for both queries) agrees.
+    parquet = spark.read.parquet(str(output)).select("query", "text").collect()
+    assert Counter((r.query, r.text) for r in parquet) == expected
 
     query_ids = {tag: Checkpoint.resolve(str(ck)).query_id() for tag, ck in checkpoints.items()}
     names = [parse_manifest_name(p.name) for p in (output / MANIFEST_DIR).glob("*.json")]

@@ -6,11 +6,17 @@ new session with a crash point armed for batch 1, checks that the crash happened
 something to recover, restarts from the same checkpoint without the crash point, and proves:
 
 - every input record is in the output exactly once (Kafka: read_committed consumer; files: the
-  manifest), in input order per partition (records go to the output partition they came from);
+  manifest, and every other reader of :mod:`output_readers`: Spark's ``read.parquet`` in this
+  test process, pyarrow, pandas, DuckDB, polars), in input order per partition (records go to
+  the output partition they came from);
 - no transaction of the sink is open (last stable offset == end offset on every output
   partition, and ``list_transactional_ids(prefix)`` is empty); no staging file is left, and no
   data file exists that the manifest does not name;
 - the sink's commit log has every batch finished.
+
+For the file sink, every reader also reads the output right after the crash, before the
+restart: each sees whole batches only, except that readers listing the directory may see part
+of the batch whose renames the crash interrupted (README, "Reading the output").
 
 A task failure that Spark retries (``local[2,3]``; raised after pre-commit on attempt 0, so its
 prepared transaction is left open) is covered too.
@@ -29,10 +35,13 @@ from crash_runs import (
     assert_files_exactly_once,
     assert_kafka_exactly_once,
     crash,
+    expected,
     finish,
     input_topic,
     open_ids,
 )
+from harness import committed_values
+from output_readers import LISTING_READERS, batches_seen, committed_files, read_all
 from unaligned.checkpoint import Checkpoint
 from unaligned.sink import kafka_id_pool
 from unaligned.sink.commit_log import CommitLog
@@ -61,17 +70,27 @@ EXPECTED_STATE = {
     "driver_before_commit_record": (False, False),
     "driver_after_commit_record": (True, False),
     "driver_partial_commit": (True, False),
+    "driver_after_spark_log": (True, False),
     "driver_after_sink_commit": (True, True),
 }
 
-KAFKA_POINTS = list(EXPECTED_STATE)
-# The file sink's own steps: rolling a decision forward (renames) from none and from some
-# renamed. Aborting an undecided batch and a batch Spark was not told of go through the same
+KAFKA_POINTS = [p for p in EXPECTED_STATE if p != "driver_after_spark_log"]
+# The file sink's own steps: rolling a decision forward (renames, _spark_metadata, manifest)
+# from none renamed, from some renamed, and from the batch in _spark_metadata but not in the
+# manifest. Aborting an undecided batch and a batch Spark was not told of go through the same
 # driver code as for Kafka (the points above), and cost two minutes each here.
 FILE_POINTS = [
     "driver_after_commit_record",
     "driver_partial_commit",
+    "driver_after_spark_log",
 ]
+# What each reader sees of batch 1 after the crash (batch 0 is whole for all): Spark's readers
+# read _spark_metadata, ours the manifest, the others list the directory.
+SEEN_AFTER_CRASH = {
+    "driver_after_commit_record": {"spark": "none", "listing": "none", "ours": "none"},
+    "driver_partial_commit": {"spark": "none", "listing": "part", "ours": "none"},
+    "driver_after_spark_log": {"spark": "whole", "listing": "whole", "ours": "none"},
+}
 
 
 # --- Kafka sink -----------------------------------------------------------------------------------
@@ -143,9 +162,20 @@ def test_kafka_sink_task_retry_loses_and_duplicates_nothing(
 # --- file sink ------------------------------------------------------------------------------------
 
 
+def _batch_one(values: list[bytes], batches: dict[int, dict[str, list[bytes]]]) -> str:
+    """How much of batch 1 ``values`` holds, after batch 0 whole and nothing of batch 2."""
+    whole, partial = batches_seen(values, batches)
+    assert 0 in whole and 2 not in whole and 2 not in partial, (whole, partial)
+    if 1 in whole:
+        return "whole"
+    if 1 in partial:
+        return "part"
+    return "none"
+
+
 @pytest.mark.parametrize("point", FILE_POINTS)
 def test_file_sink_crash_point(
-    point: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+    point: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path, spark: Any
 ) -> None:
     checkpoint = tmp_path / "checkpoint"
     output = tmp_path / "out"
@@ -159,9 +189,21 @@ def test_file_sink_crash_point(
     spec = f"{point}@{CRASH_BATCH}"
     crash(config, tmp_path, spec)
     assert _after_crash_state(checkpoint) == EXPECTED_STATE[point]
-    if point != "driver_after_sink_commit":
+    if point != "driver_after_spark_log":
         assert any(f.is_file() for f in (output / STAGING_DIR).rglob("*")), (
             "nothing staged to recover"
         )
+    seen = read_all(output, spark)
+    ours = [v for values in committed_values(output).values() for v in values]
     finish(config, tmp_path)
     assert_files_exactly_once(output, checkpoint)
+    batches = committed_files(output)
+    assert sorted(batches) == [0, 1, 2] and len(batches[1]) >= 2
+    wanted = SEEN_AFTER_CRASH[point]
+    assert _batch_one(ours, batches) == wanted["ours"]
+    assert _batch_one(seen["spark read.parquet"], batches) == wanted["spark"]
+    for reader in LISTING_READERS:
+        assert _batch_one(seen[reader], batches) == wanted["listing"], reader
+    everything = sorted(v for p in range(PARTITIONS) for v in expected(p))
+    for reader, values in read_all(output, spark).items():
+        assert sorted(values) == everything, f"{reader} after the restart"

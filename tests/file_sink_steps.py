@@ -30,11 +30,23 @@ def chunk(start: int, rows: int) -> pa.RecordBatch:
 
 
 def make_participant(
-    tmp_path: Path, compression: str = "snappy", query_id: str | None = QUERY, **kwargs: int
+    tmp_path: Path,
+    compression: str = "snappy",
+    query_id: str | None = QUERY,
+    *,
+    retention_ms: int | None = None,
+    merge_files_below: int = 0,
+    log_compact_interval: int = 10,
+    **kwargs: int,
 ) -> FileParticipant:
-    return FileParticipant(
-        FileTarget(str(tmp_path / "out"), compression), SCHEMA, query_id, **kwargs
+    target = FileTarget(
+        str(tmp_path / "out"),
+        compression,
+        retention_ms=retention_ms,
+        log_compact_interval=log_compact_interval,
+        merge_files_below=merge_files_below,
     )
+    return FileParticipant(target, SCHEMA, query_id, **kwargs)
 
 
 def prepare_item(
@@ -50,13 +62,21 @@ def prepare_item(
 
 
 def publish_batch(
-    participant: FileParticipant, log: CommitLog, batch_id: int, rows: int = 3, partitions: int = 2
+    participant: FileParticipant,
+    log: CommitLog,
+    batch_id: int,
+    rows: int = 3,
+    partitions: int = 2,
+    decided_at_ms: int = 0,
 ) -> list[dict]:
     """What the driver does for a batch: decide, rename, publish, mark done, clean up."""
-    items = [prepare_item(participant, batch_id, p, rows) for p in range(partitions)]
-    log.write(CommitRecord(batch_id, "files", tuple(items), 0))
+    items = participant.consolidate(
+        [prepare_item(participant, batch_id, p, rows) for p in range(partitions)], batch_id
+    )
+    record = CommitRecord(batch_id, "files", tuple(items), decided_at_ms)
+    log.write(record)
     participant.commit(items, batch_id, lambda n: None)
-    participant.finish_batch(CommitRecord(batch_id, "files", tuple(items), 0))
+    participant.finish_batch(record)
     log.mark_done(batch_id)
     participant.clean_up(log, batch_id)
     return items

@@ -2,7 +2,9 @@
 
 ``unaligned demo`` is the project's main job (:mod:`unaligned.demo.story`). ``unaligned broker``
 runs a local single-node Kafka for trying things (:mod:`unaligned.testing.local_broker`).
-``unaligned metrics``, ``inspect``, ``report`` and ``stop`` work on a query's checkpoint.
+``unaligned metrics``, ``inspect``, ``report`` and ``stop`` work on a query's checkpoint;
+``inspect`` also shows a file sink's output path, and ``remove-orphans`` deletes the files there
+that no reader names, for queries the user declares gone.
 """
 
 from __future__ import annotations
@@ -92,16 +94,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default: 600)")
     inspect = sub.add_parser(
         "inspect",
-        help="show a checkpoint: barriers, in-doubt batches, sources, pending state, finishing",
+        help="show a checkpoint (barriers, in-doubt batches, sources, pending state, "
+        "finishing) or a file sink's output (queries, orphaned files)",
         description='Show what a format("unaligned") query\'s checkpoint says: its barriers '
         "(mode, duration, rows written/spilled/replayed, channel state, committed by the sink "
         "and by Spark), in-doubt sink batches, the sources' positions and ends, channel state "
-        "pending per task, whether the query finished, and a stop request. Reads only.",
+        "pending per task, whether the query finished, and a stop request. Given a file "
+        "sink's output path instead: each query's committed batches, and the files no "
+        "manifest and no _spark_metadata name (orphans, expired). Reads only.",
     )
     _checkpoint_arguments(inspect)
     inspect.add_argument(
         "--json", action="store_true", help="print one JSON document (keys documented in README)"
     )
+    orphans = sub.add_parser(
+        "remove-orphans",
+        help="delete a file sink's orphaned files and staging of queries that are gone",
+        description="Delete, under a file sink's output path, the data files no manifest and "
+        "no _spark_metadata name (left by a crash during a commit whose checkpoint was then "
+        "deleted) and the staged files, of the queries named. Only for queries that will "
+        "never run again from their checkpoint: a crashed query's restart publishes exactly "
+        "such files. `unaligned inspect PATH` lists them first.",
+    )
+    orphans.add_argument("path", help="the file sink's output path (path or URI)")
+    chosen = orphans.add_mutually_exclusive_group(required=True)
+    chosen.add_argument(
+        "--query",
+        action="append",
+        metavar="QUERY_ID",
+        help="a query whose checkpoint is gone (repeatable)",
+    )
+    chosen.add_argument(
+        "--all-queries", action="store_true", help="every query with orphans or staged files"
+    )
+    orphans.add_argument(
+        "--expired",
+        action="store_true",
+        help="also delete files the retention left out of the manifest and _spark_metadata",
+    )
+    orphans.add_argument("--dry-run", action="store_true", help="list, delete nothing")
     report = sub.add_parser(
         "report",
         help="write a self-contained HTML page: barrier timeline charts and the inspect summary",
@@ -142,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stop(args.checkpoint, args.drain, args.timeout)
     if args.command in ("inspect", "report"):
         return _inspect(args)
+    if args.command == "remove-orphans":
+        return _remove_orphans(args)
     parser.error(f"unknown command {args.command}")
 
 
@@ -186,6 +219,11 @@ def _inspect(args: argparse.Namespace) -> int:
             transactional_id_prefix=args.transactional_id_prefix,
         )
     except NotACheckpointError as exc:
+        if args.command == "inspect":
+            from unaligned.sink.output_survey import is_file_sink_output
+
+            if is_file_sink_output(args.checkpoint):
+                return _inspect_output(args)
         print(f"{name}: {exc}", file=sys.stderr)
         return 2
     except UnalignedError as exc:
@@ -205,6 +243,52 @@ def _inspect(args: argparse.Namespace) -> int:
 
     args.output.write_text(render_html(view, timeout_ms), encoding="utf-8")
     print(f"wrote {args.output} ({len(view.barriers)} barriers)")
+    return 0
+
+
+def _inspect_output(args: argparse.Namespace) -> int:
+    """``unaligned inspect`` of a file sink's output path: 0, 1 for an unreadable output."""
+    from unaligned.errors import UnalignedError
+    from unaligned.inspection.output_text import render_output_text
+    from unaligned.sink.output_survey import survey_output
+
+    try:
+        survey = survey_output(args.checkpoint)
+    except UnalignedError as exc:
+        print(f"unaligned inspect: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(survey.to_dict(), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_output_text(survey))
+    return 0
+
+
+def _remove_orphans(args: argparse.Namespace) -> int:
+    """``unaligned remove-orphans``: 0, 2 for a path that is not a file sink's output, 1 for an
+    unreadable one."""
+    from unaligned.errors import UnalignedError
+    from unaligned.sink.output_survey import is_file_sink_output, remove_orphans
+
+    if not is_file_sink_output(args.path):
+        print(
+            f"unaligned remove-orphans: {args.path} is not a file sink's output (no "
+            "_unaligned_manifest, _unaligned_staging or _spark_metadata in it)",
+            file=sys.stderr,
+        )
+        return 2
+    queries = None if args.all_queries else set(args.query)
+    try:
+        removed = remove_orphans(args.path, queries, expired=args.expired, dry_run=args.dry_run)
+    except UnalignedError as exc:
+        print(f"unaligned remove-orphans: {exc}", file=sys.stderr)
+        return 1
+    verb = "would remove" if args.dry_run else "removed"
+    for name in removed:
+        print(f"{verb} {name}")
+    print(f"{verb} {len(removed)} file(s) or directories")
     return 0
 
 

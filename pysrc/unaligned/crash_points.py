@@ -59,6 +59,9 @@ class CrashPoint(str, enum.Enum):
     """Step 2, decision durable, nothing committed yet: everything must be rolled forward."""
     DRIVER_PARTIAL_COMMIT = "driver_partial_commit"
     """Step 2, after the first of several transactions / files of the batch was committed."""
+    DRIVER_AFTER_SPARK_LOG = "driver_after_spark_log"
+    """Step 2d, file sink: every file renamed and the batch in ``_spark_metadata`` (Spark's
+    readers see it), its manifest entry not written (ours do not yet)."""
     DRIVER_AFTER_SINK_COMMIT = "driver_after_sink_commit"
     """End of the sink's ``commit()``: done and cleaned up, but Spark has not recorded the batch."""
     DRAIN_HONOURED = "drain_honoured"

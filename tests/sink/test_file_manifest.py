@@ -1,26 +1,12 @@
-"""The file sink's names (per query) and manifest compaction."""
+"""The file sink's names per query (compaction: test_manifest_compaction.py)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from file_sink_steps import (
-    OTHER,
-    QUERY,
-    commit_log,
-    make_participant,
-    manifest_files,
-    prepare_item,
-    publish_batch,
-    read_ids,
-)
+from file_sink_steps import QUERY
 from unaligned.errors import SinkConfigurationError
-from unaligned.sink.commit_log import CommitRecord
 from unaligned.sink.file_manifest import (
-    MANIFEST_DIR,
     check_query_id,
     compacted_manifest_name,
     manifest_name,
@@ -52,74 +38,4 @@ def test_manifest_names_parse_back() -> None:
     assert parse_manifest_name(f".{manifest_name(3, QUERY)}.0123abcd.tmp") is None
 
 
-# --- manifest compaction --------------------------------------------------------------------------
-
-
-def test_compaction_bounds_the_manifest_and_keeps_every_row(tmp_path: Path) -> None:
-    participant = make_participant(tmp_path, manifest_retain=3, compact_every=2)
-    other = make_participant(tmp_path, query_id=OTHER, manifest_retain=3, compact_every=2)
-    log, other_log = commit_log(tmp_path, "ck"), commit_log(tmp_path, "ck-other")
-    publish_batch(other, other_log, 0)
-    counts = []
-    for batch_id in range(20):
-        publish_batch(participant, log, batch_id, rows=2, partitions=1)
-        counts.append(sum(1 for n in manifest_files(tmp_path) if n.startswith(QUERY)))
-    assert max(counts) <= 3 + 2 + 1  # retained + not yet folded + one compacted file
-    names = [n for n in manifest_files(tmp_path) if n.startswith(QUERY)]
-    compacted = [n for n in names if n.endswith(".compacted.json")]
-    assert len(compacted) == 1
-    assert [n for n in names if n not in compacted] == [
-        manifest_name(b, QUERY) for b in range(20 - len(names) + 1, 20)
-    ]
-    assert manifest_name(0, OTHER) in manifest_files(tmp_path)  # another query's: untouched
-    assert participant.committed_batch_ids() == list(range(20))
-    assert read_ids(tmp_path) == sorted(
-        [0, 1] * 20 + [p * 1000 + i for p in (0, 1) for i in range(3)]
-    )
-    doc = json.loads((tmp_path / "out" / MANIFEST_DIR / compacted[0]).read_text())
-    assert doc["queryId"] == QUERY and doc["compacted"] is True
-    assert [b["batchId"] for b in doc["batches"]] == list(range(doc["throughBatchId"] + 1))
-
-
-def test_compaction_leaves_unfinished_batches(tmp_path: Path) -> None:
-    participant = make_participant(tmp_path, manifest_retain=1, compact_every=1)
-    log = commit_log(tmp_path, "ck")
-    for batch_id in range(1, 4):
-        if batch_id == 2:  # decided and published, but the done marker was never written
-            items = [prepare_item(participant, 2, 0, 3)]
-            log.write(CommitRecord(2, "files", tuple(items), 0))
-            participant.commit(items, 2, lambda n: None)
-            participant.finish_batch(CommitRecord(2, "files", tuple(items), 0))
-        else:
-            publish_batch(participant, log, batch_id, partitions=1)
-    names = manifest_files(tmp_path)
-    assert names == sorted(
-        [
-            compacted_manifest_name(QUERY, 1),
-            manifest_name(2, QUERY),
-            manifest_name(3, QUERY),
-        ]
-    )
-    assert participant.committed_batch_ids() == [1, 2, 3]
-
-
-def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from unaligned.sink import file_manifest
-
-    participant = make_participant(tmp_path, manifest_retain=1, compact_every=1)
-    log = commit_log(tmp_path, "ck")
-    for batch_id in range(2):
-        publish_batch(participant, log, batch_id, partitions=1)
-    before = manifest_files(tmp_path)
-
-    def gone(output: object, name: object) -> None:
-        raise FileNotFoundError("folded by another compaction")
-
-    monkeypatch.setattr(file_manifest, "read_manifest_file", gone)
-    publish_batch(participant, log, 2, partitions=1)  # 3 live entries: would compact
-    assert manifest_files(tmp_path) == sorted([*before, manifest_name(2, QUERY)])
-    monkeypatch.undo()
-    assert participant.compact_manifest(set(), None) == 2
-    assert participant.committed_batch_ids() == [0, 1, 2]
+# --- entries as earlier versions wrote them ----------------------------------------------------

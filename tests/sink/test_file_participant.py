@@ -1,13 +1,12 @@
-"""The file participant: staging, deterministic final names, idempotent renames, the manifest
-entry of a finished batch; names per query. Names and
-compaction themselves: ``test_file_manifest.py``."""
+"""The file participant: staging, deterministic final names, idempotent renames, the batch in
+``_spark_metadata`` once and its manifest entry; names per query. Names and compaction
+themselves: ``test_file_manifest.py``; the log's format: ``test_spark_metadata_log.py``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.types import StructType
 
@@ -15,7 +14,6 @@ from file_sink_steps import (
     OTHER,
     QUERY,
     SCHEMA,
-    chunk,
     commit_log,
     make_participant,
     prepare_item,
@@ -26,35 +24,19 @@ from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
-from unaligned.sink.file_participant import ROW_GROUP_ROWS, FileParticipant
+from unaligned.sink.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
+from unaligned.sink.spark_metadata_log import SPARK_METADATA_DIR
 
 
-def test_prepare_stages_a_complete_parquet_file(tmp_path: Path) -> None:
-    participant = make_participant(tmp_path, compression="zstd")
-    item = prepare_item(participant, 3, 1, 25, attempt=2)
-    assert item["final"] == final_name(3, 1, QUERY) == f"part-{QUERY}-0000000003-00001.parquet"
-    assert item["staged"].startswith(f"{STAGING_DIR}/{QUERY}/3/part-00001-2-")
-    assert item["queryId"] == QUERY
-    assert item["rows"] == 25
-    staged = tmp_path / "out" / item["staged"]
-    assert item["bytes"] == staged.stat().st_size
-    table = pq.read_table(staged)
-    assert table.column("id").to_pylist() == list(range(1000, 1025))
-    assert pq.ParquetFile(staged).metadata.row_group(0).column(0).compression == "ZSTD"
-    assert not (tmp_path / "out" / item["final"]).exists()
+def _logged(participant: FileParticipant) -> list[str]:
+    """The file names Spark's readers see (``_spark_metadata``)."""
+    return [str(line["path"]).rsplit("/", 1)[1] for line in participant.spark_log().all_lines()]
 
 
-def test_large_task_writes_bounded_row_groups(tmp_path: Path) -> None:
-    participant = make_participant(tmp_path)
-    task = participant.open_task(0, 0, 0)
-    rows = ROW_GROUP_ROWS * 2 + 5
-    for start in range(0, rows, 4096):
-        task.write_chunk(chunk(start, min(4096, rows - start)))
-    item = task.prepare()
-    metadata = pq.ParquetFile(tmp_path / "out" / item["staged"]).metadata
-    assert metadata.num_rows == rows
-    assert metadata.num_row_groups == 3
+def _entry(tmp_path: Path, batch_id: int, query_id: str = QUERY) -> dict:
+    path = tmp_path / "out" / MANIFEST_DIR / manifest_name(batch_id, query_id)
+    return json.loads(path.read_text())
 
 
 def test_commit_renames_and_is_idempotent(tmp_path: Path) -> None:
@@ -95,20 +77,79 @@ def test_manifest_entry_names_the_files(tmp_path: Path) -> None:
     assert participant.committed_batch_ids() == [7]
 
 
+def test_a_finished_batch_is_in_spark_metadata_once_at_its_decision_time(
+    tmp_path: Path,
+) -> None:
+    participant = make_participant(tmp_path)
+    items = [prepare_item(participant, 4, p, 5) for p in range(2)]
+    record = CommitRecord(4, "files", tuple(items), 1_700_000_000_000)
+    participant.commit(items, 4, lambda n: None)
+    participant.finish_batch(record)
+    participant.finish_batch(record)  # a roll-forward after a crash before the done marker
+    lines = participant.spark_log().all_lines()
+    assert [str(line["path"]) for line in lines] == [
+        f"file:{tmp_path}/out/{final_name(4, p, QUERY)}" for p in range(2)
+    ]
+    assert {line["modificationTime"] for line in lines} == {1_700_000_000_000}
+    assert [line["size"] for line in lines] == [item["bytes"] for item in items]
+    assert _entry(tmp_path, 4)["sparkLog"] == 0
+    assert _entry(tmp_path, 4)["decidedAtMs"] == 1_700_000_000_000
+
+
+def test_a_crash_between_the_log_and_the_manifest_is_rolled_forward_without_a_second_entry(
+    tmp_path: Path,
+) -> None:
+    participant = make_participant(tmp_path, log_compact_interval=2)
+    log = commit_log(tmp_path, "ck")
+    publish_batch(participant, log, 0)
+    items = [prepare_item(participant, 1, p, 3) for p in range(2)]
+    participant.commit(items, 1, lambda n: None)
+    # Step 2d-i ran (the batch landed at log id 1, a compaction), then the driver died.
+    participant.spark_log().append_batch(QUERY, 1, [(i["final"], i["bytes"]) for i in items], 0, 1)
+    assert read_ids(tmp_path) == [0, 1, 2, 1000, 1001, 1002]  # ours: batch 0 only
+    participant.finish_batch(CommitRecord(1, "files", tuple(items), 0))  # the roll-forward
+    assert sorted(_logged(participant)) == sorted(
+        final_name(b, p, QUERY) for b in (0, 1) for p in (0, 1)
+    )
+    assert sorted(p.name for p in (tmp_path / "out" / SPARK_METADATA_DIR).iterdir()) == [
+        "0",
+        "1.compact",
+    ]
+    assert _entry(tmp_path, 1)["sparkLog"] == 1
+
+
+def test_two_queries_share_one_log_and_each_batch_is_in_it_once(tmp_path: Path) -> None:
+    first = make_participant(tmp_path, log_compact_interval=3)
+    second = make_participant(tmp_path, query_id=OTHER, log_compact_interval=3)
+    first_log, second_log = commit_log(tmp_path, "ck-1"), commit_log(tmp_path, "ck-2")
+    for batch_id in range(7):
+        publish_batch(first, first_log, batch_id)
+        if batch_id % 2:
+            publish_batch(second, second_log, batch_id, partitions=1)
+    logged = _logged(first)
+    assert len(logged) == len(set(logged)) == 7 * 2 + 3
+    assert set(logged) == {p.name for p in (tmp_path / "out").glob("*.parquet")}
+    positions = [_entry(tmp_path, b)["sparkLog"] for b in range(7)]
+    assert positions == sorted(positions) and len(set(positions)) == 7
+
+
+def test_an_empty_batch_adds_nothing_to_the_log(tmp_path: Path) -> None:
+    participant = make_participant(tmp_path)
+    log = commit_log(tmp_path, "ck")
+    publish_batch(participant, log, 0)
+    publish_batch(participant, log, 1, partitions=0)
+    publish_batch(participant, log, 2)
+    assert [_entry(tmp_path, b)["sparkLog"] for b in range(3)] == [0, 0, 1]
+    assert participant.committed_batch_ids() == [0, 1, 2]
+    assert len(_logged(participant)) == 4
+
+
 def test_abort_deletes_staged_files(tmp_path: Path) -> None:
     participant = make_participant(tmp_path)
     item = prepare_item(participant, 0, 0, 10)
     participant.abort([item], 0)
     participant.abort([item], 0)  # twice is fine
     assert not (tmp_path / "out" / item["staged"]).exists()
-
-
-def test_task_abort_removes_partial_file(tmp_path: Path) -> None:
-    participant = make_participant(tmp_path)
-    task = participant.open_task(0, 0, 0)
-    task.write_chunk(chunk(0, 10))
-    task.abort()
-    assert [p for p in (tmp_path / "out" / STAGING_DIR).rglob("*") if p.is_file()] == []
 
 
 def test_clean_up_keeps_staging_of_unfinished_decided_batches(tmp_path: Path) -> None:
@@ -190,3 +231,20 @@ def test_a_record_of_another_query_is_refused(tmp_path: Path) -> None:
     items = [prepare_item(other, 0, 0, 3)]
     with pytest.raises(CommitLogError, match="names files of query"):
         make_participant(tmp_path).finish_batch(CommitRecord(0, "files", tuple(items), 0))
+
+
+def test_an_output_written_before_the_log_is_named_by_its_first_entry(tmp_path: Path) -> None:
+    """Spark's readers read only ``_spark_metadata`` once it exists: the log's first id names
+    every file committed before it, of every query."""
+    import shutil
+
+    participant, other = make_participant(tmp_path), make_participant(tmp_path, query_id=OTHER)
+    log = commit_log(tmp_path, "ck")
+    publish_batch(participant, log, 0)
+    publish_batch(other, commit_log(tmp_path, "ck-other"), 0)
+    shutil.rmtree(tmp_path / "out" / SPARK_METADATA_DIR)  # as an earlier version left it
+    publish_batch(participant, log, 1)
+    assert sorted(_logged(participant)) == sorted(
+        p.name for p in (tmp_path / "out").glob("*.parquet")
+    )
+    assert len(_logged(participant)) == 6

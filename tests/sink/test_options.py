@@ -64,6 +64,28 @@ def test_mixed_case_keys_and_pass_through() -> None:
 def test_file_target() -> None:
     options = SinkOptions.parse({**CHECKPOINT, "path": "s3://bucket/out", "compression": "ZSTD"})
     assert options.target == FileTarget(path="s3://bucket/out", compression="zstd")
+    assert options.target.retention_ms is None
+    assert options.target.log_compact_interval == 10  # Spark's default
+    assert options.target.merge_files_below == 0
+
+
+def test_file_target_retention_log_interval_and_merging() -> None:
+    options = SinkOptions.parse(
+        {
+            **CHECKPOINT,
+            "path": "/tmp/o",
+            "retention": "7d",
+            "logcompactinterval": "25",
+            "mergefilesbelow": "64MB",
+        }
+    )
+    assert options.target == FileTarget(
+        path="/tmp/o",
+        compression="snappy",
+        retention_ms=7 * 86_400_000,
+        log_compact_interval=25,
+        merge_files_below=64 << 20,
+    )
 
 
 @pytest.mark.parametrize(
@@ -112,6 +134,9 @@ def test_refused_with_the_option_named(options: dict[str, str], names: str) -> N
         ({**KAFKA, "alignedcheckpointtimeout": "soon"}, "option 'alignedCheckpointTimeout'"),
         ({**KAFKA, "checkpointmode": "loose"}, "option 'checkpointMode' must be one of"),
         ({**CHECKPOINT, "path": "/tmp/o", "compression": "rar"}, "option 'compression' must be"),
+        ({**CHECKPOINT, "path": "/tmp/o", "retention": "0"}, "option 'retention' must be a"),
+        ({**CHECKPOINT, "path": "/tmp/o", "logcompactinterval": "0"}, "option 'logCompactInt"),
+        ({**CHECKPOINT, "path": "/tmp/o", "mergefilesbelow": "big"}, "option 'mergeFilesBelow'"),
     ],
 )
 def test_malformed_values_refused_in_one_style(options: dict[str, str], message: str) -> None:
@@ -157,6 +182,7 @@ def test_unknown_option_refused_with_the_known_ones(typo: str, spelled: str) -> 
     "options, message",
     [
         ({**KAFKA, "compression": "zstd"}, "option 'compression' applies to the file sink only"),
+        ({**KAFKA, "retention": "1h"}, "option 'retention' applies to the file sink only"),
         (
             {**CHECKPOINT, "path": "/tmp/o", "transactionalIdPrefix": "p"},
             "option 'transactionalIdPrefix' applies to the Kafka sink only",

@@ -148,6 +148,20 @@ def test_write_commit_read_back(tmp_path: Path, task_context: Callable[..., None
     assert log.is_done(0) and log.unfinished_batch_ids() == []
 
 
+def test_a_small_batch_is_decided_and_committed_as_one_file(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    writer = _file_writer(tmp_path, mergefilesbelow="1MB")
+    messages = [_write(writer, task_context, 0, p, 100 * p, 12) for p in (1, 0)]
+    _file_writer(tmp_path, mergefilesbelow="1MB").commit(messages, 0)
+    record = CommitLog(Checkpoint.resolve(str(tmp_path / "ck"))).read(0)
+    assert record is not None and len(record.prepared) == 1
+    table = read_committed_files(str(tmp_path / "out"))
+    assert table.column("id").to_pylist() == [*range(12), *range(100, 112)]  # partition order
+    assert len(list((tmp_path / "out").glob("*.parquet"))) == 1
+    assert _staging_files(tmp_path) == []
+
+
 def test_empty_task_opens_nothing(tmp_path: Path, task_context: Callable[..., None]) -> None:
     writer = _file_writer(tmp_path)
     message = _write(writer, task_context, 0, 3, 0, 0)
@@ -320,6 +334,11 @@ class RecordingParticipant:
         self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
     ) -> None:
         self.calls.append(f"commit:{batch_id}:{len(items)}")
+
+    def consolidate(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int
+    ) -> list[Mapping[str, Any]]:
+        return list(items)
 
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         self.calls.append(f"check:{batch_id}:{len(items)}")

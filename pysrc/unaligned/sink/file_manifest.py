@@ -1,23 +1,24 @@
-"""The file sink's names and manifest: per-query naming, entries, compaction, reading a file.
+"""The file sink's names and manifest: per-query naming, entries, reading a manifest file.
 
 Every name the file sink uses under its output ``path`` is built here: staging directories
-(:func:`staging_dir`), committed data files (:func:`final_name`), manifest entries
-(:func:`manifest_name`) and compacted manifest files (:func:`compacted_manifest_name`), each
-with the query id (:func:`check_query_id`). It writes manifest entries
-(:func:`write_manifest_entry`), compacts a query's finished entries older than its newest
-``manifest_retain`` into one file written *before* the folded ones are deleted
-(:func:`compact_manifest`), and reads one manifest file (:func:`read_manifest_file`; listing
-all of them once per batch is :mod:`unaligned.sink.committed_files`). The layout and the
-protocol: ARCHITECTURE.md, "Checkpoint layout" (file sink).
+(:func:`staging_dir`) and staged files (:func:`staged_name`, never ending in ``.parquet``),
+committed data files (:func:`final_name`), manifest entries (:func:`manifest_name`) and
+compacted manifest files (:func:`compacted_manifest_name`), each with the query id
+(:func:`check_query_id`). It writes manifest entries (:func:`write_manifest_entry`) and reads
+one manifest file (:func:`read_manifest_file`; listing all of them once per batch is
+:mod:`unaligned.sink.committed_files`). Each entry also records the query's position in the
+``_spark_metadata`` log. Folding entries together (and ``retention``) is
+:mod:`unaligned.sink.manifest_compaction`. The layout and the protocol: ARCHITECTURE.md,
+"Checkpoint layout" (file sink).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
-from collections.abc import Collection, Mapping, Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +28,10 @@ from pyspark.sql.types import StructType
 from unaligned._fs import Location, atomic_write, read_bytes
 from unaligned.errors import CommitLogError, SinkConfigurationError
 
-logger = logging.getLogger(__name__)
-
 STAGING_DIR = "_unaligned_staging"
+STAGED_SUFFIX = ".staged"
+"""Staged files end in ``.parquet.staged``: no ``*.parquet`` / ``**/*.parquet`` glob matches
+them before their batch is committed and they are renamed."""
 MANIFEST_DIR = "_unaligned_manifest"
 MANIFEST_VERSION = 1
 """Version of a manifest entry and of a compacted manifest file."""
@@ -75,6 +77,12 @@ def staging_dir(batch_id: int, query_id: str) -> str:
     return f"{STAGING_DIR}/{query_id}/{batch_id}"
 
 
+def staged_name(kind: str) -> str:
+    """A staged file's name in its batch's staging directory, unique per writer: ``kind`` is
+    ``<partition:05d>-<attempt>`` for a task's file, ``merged`` for the driver's merge."""
+    return f"part-{kind}-{uuid.uuid4().hex[:12]}.parquet{STAGED_SUFFIX}"
+
+
 @dataclass(frozen=True)
 class ManifestName:
     """A parsed file name in ``MANIFEST_DIR``: an entry (one batch) or a compacted file (every
@@ -117,13 +125,20 @@ def write_manifest_entry(
     query_id: str,
     schema_json: str,
     items: Sequence[Mapping[str, Any]],
+    *,
+    decided_at_ms: int,
+    spark_log: int,
 ) -> None:
     """Write batch ``batch_id``'s manifest entry atomically: the committed files of ``items``
-    (the commit record's prepared items) under the query's name."""
+    (the commit record's prepared items) under the query's name. ``decided_at_ms`` (the commit
+    record's) is what ``retention`` counts from; ``spark_log`` is the query's position in the
+    ``_spark_metadata`` log after this batch (-1: none yet)."""
     entry: dict[str, Any] = {
         "version": MANIFEST_VERSION,
         "batchId": batch_id,
         "committedAtMs": int(time.time() * 1000),
+        "decidedAtMs": decided_at_ms,
+        "sparkLog": spark_log,
         "schema": json.loads(schema_json),
         "files": [
             {"path": item["final"], "rows": item["rows"], "bytes": item["bytes"]}
@@ -133,88 +148,6 @@ def write_manifest_entry(
     }
     location = output.child(MANIFEST_DIR, manifest_name(batch_id, query_id))
     atomic_write(location, json.dumps(entry, sort_keys=True).encode("utf-8"))
-
-
-def compact_manifest(
-    output: Location,
-    query_id: str,
-    *,
-    retain: int,
-    compact_every: int,
-    unfinished: Collection[int],
-    up_to_batch: int | None,
-) -> int:
-    """Fold the query's finished entries (not in ``unfinished``, at most ``up_to_batch``) older
-    than its newest ``retain`` into one compacted file, once more than ``retain +
-    compact_every`` are live.
-
-    Runs in the query's driver only (commit, abort, recovery: one at a time). Order: write
-    the new compacted file (every batch of the older compacted files and the folded
-    entries), then delete the older compacted files, then the folded entries; each file is
-    deleted only by a compaction that read it and wrote its batches first. A compaction that
-    finds a listed file gone (another one ran at the same time) deletes nothing. Returns how
-    many entries were folded.
-    """
-    names = [m for m in list_manifest(output) if m.query_id == query_id]
-    entries = sorted((m for m in names if not m.compacted), key=lambda m: m.batch_id)
-    if len(entries) <= retain + compact_every:
-        return 0
-    fold = [
-        m
-        for m in entries[:-retain]
-        if m.batch_id not in unfinished and (up_to_batch is None or m.batch_id <= up_to_batch)
-    ]
-    if not fold:
-        return 0
-    compacted = [m for m in names if m.compacted]
-    batches: dict[int, ManifestEntry] = {}
-    try:
-        for name in (*compacted, *fold):
-            for entry in read_manifest_file(output, name):
-                batches[entry.batch_id] = entry
-    except FileNotFoundError as exc:
-        # Another compaction of this query ran meanwhile (a commit process of an earlier
-        # run still going): it has folded what this one listed. Delete nothing.
-        logger.warning("manifest of query %s changed while compacting (%s)", query_id, exc)
-        return 0
-    through = max(batches)
-    target = compacted_manifest_name(query_id, through)
-    atomic_write(
-        output.child(MANIFEST_DIR, target),
-        json.dumps(_compacted_doc(query_id, batches), sort_keys=True).encode("utf-8"),
-    )
-    fs = output.filesystem
-    for name in (*compacted, *fold):
-        if name.name != target:
-            try:
-                fs.delete_file(output.child(MANIFEST_DIR, name.name).path)
-            except FileNotFoundError:
-                pass
-    logger.info(
-        "manifest of query %s: folded %d entries into %s (%d batches)",
-        query_id,
-        len(fold),
-        target,
-        len(batches),
-    )
-    return len(fold)
-
-
-def _compacted_doc(query_id: str, batches: Mapping[int, ManifestEntry]) -> dict[str, Any]:
-    ordered = [batches[b] for b in sorted(batches)]
-    return {
-        "version": MANIFEST_VERSION,
-        "compacted": True,
-        "queryId": query_id,
-        "throughBatchId": ordered[-1].batch_id,
-        "schema": json.loads(ordered[-1].schema.json()),
-        "batches": [{"batchId": e.batch_id, "committedAtMs": e.committed_at_ms} for e in ordered],
-        "files": [
-            {"batchId": e.batch_id, "path": f.path, "rows": f.rows, "bytes": f.bytes}
-            for e in ordered
-            for f in e.files
-        ],
-    }
 
 
 # --- reading one manifest file ------------------------------------------------------------------
@@ -240,10 +173,19 @@ class ManifestEntry:
     files: tuple[CommittedFile, ...]
     query_id: str
     committed_at_ms: int = 0
+    decided_at_ms: int | None = None
+    spark_log: int | None = None
+    """The query's position in the ``_spark_metadata`` log after this batch (``None``: written
+    by an earlier version)."""
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.query_id, self.batch_id)
+
+    @property
+    def expiry_base_ms(self) -> int:
+        """What ``retention`` counts from: the decision (the commit, for earlier versions)."""
+        return self.decided_at_ms if self.decided_at_ms is not None else self.committed_at_ms
 
 
 def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEntry]:
@@ -269,9 +211,9 @@ def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEnt
                 f"({'compacted' if doc.get('compacted') else 'entry'}), not what its name says"
             )
         query_id = name.query_id
-        schema = StructType.fromJson(doc["schema"])
         if name.compacted:
-            return _compacted_entries(doc, schema, query_id, described)
+            return _compacted_entries(doc, query_id, described)
+        schema = StructType.fromJson(doc["schema"])
         batch_id = int(doc["batchId"])
         if batch_id != name.batch_id:
             raise CommitLogError(f"manifest entry {described} names batch {batch_id}")
@@ -282,6 +224,8 @@ def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEnt
                 files=tuple(_committed_file(f, batch_id, query_id) for f in doc["files"]),
                 query_id=query_id,
                 committed_at_ms=int(doc.get("committedAtMs", 0)),
+                decided_at_ms=_optional_int(doc.get("decidedAtMs")),
+                spark_log=_optional_int(doc.get("sparkLog")),
             )
         ]
     except CommitLogError:
@@ -296,9 +240,16 @@ def _committed_file(doc: Mapping[str, Any], batch_id: int, query_id: str) -> Com
     )
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _compacted_entries(
-    doc: Mapping[str, Any], schema: StructType, query_id: str, described: str
+    doc: Mapping[str, Any], query_id: str, described: str
 ) -> list[ManifestEntry]:
+    if not doc["batches"]:
+        return []  # every batch it held expired; it keeps the marks
+    schema = StructType.fromJson(doc["schema"])
     files: dict[int, list[CommittedFile]] = {}
     for f in doc["files"]:
         batch_id = int(f["batchId"])
@@ -310,6 +261,7 @@ def _compacted_entries(
             files=tuple(files.pop(int(b["batchId"]), ())),
             query_id=query_id,
             committed_at_ms=int(b.get("committedAtMs", 0)),
+            decided_at_ms=_optional_int(b.get("decidedAtMs")),
         )
         for b in doc["batches"]
     ]

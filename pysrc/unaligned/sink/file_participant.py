@@ -3,21 +3,26 @@
 Layout under the output ``path``; every name carries the id of the query that wrote it (``<q>``,
 Spark's query id from ``<checkpoint>/metadata``, a UUID stable across restarts of one
 checkpoint), so queries with different checkpoints can write to the same ``path`` side by side.
-The names are built by :mod:`unaligned.sink.file_manifest`, which also compacts the manifest::
+The names are built by :mod:`unaligned.sink.file_manifest` (compaction:
+:mod:`unaligned.sink.manifest_compaction`)::
 
-    <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet  step 1
-    <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2
-    <path>/_unaligned_manifest/<q>-<batchId:010d>.json                                  step 2
+    <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet.staged
+    <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2c
+    <path>/_spark_metadata/<logId>[.compact]                       step 2d, shared by all queries
+    <path>/_unaligned_manifest/<q>-<batchId:010d>.json                                  step 2d
     <path>/_unaligned_manifest/<q>-<throughBatchId:010d>.compacted.json                compaction
 
-Step 1 (task): rows go to a staging file unique to the task attempt; the commit message carries
-its staged path, its final name and its row count. Step 2 (driver, after the commit record):
-each staged file is renamed to its *deterministic* final name (so a repeated rename after a crash
-finds the final file and does nothing), then the batch's manifest entry is written atomically.
-Only files named by the manifest are committed: readers (:mod:`unaligned.sink.committed_files`)
-never list the data directory, so a final file whose manifest entry is not written yet is
-invisible, and so is every staging file. Directories starting with ``_`` are also skipped by
-Spark's own Parquet reader.
+Step 1 (task, :mod:`unaligned.sink.file_task_writer`): rows go to a staged file unique to the
+task attempt, whose name no ``*.parquet`` glob matches; the commit message carries its staged
+path, its final name and its row count.
+Step 2b (driver): with ``mergeFilesBelow``, a small batch's staged files become one
+(:mod:`unaligned.sink.file_merge`). Step 2c (after the commit record): each staged file is
+renamed to its *deterministic* final name (so a repeated rename after a crash finds the final
+file and does nothing). Step 2d: the batch goes into ``_spark_metadata`` once
+(:mod:`unaligned.sink.spark_metadata_log`: what Spark's readers see), then its manifest entry
+is written atomically (what our readers see, :mod:`unaligned.sink.committed_files`). Neither
+kind of reader lists the data directory, so a final file whose batch is not logged is
+invisible to it, and so is every staged file.
 
 Ownership. Recovery and clean-up remove staging only under the query's own
 ``_unaligned_staging/<q>/``; compaction folds only the query's own entries. Nothing of another
@@ -26,17 +31,16 @@ query is ever renamed, deleted or rewritten.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
+from unaligned import crash_points
 from unaligned._fs import Location, fsync_path, resolve_location
 from unaligned.checkpoint import Checkpoint
+from unaligned.crash_points import CrashPoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.file_manifest import (
@@ -44,110 +48,23 @@ from unaligned.sink.file_manifest import (
     DEFAULT_MANIFEST_RETAIN,
     STAGING_DIR,
     check_query_id,
-    compact_manifest,
-    final_name,
-    staging_dir,
     write_manifest_entry,
 )
+from unaligned.sink.file_merge import merge_small_batch
+from unaligned.sink.file_task_writer import ROW_GROUP_ROWS, FileTaskWriter
+from unaligned.sink.manifest_compaction import compact_manifest, log_position
 from unaligned.sink.options import FileTarget
+from unaligned.sink.spark_metadata_log import LogSettings, SparkMetadataLog, spark_uri
 
 PARTICIPANT = "files"
-ROW_GROUP_ROWS = 128 * 1024
-"""Rows a task buffers before writing a Parquet row group (chunks are smaller)."""
-
-
-class FileTaskWriter:
-    """Writes one task attempt's rows to one staging Parquet file (Step 1 of the protocol)."""
-
-    def __init__(
-        self,
-        output: Location,
-        compression: str,
-        batch_id: int,
-        partition_id: int,
-        attempt_number: int,
-        query_id: str,
-    ) -> None:
-        self._output = output
-        self._compression = compression
-        self._batch_id = batch_id
-        self._partition_id = partition_id
-        self._query_id = query_id
-        name = f"part-{partition_id:05d}-{attempt_number}-{uuid.uuid4().hex[:12]}.parquet"
-        self._relative = f"{staging_dir(batch_id, query_id)}/{name}"
-        self._staged = output.child(self._relative)
-        self._stream: Any | None = None
-        self._writer: pq.ParquetWriter | None = None
-        self._buffer: list[pa.RecordBatch] = []
-        self._buffered_rows = 0
-        self._rows = 0
-
-    def begin(self) -> None:
-        fs = self._output.filesystem
-        fs.create_dir(self._staged.path.rpartition("/")[0], recursive=True)
-        self._stream = fs.open_output_stream(self._staged.path)
-
-    def write_chunk(self, chunk: pa.RecordBatch) -> None:
-        if self._writer is None:
-            assert self._stream is not None, "begin() first"
-            self._writer = pq.ParquetWriter(
-                self._stream, chunk.schema, compression=self._compression
-            )
-        self._buffer.append(chunk)
-        self._buffered_rows += chunk.num_rows
-        self._rows += chunk.num_rows
-        if self._buffered_rows >= ROW_GROUP_ROWS:
-            self._write_buffer()
-
-    def _write_buffer(self) -> None:
-        if self._buffer and self._writer is not None:
-            self._writer.write_table(pa.Table.from_batches(self._buffer))
-        self._buffer = []
-        self._buffered_rows = 0
-
-    def between_chunks(self) -> None:
-        """Nothing to bound: the buffer is capped at ``ROW_GROUP_ROWS`` rows by write_chunk."""
-
-    def prepare(self) -> dict[str, Any]:
-        """Close the staging file (complete Parquet footer) and describe it for the driver."""
-        self._write_buffer()
-        if self._writer is not None:
-            self._writer.close()
-        if self._stream is not None:
-            self._stream.close()
-        fs = self._output.filesystem
-        size = fs.get_file_info(self._staged.path).size
-        item: dict[str, Any] = {
-            "staged": self._relative,
-            "final": final_name(self._batch_id, self._partition_id, self._query_id),
-            "rows": self._rows,
-            "bytes": size,
-            "partition": self._partition_id,
-            "queryId": self._query_id,
-        }
-        return item
-
-    def abort(self) -> None:
-        try:
-            if self._writer is not None:
-                self._writer.close()
-            if self._stream is not None and not self._stream.closed:
-                self._stream.close()
-        finally:
-            try:
-                self._output.filesystem.delete_file(self._staged.path)
-            except FileNotFoundError:
-                pass
-
-    def close(self) -> None:
-        """Nothing held after prepare/abort."""
 
 
 class FileParticipant:
     """Staged Parquet files as 2PC participants. Picklable: holds options only.
 
     ``query_id`` names every file this participant writes (the sink builds it with
-    :meth:`for_query`).
+    :meth:`for_query`). ``log_retain_batches``: ``_spark_metadata`` keeps at least this many
+    log ids (Spark's ``minBatchesToRetain``).
     """
 
     kind = PARTICIPANT
@@ -160,6 +77,7 @@ class FileParticipant:
         *,
         manifest_retain: int = DEFAULT_MANIFEST_RETAIN,
         compact_every: int = DEFAULT_COMPACT_EVERY,
+        log_retain_batches: int = 100,
     ) -> None:
         if manifest_retain < 1 or compact_every < 1:
             raise ValueError("manifest_retain and compact_every must be at least 1")
@@ -168,10 +86,20 @@ class FileParticipant:
         self._query_id = check_query_id(query_id)
         self._manifest_retain = manifest_retain
         self._compact_every = compact_every
+        self._log_settings = LogSettings(
+            compact_interval=target.log_compact_interval,
+            retention_ms=target.retention_ms,
+            min_batches_to_retain=log_retain_batches,
+        )
 
     @classmethod
     def for_query(
-        cls, target: FileTarget, schema: StructType, checkpoint: Checkpoint
+        cls,
+        target: FileTarget,
+        schema: StructType,
+        checkpoint: Checkpoint,
+        *,
+        log_retain_batches: int = 100,
     ) -> FileParticipant:
         """The sink's participant: names carry the query id read from the checkpoint once
         (``<checkpoint>/metadata``, written by Spark before the first batch is planned)."""
@@ -181,7 +109,7 @@ class FileParticipant:
             raise SinkConfigurationError(
                 f"the file sink names its files after the query id: {exc}"
             ) from exc
-        return cls(target, schema, query_id)
+        return cls(target, schema, query_id, log_retain_batches=log_retain_batches)
 
     @property
     def query_id(self) -> str:
@@ -189,6 +117,10 @@ class FileParticipant:
 
     def output(self) -> Location:
         return resolve_location(self._target.path)
+
+    def spark_log(self) -> SparkMetadataLog:
+        """The output's ``_spark_metadata`` log, as this query writes it."""
+        return SparkMetadataLog(self.output(), spark_uri(self._target.path), self._log_settings)
 
     def describe(self, item: Mapping[str, Any]) -> str:
         return f"staged file {item['staged']} -> {item['final']} ({item['rows']} rows)"
@@ -247,6 +179,21 @@ class FileParticipant:
             )
         return self._query_id
 
+    def consolidate(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int
+    ) -> list[Mapping[str, Any]]:
+        """Step 2b, before the decision: a small batch's staged files merged into one
+        (``mergeFilesBelow``, :mod:`unaligned.sink.file_merge`), else the items unchanged."""
+        return merge_small_batch(
+            self.output(),
+            items,
+            batch_id,
+            self._query_id,
+            below_bytes=self._target.merge_files_below,
+            compression=self._target.compression,
+            row_group_rows=ROW_GROUP_ROWS,
+        )
+
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         """Refuse to decide ``batch_id`` if a staged file is missing or not the size its task
         reported (it could not be renamed into place): abort every item, then raise."""
@@ -266,10 +213,37 @@ class FileParticipant:
         )
 
     def finish_batch(self, record: CommitRecord) -> None:
-        """Write the batch's manifest entry: from now on its files are visible to readers."""
+        """Step 2d: make the batch visible, each time whole. Idempotent (a roll-forward runs it
+        again):
+
+        i. add its files to ``_spark_metadata`` once, searching from the query's previous
+           batch's position (what Spark's readers see; an empty batch adds nothing), with the
+           decision's time as every file's ``modificationTime`` (so ``retention`` keeps or
+           drops the batch whole);
+        ii. write its manifest entry, with that log position (what our readers see).
+        """
         query_id = self._record_query_id(record)
+        output = self.output()
+        position = log_position(output, query_id, record.batch_id)
+        files = [(str(item["final"]), int(item["bytes"])) for item in record.prepared]
+        if files:
+            position = self.spark_log().append_batch(
+                query_id,
+                record.batch_id,
+                files,
+                record.decided_at_ms,
+                position + 1,
+                earlier=lambda: _committed_before_the_log(output),
+            )
+        crash_points.reach(CrashPoint.DRIVER_AFTER_SPARK_LOG, record.batch_id)
         write_manifest_entry(
-            self.output(), record.batch_id, query_id, self._schema_json, record.prepared
+            output,
+            record.batch_id,
+            query_id,
+            self._schema_json,
+            record.prepared,
+            decided_at_ms=record.decided_at_ms,
+            spark_log=position,
         )
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
@@ -306,7 +280,7 @@ class FileParticipant:
 
     def compact_manifest(self, unfinished: set[int], up_to_batch: int | None) -> int:
         """Compact this query's manifest entries
-        (:func:`unaligned.sink.file_manifest.compact_manifest`, which has the rules) with this
+        (:func:`unaligned.sink.manifest_compaction.compact_manifest`, which has the rules) with this
         participant's ``manifest_retain`` and ``compact_every``. Returns how many entries were
         folded."""
         return compact_manifest(
@@ -316,6 +290,7 @@ class FileParticipant:
             compact_every=self._compact_every,
             unfinished=unfinished,
             up_to_batch=up_to_batch,
+            retention_ms=self._target.retention_ms,
         )
 
     def committed_batch_ids(self) -> list[int]:
@@ -325,6 +300,14 @@ class FileParticipant:
         return sorted(
             e.batch_id for e in manifest_entries(self.output()) if e.query_id == self._query_id
         )
+
+
+def _committed_before_the_log(output: Location) -> list[tuple[str, int, int]]:
+    """Every file the manifest names (every query's), for a log that does not exist yet: an
+    output written before this version kept ``_spark_metadata``."""
+    from unaligned.sink.committed_files import manifest_entries
+
+    return [(f.path, f.bytes, e.expiry_base_ms) for e in manifest_entries(output) for f in e.files]
 
 
 def _batch_dirs(output: Location, relative: str) -> list[tuple[int, str]]:

@@ -229,6 +229,12 @@ class KafkaParticipant:
         return writer
 
     # 2. Decide: only with transactions that can still commit.
+    def consolidate(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int
+    ) -> list[Mapping[str, Any]]:
+        """Transactions are committed as the tasks prepared them."""
+        return list(items)
+
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         """Refuse to decide ``batch_id`` if any prepared transaction can no longer commit.
 

@@ -29,6 +29,7 @@ from unaligned.channel_state.codecs import check_codec
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.clients.producer_options import producer_kwargs
+from unaligned.sink.spark_metadata_log import DEFAULT_COMPACT_INTERVAL
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 DEFAULT_CHUNK_ROWS = 1000
@@ -74,10 +75,18 @@ class KafkaTarget:
 
 @dataclass(frozen=True)
 class FileTarget:
-    """Write Parquet files under ``path`` (a URI or local path)."""
+    """Write Parquet files under ``path`` (a URI or local path).
+
+    ``retention_ms``: batches decided longer ago leave the manifest and ``_spark_metadata`` at
+    their next compaction (``None``: kept for ever). ``log_compact_interval``: the default
+    compaction interval of ``_spark_metadata``. ``merge_files_below``: a batch whose staged
+    files total at most this many bytes is committed as one file (0: never merged)."""
 
     path: str
     compression: str
+    retention_ms: int | None = None
+    log_compact_interval: int = DEFAULT_COMPACT_INTERVAL
+    merge_files_below: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,9 @@ _OPTIONS: dict[str, _Option] = {
         _Option("queryName"),  # Spark passes it to every sink
         _Option("path", "file"),
         _Option("compression", "file"),
+        _Option("retention", "file"),
+        _Option("logCompactInterval", "file"),
+        _Option("mergeFilesBelow", "file"),
         _Option("topic", "Kafka"),
         _Option("transactionalIdPrefix", "Kafka"),
         _Option("maxUnacknowledgedBytes", "Kafka"),
@@ -231,7 +243,18 @@ def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
         compression = parse_choice(
             "compression", opts.get("compression", DEFAULT_COMPRESSION), PARQUET_COMPRESSIONS
         )
-        return FileTarget(path=absolute_path(path), compression=compression)
+        retention = opts.get("retention")
+        return FileTarget(
+            path=absolute_path(path),
+            compression=compression,
+            retention_ms=None
+            if retention is None
+            else parse_duration_ms("retention", retention, minimum=1),
+            log_compact_interval=_positive_int(
+                opts, "logcompactinterval", "logCompactInterval", DEFAULT_COMPACT_INTERVAL
+            ),
+            merge_files_below=_bytes(opts, "mergefilesbelow", "mergeFilesBelow", 0),
+        )
     if not kafka.get("bootstrap.servers", "").strip():
         raise SinkConfigurationError(
             "format('unaligned') sink needs a target: option 'path' (Parquet files) or "

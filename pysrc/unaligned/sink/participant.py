@@ -12,7 +12,8 @@ Where the protocol steps use this contract:
   :class:`SinkCommitMessage` to the driver.
 - Step 2, decide and commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit`,
   with :mod:`unaligned.sink.recovery`): the driver turns the messages into a commit record's
-  items, then calls :meth:`Participant.commit` and :meth:`Participant.finish_batch`.
+  items (:meth:`Participant.consolidate`, :meth:`Participant.check_decidable`), then calls
+  :meth:`Participant.commit` and :meth:`Participant.finish_batch`.
 - Step 3, recovery (:func:`unaligned.sink.recovery.recover`): roll forward, then
   :meth:`Participant.clean_up`.
 - Step 4, abort (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.abort`):
@@ -90,6 +91,14 @@ class Participant(Protocol):
         Idempotent: an item already committed (an earlier run rolled it forward) commits again
         with success. An item that can no longer be committed raises a specific error naming it.
         """
+        ...
+
+    def consolidate(
+        self, items: Sequence[Mapping[str, Any]], batch_id: int
+    ) -> list[Mapping[str, Any]]:
+        """Step 2b, before the decision: the items the commit record will name, made from the
+        tasks' items (the file sink may merge a small batch's staged files into one; nothing
+        made here is visible before the decision). Kafka: the items as they are."""
         ...
 
     def check_decidable(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:

@@ -67,7 +67,9 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
     if isinstance(target, FileTarget):
         from unaligned.sink.file_participant import FileParticipant
 
-        return FileParticipant.for_query(target, schema, options.checkpoint)
+        return FileParticipant.for_query(
+            target, schema, options.checkpoint, log_retain_batches=options.min_batches_to_retain
+        )
     from unaligned.sink.kafka_columns import kafka_columns
     from unaligned.sink.kafka_participant import KafkaParticipant
 

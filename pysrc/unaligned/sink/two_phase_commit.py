@@ -209,8 +209,9 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             # 2b. Decide: the commit record is the single point of decision. Only with items
             #     that can still commit (a transaction past its timeout cannot), and only once:
             #     a second decider (an earlier run's commit process still running) loses the
-            #     race to write the record and rolls the winner's decision forward.
-            items = prepared_items(messages, batchId)
+            #     race to write the record and rolls the winner's decision forward. The items
+            #     are the participant's (a small batch's staged files merged into one).
+            items = participant.consolidate(prepared_items(messages, batchId), batchId)
             participant.check_decidable(items, batchId)
             crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, batchId)
             record = CommitRecord(

@@ -1,0 +1,235 @@
+"""The ``_spark_metadata`` log in Spark's layout: names, compaction, the interval an existing log
+fixes, appends that land once (a roll-forward, a lost race, two deciders), retention and
+clean-up. Spark itself reads these logs in integration/test_file_sink_readers.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from unaligned._fs import resolve_location
+from unaligned.errors import CommitLogError
+from unaligned.sink import spark_metadata_log
+from unaligned.sink.spark_metadata_log import (
+    BLOCK_SIZE,
+    CLEANUP_DELAY_MS,
+    SPARK_METADATA_DIR,
+    LogSettings,
+    SparkMetadataLog,
+    compact_interval,
+    derive_compact_interval,
+    spark_uri,
+)
+
+Q = "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+R = "99999999-dddd-eeee-ffff-012345678901"
+
+
+def _log(tmp_path: Path, **settings: int | None) -> SparkMetadataLog:
+    out = tmp_path / "out"
+    return SparkMetadataLog(
+        resolve_location(str(out)), spark_uri(str(out)), LogSettings(**settings)
+    )  # type: ignore[arg-type]
+
+
+def _files(query: str, batch: int, count: int = 2) -> list[tuple[str, int]]:
+    return [(f"part-{query}-{batch:010d}-{i:05d}.parquet", 100 + i) for i in range(count)]
+
+
+def _names(tmp_path: Path) -> list[str]:
+    return sorted(
+        (p.name for p in (tmp_path / "out" / SPARK_METADATA_DIR).iterdir()),
+        key=lambda n: int(n.split(".")[0]),
+    )
+
+
+def _paths(log: SparkMetadataLog) -> list[str]:
+    return [str(line["path"]) for line in log.all_lines()]
+
+
+def test_uris_are_what_spark_qualifies_the_output_to() -> None:
+    assert spark_uri("/data/out") == "file:/data/out"
+    assert spark_uri("/data/a b/out/") == "file:/data/a%20b/out"
+    assert spark_uri("file:///data/out") == "file:/data/out"
+    assert spark_uri("file:/data/out") == "file:/data/out"
+    assert spark_uri("s3a://bucket/table/") == "s3a://bucket/table"
+    assert spark_uri("hdfs://nn:8020/t") == "hdfs://nn:8020/t"
+
+
+@pytest.mark.parametrize(
+    ("default", "latest_compact", "expected"),
+    # Spark's own examples (CompactibleFileStreamLog, SPARK-18187), and the usual cases.
+    [(5, 11, 6), (10, 9, 10), (10, 19, 20), (3, 5, 6), (2, 5, 2), (4, 3, 4), (10, 4, 5)],
+)
+def test_a_single_compaction_file_fixes_the_interval_as_spark_derives_it(
+    default: int, latest_compact: int, expected: int
+) -> None:
+    assert derive_compact_interval(default, latest_compact) == expected
+
+
+def test_each_batch_is_one_log_file_and_every_tenth_a_compaction(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    ids = [log.append_batch(Q, b, _files(Q, b), 1000 + b, b) for b in range(25)]
+    assert ids == list(range(25))
+    names = _names(tmp_path)
+    assert names == [
+        *map(str, range(9)),
+        "9.compact",
+        *map(str, range(10, 19)),
+        "19.compact",
+        *map(str, range(20, 25)),
+    ]
+    meta = tmp_path / "out" / SPARK_METADATA_DIR
+    head, *lines = (meta / "3").read_text().split("\n")
+    assert head == "v1"
+    assert [json.loads(line) for line in lines] == [
+        {
+            "path": f"file:{tmp_path}/out/part-{Q}-0000000003-0000{i}.parquet",
+            "size": 100 + i,
+            "isDir": False,
+            "modificationTime": 1003,
+            "blockReplication": 1,
+            "blockSize": BLOCK_SIZE,
+            "action": "add",
+        }
+        for i in range(2)
+    ]
+    compacted = (meta / "19.compact").read_text().split("\n")[1:]
+    assert len(compacted) == 2 * 20  # every entry of ids 0-19
+    assert _paths(log) == [
+        f"file:{tmp_path}/out/{name}" for b in range(25) for name, _ in _files(Q, b)
+    ]
+
+
+def test_an_append_already_made_is_found_not_repeated(tmp_path: Path) -> None:
+    """A roll-forward after a crash between the append and the manifest entry, also once a
+    compaction has folded the first append (searched from the previous batch's position)."""
+    log = _log(tmp_path, compact_interval=3)
+    assert log.append_batch(Q, 0, _files(Q, 0), 1, 0) == 0
+    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 1
+    before = _names(tmp_path)
+    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 1
+    assert _names(tmp_path) == before
+    for b in range(2, 5):  # 2.compact folds 0 and 1
+        log.append_batch(Q, b, _files(Q, b), 1, b)
+    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 2
+    assert log.append_batch(Q, 3, _files(Q, 3), 1, 3) == 3
+    paths = _paths(log)
+    assert len(paths) == len(set(paths)) == 10
+
+
+def _first_create_races(monkeypatch: pytest.MonkeyPatch, other: Callable[[], int]) -> list[int]:
+    """Run ``other`` (another writer's append) once, between this writer's listing and its
+    create; the list gets the id ``other`` appended at."""
+    real_create = spark_metadata_log.create_exclusive
+    raced: list[int] = []
+
+    def create_after_the_other(location, data):  # type: ignore[no-untyped-def]
+        if not raced:
+            raced.append(-1)
+            raced[0] = other()
+        return real_create(location, data)
+
+    monkeypatch.setattr(spark_metadata_log, "create_exclusive", create_after_the_other)
+    return raced
+
+
+def test_a_lost_race_for_an_id_appends_at_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another query takes the id between this one's listing and its create: nothing is
+    overwritten, no id is skipped."""
+    log, other = _log(tmp_path), _log(tmp_path)
+    log.append_batch(Q, 0, _files(Q, 0), 1, 0)
+    raced = _first_create_races(monkeypatch, lambda: other.append_batch(R, 0, _files(R, 0), 1, 0))
+    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 2
+    assert raced == [1]
+    assert _names(tmp_path) == ["0", "1", "2"]
+    assert [p.rsplit("/", 1)[1] for p in _paths(log)] == [
+        name for q, b in ((Q, 0), (R, 0), (Q, 1)) for name, _ in _files(q, b)
+    ]
+
+
+def test_two_deciders_of_one_batch_append_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier run's commit process rolls the same batch forward at the same moment: the
+    one that loses the id finds the batch in what the winner wrote."""
+    log, twin = _log(tmp_path), _log(tmp_path)
+    raced = _first_create_races(monkeypatch, lambda: twin.append_batch(Q, 7, _files(Q, 7), 1, 0))
+    assert log.append_batch(Q, 7, _files(Q, 7), 1, 0) == 0
+    assert raced == [0]
+    assert _names(tmp_path) == ["0"]
+    assert len(_paths(log)) == 2
+
+
+def test_an_existing_logs_compactions_decide_the_interval(tmp_path: Path) -> None:
+    """A log Spark's sink (or a query with another interval) started, with compactions at 4
+    and 9: the interval is 5 whatever this query's default."""
+    meta = tmp_path / "out" / SPARK_METADATA_DIR
+    meta.mkdir(parents=True)
+    for log_id in range(12):
+        name = f"{log_id}.compact" if log_id in (4, 9) else str(log_id)
+        (meta / name).write_text("v1")
+    log = _log(tmp_path, compact_interval=10)
+    assert compact_interval(log.files(), 10) == 5
+    assert [log.append_batch(Q, b, _files(Q, b), 1, 12) for b in range(3)] == [12, 13, 14]
+    assert "14.compact" in _names(tmp_path)
+
+
+def test_a_missing_or_misnamed_log_file_is_loud(tmp_path: Path) -> None:
+    log = _log(tmp_path, compact_interval=4)
+    for b in range(3):
+        log.append_batch(Q, b, _files(Q, b), 1, b)
+    meta = tmp_path / "out" / SPARK_METADATA_DIR
+    (meta / ".1.0123abcd.tmp").write_text("x")  # what a killed writer leaves: not a log file
+    (meta / "1").unlink()
+    with pytest.raises(CommitLogError, match="log file 1 is missing"):
+        log.all_lines()
+    (meta / "1").write_text("v1")
+    (meta / "3").write_text("v1")  # id 3 is a compaction: Spark looks for 3.compact
+    with pytest.raises(CommitLogError, match="log file 3.compact is missing"):
+        log.all_lines()
+
+
+def test_retention_drops_this_querys_old_entries_at_a_compaction(tmp_path: Path) -> None:
+    """SPARK-27188: entries older than the retention leave the log when it compacts. With
+    several queries on one path, each drops only its own."""
+    log = _log(tmp_path, compact_interval=5, retention_ms=60_000)
+    now = int(time.time() * 1000)
+    log.append_batch(Q, 0, _files(Q, 0), now - 3_600_000, 0)  # an hour old
+    log.append_batch(R, 0, _files(R, 0), now - 3_600_000, 0)  # another query's, as old
+    for b in range(1, 4):
+        log.append_batch(Q, b, _files(Q, b), now, b + 1)
+    kept = [p.rsplit("/", 1)[1] for p in _paths(log)]
+    assert "4.compact" in _names(tmp_path)
+    assert kept == [n for q, b in ((R, 0), (Q, 1), (Q, 2), (Q, 3)) for n, _ in _files(q, b)]
+
+
+def test_old_log_files_are_deleted_past_min_batches_and_the_cleanup_delay(
+    tmp_path: Path,
+) -> None:
+    log = _log(tmp_path, compact_interval=3, min_batches_to_retain=4)
+    meta = tmp_path / "out" / SPARK_METADATA_DIR
+    for b in range(9):
+        log.append_batch(Q, b, _files(Q, b), 1, b)
+        if b == 5:  # files 0-5 were written long ago, 6-8 just now
+            old = time.time() - 2 * CLEANUP_DELAY_MS / 1000
+            for path in meta.iterdir():
+                os.utime(path, (old, old))
+    # At id 8 (a compaction), ids below compaction 2 (the one before 8 + 1 - 4 = 5) may go.
+    assert _names(tmp_path) == ["2.compact", "3", "4", "5.compact", "6", "7", "8.compact"]
+    assert len(_paths(log)) == 18
+
+
+def test_a_log_of_another_format_is_refused(tmp_path: Path) -> None:
+    meta = tmp_path / "out" / SPARK_METADATA_DIR
+    meta.mkdir(parents=True)
+    (meta / "0").write_text("v2\n{}")
+    with pytest.raises(CommitLogError, match="not a file sink log"):
+        _log(tmp_path).all_lines()
