@@ -18,12 +18,18 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from unaligned.testing import EmbeddedKafka  # noqa: E402
+from unaligned.testing.broker_config import TWO_PHASE_COMMIT  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
-    """A single-node KRaft broker on a loopback port, transactions enabled."""
-    with EmbeddedKafka(data_dir=tmp_path_factory.mktemp("kafka")) as broker:
+    """A single-node KRaft broker on a loopback port, transactions enabled, with two-phase
+    commit participation (KIP-939): the sink's default takes it, so every sink test here runs
+    with it (the three-node cluster of test_broker_failover.py and test_two_phase_commit_
+    participation.py's second broker run without it)."""
+    with EmbeddedKafka(
+        data_dir=tmp_path_factory.mktemp("kafka"), broker_properties=TWO_PHASE_COMMIT
+    ) as broker:
         yield broker
 
 

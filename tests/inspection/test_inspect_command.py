@@ -83,6 +83,7 @@ def test_json_document_has_the_documented_keys_and_values(
             "decidedAtMs": 1_700_000_003_900,
             "preparedItems": 2,
             "transactionalIds": ["unaligned-q-0-1", "unaligned-q-1-1"],
+            "twoPhaseCommit": False,
         }
     ]
     assert doc["openTransactions"] is None

@@ -122,6 +122,10 @@ def test_a_prepared_transaction_survives_the_commit_record_as_json(tmp_path: Pat
     item = json.loads(json.dumps(prepared_to_json(prepared, 2)))
     assert item["partition"] == 2
     assert prepared_from_json(item) == prepared
+    assert "twoPhaseCommit" not in item  # the layout without two-phase commit, as before
+    two_phase = PreparedTransaction("app-5-2-1", 4001, 3, 17, two_phase_commit=True)
+    item_2pc = json.loads(json.dumps(prepared_to_json(two_phase, 2)))
+    assert item_2pc["twoPhaseCommit"] is True and prepared_from_json(item_2pc) == two_phase
     participant = _participant(tmp_path, "app")
     assert participant.item_key(item) == "app-5-2-1"
     assert participant.owns(participant.item_key(item))

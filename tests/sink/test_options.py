@@ -12,6 +12,7 @@ from unaligned.sink.options import (
     FileTarget,
     KafkaTarget,
     SinkOptions,
+    TwoPhaseCommitMode,
 )
 
 CHECKPOINT = {"checkpointlocation": "/tmp/ck", "queryname": "q"}
@@ -33,6 +34,32 @@ def test_kafka_target_defaults() -> None:
     assert kwargs["enable_idempotence"] is True
     # kafka-python's own default is 60 s; the sink's default must reach the producer.
     assert kwargs["transaction_timeout_ms"] == DEFAULT_TRANSACTION_TIMEOUT_MS
+
+
+@pytest.mark.parametrize(
+    ("raw", "mode"),
+    [
+        (None, TwoPhaseCommitMode.AUTO),
+        ("AUTO", TwoPhaseCommitMode.AUTO),
+        ("true", TwoPhaseCommitMode.ON),
+        (" False ", TwoPhaseCommitMode.OFF),
+    ],
+)
+def test_two_phase_commit_is_auto_unless_set_and_never_reaches_kafka_python(
+    raw: str | None, mode: TwoPhaseCommitMode
+) -> None:
+    given = dict(KAFKA)
+    if raw is not None:
+        given["kafka.transaction.two.phase.commit.enable"] = raw
+    target = SinkOptions.parse(given).target
+    assert isinstance(target, KafkaTarget) and target.two_phase_commit is mode
+    assert not any("two" in key for key in target.client_kwargs())  # resolved at query start
+
+
+def test_two_phase_commit_takes_auto_true_or_false_only() -> None:
+    given = {**KAFKA, "kafka.transaction.two.phase.commit.enable": "maybe"}
+    with pytest.raises(OptionError, match="kafka.transaction.two.phase.commit.enable"):
+        SinkOptions.parse(given)
 
 
 def test_mixed_case_keys_and_pass_through() -> None:

@@ -204,6 +204,7 @@ def _in_doubt(record: CommitRecord) -> InDoubtBatch:
         decided_at_ms=record.decided_at_ms,
         prepared_items=len(record.prepared),
         transactional_ids=_transactional_ids(record),
+        two_phase_commit=any(bool(item.get("twoPhaseCommit")) for item in record.prepared),
     )
 
 

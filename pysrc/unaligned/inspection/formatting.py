@@ -115,7 +115,14 @@ def barrier_row(b: BarrierView) -> tuple[str, ...]:
     )
 
 
-IN_DOUBT_HEADERS = ("batch", "participant", "decided (UTC)", "items", "transactional ids")
+IN_DOUBT_HEADERS = (
+    "batch",
+    "participant",
+    "decided (UTC)",
+    "items",
+    "two-phase commit",
+    "transactional ids",
+)
 
 
 def in_doubt_row(b: InDoubtBatch) -> tuple[str, ...]:
@@ -125,6 +132,7 @@ def in_doubt_row(b: InDoubtBatch) -> tuple[str, ...]:
         b.participant,
         timestamp(b.decided_at_ms),
         str(b.prepared_items),
+        "yes (never expires)" if b.two_phase_commit else "no",
         ", ".join(b.transactional_ids) or UNKNOWN,
     )
 

@@ -88,6 +88,8 @@ class InDoubtBatch:
     decided_at_ms: int
     prepared_items: int
     transactional_ids: tuple[str, ...]
+    two_phase_commit: bool = False
+    """Its transactions take part in two-phase commit (KIP-939): no broker timeout aborts them."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +98,7 @@ class InDoubtBatch:
             "decidedAtMs": self.decided_at_ms,
             "preparedItems": self.prepared_items,
             "transactionalIds": list(self.transactional_ids),
+            "twoPhaseCommit": self.two_phase_commit,
         }
 
 

@@ -26,26 +26,23 @@ import pyarrow as pa
 from kafka.errors import KafkaError
 
 from unaligned import crash_points
-from unaligned._process_memo import ProcessMemo
 from unaligned.crash_points import FailPoint
 from unaligned.errors import (
     InjectedFailureError,
-    SinkConfigurationError,
-    TopicNotFoundError,
     TransactionAbortError,
     TransactionCommitError,
     TransactionExpiredError,
     TransactionWriteError,
     UnalignedError,
 )
-from unaligned.kafka.clients import admin_clients
-from unaligned.kafka.clients.connections import SettingsKey, settings_key
+from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.produce.produce_session import ProduceSession
 from unaligned.kafka.transactions import transaction_coordinator, transaction_states
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink import kafka_id_pool
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_batches import BatchChunkWriter
+from unaligned.sink.kafka_checks import check_cluster
 from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
 
@@ -123,13 +120,16 @@ class KafkaTaskWriter:
 
 
 def prepared_to_json(prepared: PreparedTransaction, partition_id: int) -> dict[str, Any]:
-    return {
+    item: dict[str, Any] = {
         "transactionalId": prepared.transactional_id,
         "producerId": prepared.producer_id,
         "epoch": prepared.epoch,
         "recordCount": prepared.record_count,
         "partition": partition_id,
     }
+    if prepared.two_phase_commit:  # absent: written before, or without two-phase commit
+        item["twoPhaseCommit"] = True
+    return item
 
 
 def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
@@ -138,22 +138,11 @@ def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
         producer_id=int(item["producerId"]),
         epoch=int(item["epoch"]),
         record_count=int(item["recordCount"]),
+        two_phase_commit=bool(item.get("twoPhaseCommit", False)),
     )
 
 
 # --- driver side -------------------------------------------------------------------------------
-
-
-_BROKER_MAX_TIMEOUT_MS: ProcessMemo[SettingsKey, int] = ProcessMemo()
-"""The brokers' transaction.max.timeout.ms by client kwargs: the check runs before every
-micro-batch (see unaligned.sink.writer_role.writer_role) and the value is static."""
-
-
-def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
-    return _BROKER_MAX_TIMEOUT_MS.get_or_compute(
-        settings_key(kwargs),
-        lambda: transaction_coordinator.broker_max_transaction_timeout_ms(kwargs),
-    )
 
 
 class KafkaParticipant:
@@ -168,6 +157,9 @@ class KafkaParticipant:
         self._columns = columns
         self._prefix = transactional_id_prefix
         self._id_pattern = kafka_id_pool.id_pattern(transactional_id_prefix)
+        self._two_phase_commit = False
+        """Resolved by :meth:`check_at_query_start` in Spark's planner, before the writer is
+        pickled into the batch's tasks: their transactions take part in two-phase commit."""
 
     @property
     def transactional_id_prefix(self) -> str:
@@ -183,6 +175,8 @@ class KafkaParticipant:
         """
         kwargs = self._target.client_kwargs()
         kwargs.setdefault("client_id", f"producer-{self._prefix}-{os.getpid()}")
+        if self._two_phase_commit:
+            kwargs[TWO_PHASE_COMMIT_KWARG] = True
         return kwargs
 
     def transactional_id(self, partition_id: int, slot: int) -> str:
@@ -201,17 +195,9 @@ class KafkaParticipant:
 
     # Step 3 precondition, at query start (before every batch's tasks, see stream_writer_factory).
     def check_at_query_start(self) -> None:
-        """Refuse a transaction timeout above the brokers' maximum; check option topic exists."""
-        kwargs = self.client_kwargs()
-        broker_max = broker_max_transaction_timeout_ms(kwargs)
-        if self._target.transaction_timeout_ms > broker_max:
-            raise SinkConfigurationError(
-                f"option 'kafka.transaction.timeout.ms' = {self._target.transaction_timeout_ms} is "
-                f"above the brokers' transaction.max.timeout.ms={broker_max} on "
-                f"{self._target.bootstrap_servers}: lower the option or raise the broker setting"
-            )
-        if self._target.topic is not None:
-            _require_topic(kwargs, self._target.topic, self._target.bootstrap_servers)
+        """The cluster checks of :func:`unaligned.sink.kafka_checks.check_cluster`; they also
+        say whether this batch's transactions take part in two-phase commit (KIP-939)."""
+        self._two_phase_commit = check_cluster(self._target, self.client_kwargs())
 
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> KafkaTaskWriter:
         """1. Pre-commit starts: claim the first free id of the attempt's lane of the pool
@@ -368,22 +354,3 @@ class KafkaParticipant:
             logger.info("aborting open transaction %r that no commit record names", tid)
         transaction_coordinator.fence_all(kwargs, leftovers)
         return len(leftovers)
-
-
-_TOPICS_FOUND: ProcessMemo[tuple[SettingsKey, str], bool] = ProcessMemo()
-"""Topics already found (the check runs before every micro-batch; a missing one is asked
-again)."""
-
-
-def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
-    key = (settings_key(kwargs), topic)
-    if _TOPICS_FOUND.get(key):
-        return
-    topics = set(
-        admin_clients.ask_admin(kwargs, "listing topics", lambda admin: admin.list_topics())
-    )
-    if topic not in topics:
-        raise TopicNotFoundError(
-            f"Kafka sink option 'topic' = {topic!r}: no such topic on {servers}"
-        )
-    _TOPICS_FOUND.put(key, True)

@@ -11,6 +11,7 @@ each option means: README.md, "Sink options" (the known ones are ``_OPTIONS``).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,19 @@ _FORBIDDEN_KAFKA = {
 }
 
 
+class TwoPhaseCommitMode(enum.Enum):
+    """``kafka.transaction.two.phase.commit.enable`` (KIP-939): whether the sink's transactions
+    take part in two-phase commit, so that the broker never aborts a prepared one on its
+    timeout (:mod:`unaligned.kafka.transactions.participation`)."""
+
+    AUTO = "auto"
+    """Where every broker supports it; otherwise today's transactions, said once at start."""
+    ON = "true"
+    """Required: a cluster without it is refused at start, saying what is missing."""
+    OFF = "false"
+    """Today's transactions, aborted by the broker after ``kafka.transaction.timeout.ms``."""
+
+
 @dataclass(frozen=True)
 class KafkaTarget:
     """Write to Kafka transactions.
@@ -63,6 +77,7 @@ class KafkaTarget:
     transaction_timeout_ms: int
     transactional_id_prefix: str | None
     max_unacknowledged_bytes: int
+    two_phase_commit: TwoPhaseCommitMode = TwoPhaseCommitMode.AUTO
 
     @property
     def bootstrap_servers(self) -> str:
@@ -303,8 +318,17 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
                 "option 'transactionalIdPrefix' must be non-empty without whitespace, "
                 f"got {prefix!r}"
             )
+    raw_two_phase = kafka_params.pop("transaction.two.phase.commit.enable", "auto")
+    two_phase = TwoPhaseCommitMode(
+        parse_choice(
+            "kafka.transaction.two.phase.commit.enable",
+            raw_two_phase,
+            [m.value for m in TwoPhaseCommitMode],
+        )
+    )
     return KafkaTarget(
         kafka_params=dict(kafka_params),
+        two_phase_commit=two_phase,
         topic=topic,
         transaction_timeout_ms=timeout_ms,
         transactional_id_prefix=prefix,

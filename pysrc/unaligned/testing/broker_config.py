@@ -22,6 +22,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+#: Server properties that let transactions take part in two-phase commit (KIP-939) on Apache
+#: Kafka 4.4.0, which advertises ``InitProducerId`` v6 (``enable2Pc``) only with unstable API
+#: versions enabled (v6 is the only version that setting changes in 4.4.0). The shared broker of
+#: the integration tests runs with them, so the sink's default (``auto``) takes two-phase commit
+#: there.
+TWO_PHASE_COMMIT: dict[str, str] = {
+    "transaction.two.phase.commit.enable": "true",
+    "unstable.api.versions.enable": "true",
+}
+
 #: Replication factor and ``min.insync.replicas`` of a cluster of at least this many nodes.
 FULL_REPLICATION = 3
 FULL_MIN_INSYNC = 2

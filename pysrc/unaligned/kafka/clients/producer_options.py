@@ -35,7 +35,13 @@ _PRODUCER_ONLY: dict[str, str] = {
     "retries": "retries",
     "max.request.size": "max_request_size",
 }
-_PRODUCER_CHECKED = frozenset({"acks", "enable.idempotence", "transaction.timeout.ms"})
+_PRODUCER_CHECKED = frozenset(
+    {"acks", "enable.idempotence", "transaction.timeout.ms", "transaction.two.phase.commit.enable"}
+)
+#: The kwarg that says the sink's transactions take part in two-phase commit (KIP-939,
+#: ``InitProducerId`` v6 with ``enable2Pc``); set by the sink once the brokers support it.
+#: kafka-python has no such setting: it is taken out before any kafka-python client is built.
+TWO_PHASE_COMMIT_KWARG = "transaction_two_phase_commit"
 PRODUCER_DEFAULTS: Mapping[str, Any] = {
     "linger_ms": 5,
     # The fast path encodes each chunk's batches up front: one request per batch, so fuller

@@ -38,6 +38,7 @@ import kafka.errors as kafka_errors
 from kafka.protocol.producer import ProduceRequest
 
 from unaligned.kafka.clients.client_internals import event_loop
+from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.clients.retries import is_retriable, needs_metadata
 from unaligned.kafka.produce.produce_queue import (
     TOO_LARGE,
@@ -84,6 +85,7 @@ class Requests:
             transactional_id,
             self._request_timeout_ms,
             int(settings["transaction_timeout_ms"]),
+            bool(settings.get(TWO_PHASE_COMMIT_KWARG, False)),
         )
         self._producer_id_and_epoch = (-1, -1)
         # I/O thread only

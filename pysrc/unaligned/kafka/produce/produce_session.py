@@ -33,6 +33,7 @@ from unaligned.errors import OptionError, TransactionWriteError
 from unaligned.kafka.clients.admin_clients import shared_admin_client
 from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.clients.connections import describe_servers
+from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.produce.produce_queue import QueuedBatch, RecordOrigin
 from unaligned.kafka.produce.produce_requests import CONNECTION_IN_FLIGHT, Requests
 from unaligned.kafka.records.record_batch_layout import (
@@ -230,7 +231,13 @@ class ProduceSession:
             )
         self._state = WriterState.PREPARED
         producer_id, epoch = requests.producer_id_and_epoch
-        return PreparedTransaction(self._transactional_id, producer_id, epoch, acknowledged)
+        return PreparedTransaction(
+            self._transactional_id,
+            producer_id,
+            epoch,
+            acknowledged,
+            bool(self._settings.get(TWO_PHASE_COMMIT_KWARG, False)),
+        )
 
     def abort(self) -> None:
         """Abort the transaction (open or prepared): wait for the requests in flight, then

@@ -30,6 +30,9 @@ from unaligned.kafka.clients.retries import is_retriable
 FIRST_BACKOFF_S = 0.005
 MAX_BACKOFF_S = 1.0
 INIT_PRODUCER_ID_MAX_VERSION = 4
+#: ``InitProducerId`` v6 carries ``enable2Pc`` (KIP-939); asked for exactly, so that a broker
+#: without it refuses the request instead of dropping the flag.
+INIT_PRODUCER_ID_2PC_VERSION = 6
 ADD_PARTITIONS_MAX_VERSION = 3
 _MOVED = (kafka_errors.NotCoordinatorError, kafka_errors.CoordinatorNotAvailableError)
 
@@ -44,18 +47,33 @@ class CoordinatorRequests:
         transactional_id: str,
         request_timeout_ms: int,
         transaction_timeout_ms: int,
+        two_phase_commit: bool = False,
     ) -> None:
         self._manager = manager
         self._tid = transactional_id
         self._request_timeout_ms = request_timeout_ms
         self._transaction_timeout_ms = transaction_timeout_ms
+        self._two_phase_commit = two_phase_commit
         self._coordinator: Any = None
 
     async def init_producer_id(self, deadline: float) -> tuple[int, int]:
         """``(producer id, epoch)``: the epoch is bumped, an older producer of the id is fenced
-        and what it left open is aborted (the coordinator answers once that is done)."""
+        and what it left open is aborted (the coordinator answers once that is done). With
+        two-phase commit (KIP-939) the transaction the id opens next is never aborted by the
+        broker's transaction timeout: only a commit or abort ends it."""
 
         def request() -> Any:
+            if self._two_phase_commit:
+                return InitProducerIdRequest(
+                    transactional_id=self._tid,
+                    transaction_timeout_ms=self._transaction_timeout_ms,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    enable2_pc=True,
+                    keep_prepared_txn=False,
+                    min_version=INIT_PRODUCER_ID_2PC_VERSION,
+                    max_version=INIT_PRODUCER_ID_2PC_VERSION,
+                )
             return InitProducerIdRequest(
                 transactional_id=self._tid,
                 transaction_timeout_ms=self._transaction_timeout_ms,

@@ -27,6 +27,8 @@ class PreparedTransaction:
     producer_id: int
     epoch: int
     record_count: int
+    two_phase_commit: bool = False
+    """Opened with two-phase commit (KIP-939): the broker never aborts it on its timeout."""
 
     def describe(self) -> str:
         return (
