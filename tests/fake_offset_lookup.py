@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.batch_planning import BatchPlanning
 from unaligned.source.options import SourceOptions
@@ -24,7 +23,7 @@ class FakeLookup:
     (default 0). :meth:`flake_next_listing` makes the next :meth:`topics` calls leave things out
     while the topic still exists (a broker with stale metadata); :meth:`confirm_topics` answers
     from the truth, like a direct metadata request. Offsets of a topic that does not exist
-    cannot be looked up (the real client would time out)."""
+    are left out of the answer, as the real look-up leaves them out."""
 
     def __init__(self, partitions: Mapping[str, int]) -> None:
         self.partitions = {topic: list(range(n)) for topic, n in partitions.items()}
@@ -67,11 +66,8 @@ class FakeLookup:
         }
 
     def _existing(self, tps: Iterable[TopicPartitionId]) -> list[TopicPartitionId]:
-        tps = list(tps)
-        missing = [tp for tp in tps if tp.partition not in self.partitions.get(tp.topic, ())]
-        if missing:
-            raise KafkaUnavailableError(f"offsets of {missing} looked up: the client times out")
-        return tps
+        """As the real look-up: a partition that does not exist is left out of the answer."""
+        return [tp for tp in tps if tp.partition in self.partitions.get(tp.topic, ())]
 
     def earliest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         return {tp: self.starts.get(tp, 0) for tp in self._existing(tps)}

@@ -75,6 +75,9 @@ class BatchPlanning:
         self._available_now_target: dict[TopicPartitionId, int] | None = None
         self._target_dropped: set[TopicPartitionId] = set()
         self._latest: dict[TopicPartitionId, int] | None = None
+        self._just_planned: dict[str, Any] | None = None
+        """The end offset :meth:`latest_offset` returned last, from a listing of the topics:
+        :meth:`partitions` for it asks the broker for no listing again."""
         self._last_trigger_ms = 0
         self._token: str | None = None
         """The barrier token this run's :meth:`initial_offset` gave a new query (one per
@@ -233,11 +236,19 @@ class BatchPlanning:
                         "idle barrier: the first barrier after resuming from an earlier run "
                         "(writes channel state it left pending)"
                     )
-                return self._identified(
-                    begin.next(begin.positions, begin.idle_barrier + 1)
-                ).to_json()
+                return self._planned_from_listing(
+                    self._identified(begin.next(begin.positions, begin.idle_barrier + 1))
+                )
             return start
-        return self._identified(begin.next(end, begin.idle_barrier)).to_json()
+        return self._planned_from_listing(self._identified(begin.next(end, begin.idle_barrier)))
+
+    def _planned_from_listing(self, offset: KafkaSourceOffset) -> dict[str, Any]:
+        """``offset`` as JSON, remembered when its partitions come from this call's listing
+        (not from a fixed Trigger.AvailableNow target or a finished input)."""
+        planned = offset.to_json()
+        listed = self._available_now_target is None and not offset.end_of_data()
+        self._just_planned = planned if listed else None
+        return planned
 
     def _identified(self, offset: KafkaSourceOffset) -> KafkaSourceOffset:
         """``offset`` with the topic id of each of its topics as the broker gives it now (one
@@ -294,8 +305,10 @@ class BatchPlanning:
     ) -> list[KafkaInputPartition]:
         """The read tasks from ``begin`` to ``finish`` (also used by the batch reader);
         ``read_tasks`` ``None``: one per topic-partition."""
+        listed_now = self._just_planned is not None and finish.to_json() == self._just_planned
+        self._just_planned = None
         groups = group_ranges(
-            plan_ranges(self._options, self._lookup, begin, finish),
+            plan_ranges(self._options, self._lookup, begin, finish, listed_now=listed_now),
             read_tasks,
             self._options.min_partitions,
             self._options.max_records_per_partition,

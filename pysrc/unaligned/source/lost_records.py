@@ -54,18 +54,33 @@ class PositionCheck:
         self._fetcher = fetcher
         self._fail = fail_on_data_loss
 
-    def _offsets(self, tp: TopicPartitionId) -> tuple[int, int]:
-        """The leader's log start and end (last stable offset with read_committed) of ``tp``."""
+    def _offsets(self, tp: TopicPartitionId) -> tuple[int, int] | None:
+        """The leader's log start and end (last stable offset with read_committed) of ``tp``;
+        ``None`` when the partition no longer exists."""
         lookup = OffsetLookup(self._config)
         try:
-            return lookup.earliest([tp])[tp], lookup.latest([tp])[tp]
+            earliest, latest = lookup.earliest([tp]), lookup.latest([tp])
         finally:
             lookup.close()
+        if tp not in earliest or tp not in latest:
+            return None
+        return earliest[tp], latest[tp]
+
+    def _deleted(self, tp: TopicPartitionId, position: int, end: int) -> int:
+        on_data_loss(
+            self._fail,
+            f"partition {tp} no longer exists (topic deleted?): records [{position}, {end}) "
+            "are lost",
+        )
+        return end
 
     def gone_below(self, tp: TopicPartitionId, position: int, end: int) -> int | None:
         """When no records arrived for too long: the offset to go on from if the records at
         ``position`` are gone (after :func:`on_data_loss`), else ``None``."""
-        earliest, _ = self._offsets(tp)
+        offsets = self._offsets(tp)
+        if offsets is None:
+            return self._deleted(tp, position, end)
+        earliest, _ = offsets
         if earliest <= position:
             return None
         skip_to = min(earliest, end)
@@ -82,7 +97,10 @@ class PositionCheck:
         """Step 1: after ``OFFSET_OUT_OF_RANGE`` at ``position`` of range ``[.., end)``, the
         offset to go on from (records lost, :func:`on_data_loss` called), or ``None`` to read
         again. ``stalled``: no progress for ``kafkaConsumer.pollTimeoutMs``."""
-        earliest, latest = self._offsets(tp)
+        offsets = self._offsets(tp)
+        if offsets is None:
+            return self._deleted(tp, position, end)
+        earliest, latest = offsets
         if earliest > position:
             return self.gone_below(tp, position, end)
         if position < latest:

@@ -13,7 +13,7 @@ tasks".
 from __future__ import annotations
 
 from unaligned.kafka.clients.offset_lookup import OffsetLookup
-from unaligned.kafka.partitions import format_partitions
+from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.lost_records import on_data_loss
 from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.offsets import KafkaSourceOffset
@@ -26,8 +26,12 @@ def plan_ranges(
     lookup: OffsetLookup,
     begin: KafkaSourceOffset,
     finish: KafkaSourceOffset,
+    *,
+    listed_now: bool = False,
 ) -> list[OffsetRange]:
-    """The range of every partition of ``finish``, after the data-loss checks:
+    """The range of every partition of ``finish``, after the data-loss checks (``listed_now``:
+    ``finish`` was just made from a listing of the topics, so check 2 asks for no listing again
+    and goes by the earliest offsets, which the broker gives for existing partitions only):
 
     1. partitions of ``begin`` missing from ``finish`` (topic deleted): lost;
     2. partitions of ``finish`` that no longer exist (the broker confirms it): lost,
@@ -46,10 +50,14 @@ def plan_ranges(
         on_data_loss(
             fail, f"partitions {format_partitions(gone)} are gone (topic deleted?): {unread}"
         )
-    topics = lookup.topics({tp.topic for tp in finish.positions}) if finish.positions else {}
-    unlisted = [tp for tp in finish.positions if tp.partition not in topics.get(tp.topic, ())]
-    vanished = confirmed_gone(lookup, unlisted)
-    existing = [tp for tp in finish.positions if tp not in vanished]
+    if listed_now or not finish.positions:
+        vanished: set[TopicPartitionId] = set()
+    else:
+        topics = lookup.topics({tp.topic for tp in finish.positions})
+        unlisted = [tp for tp in finish.positions if tp.partition not in topics.get(tp.topic, ())]
+        vanished = confirmed_gone(lookup, unlisted)
+    earliest = lookup.earliest([tp for tp in finish.positions if tp not in vanished])
+    vanished |= {tp for tp in finish.positions if tp not in earliest}
     if vanished:
         on_data_loss(fail, f"partitions {format_partitions(vanished)} disappeared (topic deleted?)")
     for topic, (old, new) in sorted(recreated.items()):
@@ -62,7 +70,6 @@ def plan_ranges(
             "Set failOnDataLoss=false to read the new topic from its earliest offset, or "
             "start the query with a new checkpoint",
         )
-    earliest = lookup.earliest(existing)
     ranges: list[OffsetRange] = []
     for tp in sorted(finish.positions):
         until = finish.positions[tp]

@@ -179,12 +179,14 @@ class OffsetLookup:
         return confirmed(answers, wanted)
 
     def earliest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
-        """Log start offsets (the first offset still stored)."""
+        """Log start offsets (the first offset still stored); a partition that does not exist
+        is left out."""
         found = self._offsets("looking up earliest offsets", dict.fromkeys(tps, EARLIEST))
         return {tp: int(offset) for tp, offset in found.items() if offset is not None}
 
     def latest(self, tps: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
-        """End offsets; the last stable offsets with ``read_committed``."""
+        """End offsets; the last stable offsets with ``read_committed``; a partition that does
+        not exist is left out."""
         found = self._offsets("looking up latest offsets", dict.fromkeys(tps, LATEST))
         return {tp: int(offset) for tp, offset in found.items() if offset is not None}
 
@@ -198,19 +200,26 @@ class OffsetLookup:
         self, doing: str, timestamps: Mapping[TopicPartitionId, int]
     ) -> dict[TopicPartitionId, int | None]:
         """``ListOffsets`` rounds until every partition is answered (step 1): the partitions
-        left after a round have their topics' metadata refreshed before the next."""
+        left after a round have their topics' metadata refreshed before the next. A partition
+        that metadata says does not exist (its topic unknown, or without it) is left out of the
+        answer."""
         found: dict[TopicPartitionId, int | None] = {}
         stale: set[str] = set()
+        gone: set[TopicPartitionId] = set()
 
         def attempt(deadline: float) -> dict[TopicPartitionId, int | None]:
-            left = {tp: ts for tp, ts in timestamps.items() if tp not in found}
+            left = {tp: ts for tp, ts in timestamps.items() if tp not in found and tp not in gone}
             if not left:
                 return found
             manager = self._manager()
             unknown = {tp.topic for tp in left if leader_and_epoch(manager, tp)[0] is None}
             if stale or unknown:
-                self._metadata(sorted(stale | unknown), deadline)
+                answers = self._metadata(sorted(stale | unknown), deadline)
                 stale.clear()
+                gone.update(tp for tp in left if _absent(answers.get(tp.topic), tp.partition))
+                left = {tp: ts for tp, ts in left.items() if tp not in gone}
+                if not left:
+                    return found
             timeout_ms = remaining_ms(deadline, self._config.request_timeout_ms)
             answer = manager.run(
                 list_offsets, manager, left, self._config.read_committed, timeout_ms
@@ -251,3 +260,12 @@ def confirmed(
         else:
             logger.warning("describing topic %s: the broker answered %s", name, answer.error)
     return out
+
+
+def _absent(answer: TopicAnswer | None, partition: int) -> bool:
+    """Whether a ``Metadata`` answer says the partition does not exist."""
+    if answer is None:
+        return False
+    if answer.error is kafka_errors.UnknownTopicOrPartitionError:
+        return True
+    return answer.error is kafka_errors.NoError and partition not in answer.partitions

@@ -9,7 +9,10 @@ The sink asks two questions of the coordinators, never of its own bookkeeping:
 - *Can these prepared transactions still commit?* (:func:`describe_transactions`,
   :func:`commit_blockers`) — before a batch is decided: a transaction the broker has already
   aborted (``kafka.transaction.timeout.ms`` passed) or that another producer fenced would make
-  the decision impossible to carry out.
+  the decision impossible to carry out. Asked with one ``FindCoordinator`` for all ids and one
+  ``DescribeTransactions`` per coordinator (our own requests on the kept admin client's
+  connections: kafka-python's ``describe_transactions`` fails the whole call for one id its
+  coordinator never saw).
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient, TransactionDescription, TransactionState
+from kafka.protocol.admin import DescribeTransactionsRequest
+from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
+from kafka.structs import TopicPartition
 
 from unaligned.kafka.clients.admin_clients import ask_admin
+from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 
 OPEN_TRANSACTION_STATES = frozenset(
@@ -84,16 +91,60 @@ def describe_transactions(
     return ask_admin(
         client_kwargs,
         "describing the sink's transactions",
-        lambda admin: {tid: _describe(admin, tid) for tid in ids},
+        lambda admin: connection_manager(admin).run(_describe_all, connection_manager(admin), ids),
     )
 
 
-def _describe(admin: KafkaAdminClient, tid: str) -> TransactionDescription | None:
-    try:
-        description: TransactionDescription = admin.describe_transactions([tid])[tid]
-    except kafka_errors.TransactionalIdNotFoundError:
-        return None
-    return description
+async def _describe_all(
+    manager: Any, ids: Sequence[str]
+) -> dict[str, TransactionDescription | None]:
+    """One ``FindCoordinator`` for every id (v4 takes many keys), then one
+    ``DescribeTransactions`` per coordinator for all its ids: a batch of a thousand sink tasks
+    is one request per coordinator, not one per id. An id its coordinator never saw
+    (``TRANSACTIONAL_ID_NOT_FOUND``) is ``None``; any other error is raised (retriable ones
+    are asked again by the caller on a new client)."""
+    find = FindCoordinatorRequest(
+        key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=list(ids), min_version=4
+    )
+    found = await manager.send(find)
+    by_node: dict[int, list[str]] = {}
+    for coordinator in found.coordinators:
+        error = kafka_errors.for_code(int(coordinator.error_code))
+        if error is not kafka_errors.NoError:
+            raise error(f"FindCoordinator for {coordinator.key!r}")
+        node = manager.cluster.add_coordinator(
+            coordinator, CoordinatorType.TRANSACTION, coordinator.key, synthesize_node_id=False
+        )
+        by_node.setdefault(int(node), []).append(coordinator.key)
+    pending = [
+        (node, manager.send(DescribeTransactionsRequest(transactional_ids=tids), node_id=node))
+        for node, tids in by_node.items()
+    ]
+    out: dict[str, TransactionDescription | None] = {}
+    for node, future in pending:
+        response = await future
+        for txn in response.transaction_states:
+            error = kafka_errors.for_code(int(txn.error_code))
+            if error is kafka_errors.TransactionalIdNotFoundError:
+                out[txn.transactional_id] = None
+                continue
+            if error is not kafka_errors.NoError:
+                raise error(f"DescribeTransactions for {txn.transactional_id!r}")
+            out[txn.transactional_id] = TransactionDescription(
+                coordinator_id=node,
+                state=TransactionState(txn.transaction_state),
+                producer_id=int(txn.producer_id),
+                producer_epoch=int(txn.producer_epoch),
+                transaction_timeout_ms=int(txn.transaction_timeout_ms),
+                transaction_start_time_ms=int(txn.transaction_start_time_ms),
+                topic_partitions={
+                    TopicPartition(t.topic, p) for t in txn.topics for p in t.partitions
+                },
+            )
+    missing = [tid for tid in ids if tid not in out]
+    if missing:
+        raise kafka_errors.CoordinatorNotAvailableError(f"no answer for {missing[:3]}")
+    return out
 
 
 def is_open(description: TransactionDescription | None) -> bool:
