@@ -169,6 +169,30 @@ def test_crash_while_channel_state_is_pending_then_restart_is_exactly_once(
 
 
 @pytest.mark.slow
+def test_crash_while_pending_state_is_merged_then_restart_is_exactly_once(
+    kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
+) -> None:
+    """Batch 1 times out again while it replays batch 0's state: it merges the rest into its
+    new state (step 3a) and is killed hard in the middle. The restart replays the refs batch 0's
+    record names, mixed with later merged ones, and writes every record once, in order."""
+    topic, expected = _input(kafka, new_topic)
+    output = new_topic(partitions=PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+    config = _config(kafka, topic, output, checkpoint, alignedCheckpointTimeout="1s")
+    kafka.throttle_producers(THROTTLE_BYTES_PER_S)
+    try:
+        returncode = _run(config, tmp_path, crash_at="task_during_merge@1")
+    finally:
+        kafka.throttle_producers(None)
+    assert returncode == -9, "harness: batch 1 should have merged pending state"
+    _run(config, tmp_path)
+    metrics = read_metrics(Checkpoint.resolve(str(checkpoint)))
+    assert any(m.rows_merged for m in metrics), "the restart merged pending state too"
+    prefix = config["extra_sink_options"]["transactionalIdPrefix"]
+    _assert_exactly_once_in_order(kafka, output, expected, checkpoint, prefix)
+
+
+@pytest.mark.slow
 def test_task_failure_during_replay_is_retried_exactly_once(
     kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path, throttled: None
 ) -> None:

@@ -51,6 +51,9 @@ CRASH_MARKER_ENV = "UNALIGNED_CRASH_MARKER"
 class CrashPoint(str, enum.Enum):
     """Where a query can be killed. The protocol step each belongs to is in its name."""
 
+    TASK_DURING_MERGE = "task_during_merge"
+    """Step 3a in a task: carried-forward channel state being merged into new state, not
+    pre-committed: the next attempt must replay the inherited refs as the record names them."""
     TASK_AFTER_PRECOMMIT = "task_after_precommit"
     """Step 1 done in a task: its transaction / staging file is prepared, the message not sent."""
     DRIVER_BEFORE_COMMIT_RECORD = "driver_before_commit_record"

@@ -58,6 +58,8 @@ def settings(
         state_dir=str(tmp_path / "state"),
         codec="deflate",
         inline_threshold_bytes=kw.get("inline", 0),
+        max_state_files=kw.get("max_files", 8),
+        merge_below_bytes=kw.get("merge_below", 0),
     )
 
 
@@ -131,6 +133,43 @@ def test_timeout_during_replay_carries_the_rest_forward_by_reference(tmp_path: P
     third, written3 = run_barrier(tmp_path, 3, second.pending, rows(130, 0), ms_per_chunk=0)
     assert values(written3) == list(range(40, 130))
     assert third.pending == ()
+
+
+def test_small_carried_state_is_merged_ahead_of_the_drained_input(tmp_path: Path) -> None:
+    """Step 3a: under 'channelStateMergeBelow' the rest of the inherited state and the new
+    spill become one file, inherited rows first."""
+    first, _ = run_barrier(tmp_path, 1, (), rows(0, 100), ms_per_chunk=50)  # 80 spilled
+    second, written = run_barrier(
+        tmp_path, 2, first.pending, rows(100, 30), ms_per_chunk=50, merge_below=1 << 30
+    )
+    assert values(written) == list(range(20, 40))
+    (merged,) = second.pending
+    assert isinstance(merged, FileChannelState) and merged.barrier_id == 2
+    assert values(read_all(merged).to_batches()) == list(range(40, 130))
+    assert second.stats.rows_merged == 60 and second.stats.rows_carried == 0
+    assert second.stats.rows_spilled == 30
+    third, written3 = run_barrier(tmp_path, 3, second.pending, rows(130, 0), ms_per_chunk=0)
+    assert values(written3) == list(range(40, 130)) and third.pending == ()
+
+
+def test_a_task_never_holds_more_pending_files_than_the_bound(tmp_path: Path) -> None:
+    """Sustained backpressure: every barrier cuts after one chunk and adds a spill. Large state
+    stays by reference, but never more than 'channelStateMaxFiles' refs per task; replay order
+    holds across the merges."""
+    pending: tuple = ()
+    seen: list[int] = []
+    next_row = 0
+    for batch_id in range(1, 15):
+        outcome, written = run_barrier(
+            tmp_path, batch_id, pending, rows(next_row, 25), ms_per_chunk=1000, max_files=3
+        )
+        next_row += 25
+        seen += values(written)
+        pending = outcome.pending
+        assert len(pending) <= 3, f"barrier {batch_id}: {len(pending)} refs"
+    drained, rest = run_barrier(tmp_path, 99, pending, rows(next_row, 0), ms_per_chunk=0)
+    assert drained.pending == ()
+    assert seen + values(rest) == list(range(next_row))
 
 
 def test_every_barrier_makes_progress_even_past_its_deadline(tmp_path: Path) -> None:
@@ -310,3 +349,27 @@ def test_chunks_grow_while_the_deadline_is_far_and_the_cut_lands_within_one_chun
     written = sum(sizes)
     assert 1_000 <= written <= 1_010  # the cut: at most one chunkRows chunk past the deadline
     assert outcome.stats.cut and outcome.stats.rows_spilled == 2_000 - written
+
+
+def test_the_merge_plan_takes_all_small_state_or_just_enough_large_state() -> None:
+    from unaligned.barriers.alignment import merge_plan
+    from unaligned.channel_state.refs import InlineChannelState
+
+    def ref(barrier: int, size: int) -> InlineChannelState:
+        return InlineChannelState(
+            barrier_id=barrier,
+            task_index=0,
+            query_id="q",
+            write_id="w",
+            row_count=10,
+            byte_size=size,
+            crc32=0,
+            inline_avro=b"",
+        )
+
+    small = [ref(b, 100) for b in range(5)]
+    assert merge_plan(small, max_files=8, merge_below_bytes=1_000) == 5  # all: 500 < 1,000
+    large = [ref(b, 10_000) for b in range(5)]
+    assert merge_plan(large, max_files=8, merge_below_bytes=1_000) == 0  # room: by reference
+    assert merge_plan(large, max_files=3, merge_below_bytes=1_000) == 3  # keep 2 + the new one
+    assert merge_plan([], max_files=1, merge_below_bytes=1_000) == 0

@@ -61,6 +61,12 @@ class AlignmentSettings:
     """
     codec: str
     inline_threshold_bytes: int
+    max_state_files: int = 8
+    """``channelStateMaxFiles``: at most this many pending state refs per task after a cut; past
+    it, the newest carried-forward refs are merged into the new state (step 3a)."""
+    merge_below_bytes: int = 16 * 1024 * 1024
+    """``channelStateMergeBelow``: carried-forward state smaller than this is merged into the
+    new state at a cut (step 3a) instead of being carried by reference."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,20 @@ class TaskBarrierOutcome:
     pending: tuple[ChannelStateRef, ...]
     """State the same task index replays next, oldest first (carried-forward refs first)."""
     stats: TaskBarrierStats
+
+
+def merge_plan(carried: Sequence[ChannelStateRef], max_files: int, merge_below_bytes: int) -> int:
+    """Step 3a: how many of the newest ``carried`` refs to merge into the new state at a cut
+    (their rows first, then the drained input: order kept). All of them while their rows left
+    weigh less than ``merge_below_bytes`` (many small files become one); otherwise as many of
+    the newest as keep the task at ``max_files`` refs with the new state (large old state stays
+    by reference, not rewritten)."""
+    if not carried:
+        return 0
+    if inherited_bytes(carried) < merge_below_bytes:
+        return len(carried)
+    kept = max(max_files - 1, 1)
+    return max(len(carried) - kept, 0)
 
 
 def inherited_bytes(refs: Iterable[ChannelStateRef]) -> int:
@@ -153,6 +173,42 @@ class BarrierAlignment:
             chunk_rows=self._settings.chunk_rows,
         )
 
+    def _merging_writer(
+        self, merging: Sequence[ChannelStateRef], target_schema: pa.Schema | None
+    ) -> ChannelStateWriter:
+        """A state writer for merged refs alone: the input's schema, else the stored one."""
+        if target_schema is not None:
+            return self._new_state_writer(target_schema)
+        from unaligned.channel_state.reader import read_channel_state
+
+        first = next(iter(read_channel_state(merging[0], batch_rows=1)))
+        return self._new_state_writer(first.schema)
+
+    def _merge_into(
+        self,
+        state: ChannelStateWriter,
+        merging: Sequence[ChannelStateRef],
+        target_schema: pa.Schema | None,
+    ) -> int:
+        """Step 3a: the rows ``merging`` still holds, oldest first, into ``state`` (before any
+        drained input row); returns how many."""
+        from unaligned.channel_state.reader import read_channel_state
+
+        rows = 0
+        for ref in merging:
+            for chunk in read_channel_state(
+                ref,
+                batch_rows=self._settings.chunk_rows,
+                target_schema=target_schema,
+                sink_columns=self._sink_columns,
+            ):
+                state.append(chunk)
+                rows += chunk.num_rows
+                crash_points.reach(
+                    crash_points.CrashPoint.TASK_DURING_MERGE, self._barrier.batch_id
+                )
+        return rows
+
     def _current_schema(
         self, input_batches: Iterator[pa.RecordBatch]
     ) -> tuple[Iterator[pa.RecordBatch], pa.Schema | None]:
@@ -221,6 +277,23 @@ class BarrierAlignment:
                     carried_rows += rest.remaining_rows
         written += replayed
 
+        # 3a. After a cut in the replay, the newest carried refs (all, when small) go into
+        # the new state ahead of the drained input: the task's pending state stays a few files.
+        merging = (
+            pending[
+                len(pending)
+                - merge_plan(
+                    pending, self._settings.max_state_files, self._settings.merge_below_bytes
+                ) :
+            ]
+            if cut
+            else []
+        )
+        if merging:
+            pending = pending[: len(pending) - len(merging)]
+            carried_rows -= sum(ref.remaining_rows for ref in merging)
+        merged = 0
+
         # 2. New input; 3. after a cut, drain the rest into one new channel-state file.
         state: ChannelStateWriter | None = None
         sizer = ChunkSizer(chunk_rows, self._deadline if may_cut else None, lambda: clock() / 1000)
@@ -232,6 +305,7 @@ class BarrierAlignment:
                         rest = batch.slice(offset)
                         if state is None:
                             state = self._new_state_writer(rest.schema)
+                            merged = self._merge_into(state, merging, target_schema)
                         state.append(rest)
                         spilled += rest.num_rows
                         break
@@ -243,6 +317,9 @@ class BarrierAlignment:
                     written += chunk.num_rows
                     if may_cut and self._deadline.expired():
                         cut = True
+            if state is None and merging:  # no input after the cut: the merged refs alone
+                state = self._merging_writer(merging, target_schema)
+                merged = self._merge_into(state, merging, target_schema)
             new_state = state.finish() if state is not None else None
         except BaseException:
             if state is not None:
@@ -259,13 +336,15 @@ class BarrierAlignment:
         if cut:
             logger.info(
                 "barrier %d task %d: cut at %.0f ms after the batch start: %d rows written "
-                "(%d replayed), %d carried forward, %d spilled",
+                "(%d replayed), %d carried forward, %d merged from %d file(s), %d spilled",
                 self._barrier.batch_id,
                 self._task_index,
                 self._deadline.elapsed_ms(),
                 written,
                 replayed,
                 carried_rows,
+                merged,
+                len(merging),
                 spilled,
             )
         stats = TaskBarrierStats(
@@ -276,6 +355,7 @@ class BarrierAlignment:
             rows_replayed=replayed,
             rows_carried=carried_rows,
             rows_spilled=spilled,
+            rows_merged=merged,
             state_file_bytes=file_bytes,
             state_inline_bytes=inline_bytes,
         )

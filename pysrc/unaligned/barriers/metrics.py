@@ -49,9 +49,12 @@ class TaskBarrierStats:
     ``rows_written`` counts every row the task wrote to the external system, replayed rows
     included; ``rows_replayed`` is the part of them that came from earlier channel state.
     ``rows_carried`` are rows of earlier channel state the task did not reach before the
-    deadline, carried forward by reference (not rewritten). ``rows_spilled`` are rows of this
-    batch's input drained into new channel state after the cut, ``state_file_bytes`` and
-    ``state_inline_bytes`` the size of that state (at most one of them is non-zero).
+    deadline, carried forward by reference (not rewritten); ``rows_merged`` are rows of earlier
+    channel state the task rewrote into its new state ahead of the drained input (step 3a of
+    :mod:`unaligned.barriers.alignment`: small or many pending files become one).
+    ``rows_spilled`` are rows of this batch's input drained into new channel state after the
+    cut, ``state_file_bytes`` and ``state_inline_bytes`` the size of that state (at most one of
+    them is non-zero).
     """
 
     task_index: int
@@ -63,6 +66,7 @@ class TaskBarrierStats:
     rows_spilled: int = 0
     state_file_bytes: int = 0
     state_inline_bytes: int = 0
+    rows_merged: int = 0
 
     def __post_init__(self) -> None:
         counts = (
@@ -70,6 +74,7 @@ class TaskBarrierStats:
             self.rows_replayed,
             self.rows_carried,
             self.rows_spilled,
+            self.rows_merged,
             self.state_file_bytes,
             self.state_inline_bytes,
         )
@@ -110,6 +115,8 @@ class BarrierMetrics:
     channel_state_files: int
     channel_state_bytes: int
     inlined_bytes: int
+    rows_merged: int = 0
+    """Rows of earlier channel state rewritten into this barrier's new state (step 3a)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -120,7 +127,7 @@ class BarrierMetrics:
     @staticmethod
     def from_dict(data: dict[str, Any]) -> BarrierMetrics:
         names = {f.name for f in dataclasses.fields(BarrierMetrics)}
-        if set(data) != names:
+        if not set(data) <= names or names - set(data) - {"rows_merged"}:  # added later
             raise ValueError(f"fields {sorted(set(data) ^ names)} missing or unknown")
         if data["mode"] not in ("aligned", "unaligned"):
             raise ValueError(f"mode {data['mode']!r}")
@@ -149,6 +156,7 @@ def aggregate(
         rows_replayed=sum(s.rows_replayed for s in stats),
         rows_carried=sum(s.rows_carried for s in stats),
         rows_spilled=sum(s.rows_spilled for s in stats),
+        rows_merged=sum(s.rows_merged for s in stats),
         bytes_spilled=file_bytes + inline_bytes,
         channel_state_files=sum(1 for s in stats if s.state_file_bytes > 0),
         channel_state_bytes=file_bytes,

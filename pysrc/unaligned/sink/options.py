@@ -42,6 +42,8 @@ DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT = "30s"
 DEFAULT_MAX_INFLIGHT_BYTES = 256 * 1024 * 1024
 DEFAULT_CHANNEL_STATE_CODEC = "deflate"
 DEFAULT_INLINE_THRESHOLD_BYTES = 20 * 1024
+DEFAULT_MAX_STATE_FILES = 8
+DEFAULT_MERGE_BELOW_BYTES = 16 * 1024 * 1024
 # kafka.* options that make exactly-once impossible, or that the sink must own.
 _FORBIDDEN_KAFKA = {
     "transactional.id": "the sink opens one transactional id per (query, batch, task) itself; "
@@ -133,6 +135,8 @@ _OPTIONS: dict[str, _Option] = {
         _Option("channelStateCodec"),
         _Option("channelStateInlineThreshold"),
         _Option("channelStatePath"),
+        _Option("channelStateMaxFiles"),
+        _Option("channelStateMergeBelow"),
     )
 }
 #: Every option the sink knows, as listed in the message for an unknown one.
@@ -229,6 +233,12 @@ def _parse_alignment(
             "channelstateinlinethreshold",
             "channelStateInlineThreshold",
             DEFAULT_INLINE_THRESHOLD_BYTES,
+        ),
+        max_state_files=_positive_int(
+            opts, "channelstatemaxfiles", "channelStateMaxFiles", DEFAULT_MAX_STATE_FILES
+        ),
+        merge_below_bytes=_bytes(
+            opts, "channelstatemergebelow", "channelStateMergeBelow", DEFAULT_MERGE_BELOW_BYTES
         ),
     )
 
