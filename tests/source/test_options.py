@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+from pyspark.sql.streaming.datasource import ReadMaxRows, ReadMinRows
 
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.partitions import TopicPartitionId
@@ -317,7 +317,7 @@ def test_secret_values_never_show_in_repr_or_errors() -> None:
 @pytest.mark.parametrize(
     "extra, expected",
     [
-        ({}, ReadAllAvailable()),
+        ({}, ReadMaxRows(UNCAPPED_ROWS)),  # uncapped, so the sink's backlog may size a batch
         ({"maxOffsetsPerTrigger": "500"}, ReadMaxRows(500)),
         ({"minOffsetsPerTrigger": "50"}, ReadMinRows(50)),
         # pyspark has no composite limit: max is reported, min is applied from the options

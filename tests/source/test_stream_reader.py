@@ -5,8 +5,9 @@ behaviour: ``test_batch_planning.py``)."""
 from __future__ import annotations
 
 from pyspark import cloudpickle
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadMaxRows
 
+from unaligned.source.batch_sizing import UNCAPPED_ROWS
 from unaligned.source.options import SourceOptions
 from unaligned.source.stream_reader import KafkaStreamReader
 
@@ -20,6 +21,6 @@ def test_a_reader_only_built_and_pickled_carries_its_options_and_no_driver_side(
     assert reader._planning is None and copy._planning is None
     reader.stop()  # Spark's planner may stop it: nothing to close, nothing built
     assert reader._planning is None
-    assert reader.getDefaultReadLimit() == ReadAllAvailable()  # the first driver call builds it
+    assert reader.getDefaultReadLimit() == ReadMaxRows(UNCAPPED_ROWS)  # the first call builds it
     assert reader._planning is not None
     reader.stop()

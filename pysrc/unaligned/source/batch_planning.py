@@ -27,9 +27,11 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
 )
 
+from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
 from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.source.backlog_limit import BacklogLimit
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.source.group_offsets import GroupOffsets
 from unaligned.source.offset_ranges import (
@@ -65,6 +67,7 @@ class BatchPlanning:
             options.kafka, options.fetch_offset_num_retries, options.fetch_offset_retry_interval_ms
         )
         self._idle_barriers = IdleBarrierTrigger()
+        self._backlog = BacklogLimit()
         self._sizer = (
             BatchSizer(options.target_batch_duration_ms, time.monotonic)
             if options.target_batch_duration_ms is not None
@@ -119,17 +122,16 @@ class BatchPlanning:
 
     def default_read_limit(self) -> ReadLimit:
         """``maxOffsetsPerTrigger`` -> ReadMaxRows; else ``minOffsetsPerTrigger`` -> ReadMinRows;
-        else ReadAllAvailable. pyspark has no composite limit: when both are set, ReadMaxRows is
-        returned and :meth:`latest_offset` applies ``minOffsetsPerTrigger`` / ``maxTriggerDelay``
+        else an uncapped ReadMaxRows. pyspark has no composite limit: when both are set, ReadMaxRows
+        is returned and :meth:`latest_offset` applies ``minOffsetsPerTrigger`` / ``maxTriggerDelay``
         from the options whenever the engine passes this default (not ReadAllAvailable)."""
         if self._options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self._options.max_offsets_per_trigger)
         if self._options.min_offsets_per_trigger is not None:
             return ReadMinRows(self._options.min_offsets_per_trigger)
-        if self._options.target_batch_duration_ms is not None:
-            # Not ReadAllAvailable, so that latestOffset may size the batch; no row cap itself.
-            return ReadMaxRows(UNCAPPED_ROWS)
-        return ReadAllAvailable()
+        # Not ReadAllAvailable, so that latestOffset may size the batch (targetBatchDuration,
+        # the sink's backlog: source/backlog_limit.py); no row cap itself.
+        return ReadMaxRows(UNCAPPED_ROWS)
 
     def _min_rows_hold_back(self, min_rows: int | None, available: int) -> bool:
         """Spark's minOffsetsPerTrigger + maxTriggerDelay: wait while fewer records are
@@ -228,6 +230,7 @@ class BatchPlanning:
                     end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
                 if self._sizer is not None:
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
+                end = self._behind_the_sink(begin, {tp: froms[tp] for tp in end}, end)
         if end == dict(begin.positions):
             hinted = self._idle_barrier_due(begin)
             if hinted or resume_barrier or draining:
@@ -256,6 +259,22 @@ class BatchPlanning:
         topics = {tp.topic for tp in offset.positions}
         known = {t: i for t, i in offset.topic_ids.items() if t in topics}
         return replace(offset, topic_ids={**known, **self._lookup.topic_ids(topics)})
+
+    def _behind_the_sink(
+        self,
+        begin: KafkaSourceOffset,
+        froms: dict[TopicPartitionId, int],
+        end: dict[TopicPartitionId, int],
+    ) -> dict[TopicPartitionId, int]:
+        """Cap the batch while the sink's pending channel state grows
+        (:mod:`unaligned.source.backlog_limit`)."""
+        hint = idle_barriers.read(begin.barrier_token) if begin.barrier_token else None
+        backlog = sum(1 for tp in end if end[tp] > froms[tp])
+        cap = self._backlog.cap(hint, backlog)
+        if cap is not None:
+            end = rate_limit(froms, end, cap)
+        self._backlog.planned(available_records(froms, end))
+        return end
 
     def _size_batch(
         self, froms: dict[TopicPartitionId, int], end: dict[TopicPartitionId, int]
