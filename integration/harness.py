@@ -15,7 +15,8 @@ from unaligned.kafka.transactions import transaction_coordinator
 from unaligned.sink.committed_files import read_committed_files
 from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_participant import KafkaTaskWriter, prepared_from_json
+from unaligned.sink.kafka_items import prepared_from_json
+from unaligned.sink.kafka_task_writer import KafkaTaskWriter
 from unaligned.sink.options import KafkaTarget
 from unaligned.sink.spark_metadata_log import LogSettings, SparkMetadataLog
 from unaligned.testing import EmbeddedKafka

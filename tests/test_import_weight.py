@@ -40,7 +40,16 @@ before = set(sys.modules)
 REPORT = """
 loaded = sorted({m.split(".")[0] for m in set(sys.modules) - before})
 print(json.dumps(loaded))
+print(json.dumps(sorted(set(sys.modules) - before)))
 """
+#: Modules only a sink task needs: Spark's planner and commit runner never load them.
+SINK_TASK_ONLY = frozenset(
+    {
+        "unaligned.sink.kafka_task_writer",
+        "unaligned.kafka.produce.produce_session",
+        "pyarrow.compute",
+    }
+)
 
 
 def loaded_packages(code: str, *, module_name: str = "__main__") -> set[str]:
@@ -48,6 +57,16 @@ def loaded_packages(code: str, *, module_name: str = "__main__") -> set[str]:
     which is how :mod:`unaligned.sink.writer_role` tells Spark's planner from other callers)."""
     body = textwrap.dedent(code)
     script = PRELUDE + f"exec({body!r}, {{'__name__': {module_name!r}}})\n" + REPORT
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-2]))
+
+
+def loaded_modules(code: str) -> set[str]:
+    """Every module (full name) ``code`` loads in a fresh interpreter."""
+    script = PRELUDE + f"exec({textwrap.dedent(code)!r}, {{'__name__': '__main__'}})\n" + REPORT
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
@@ -165,6 +184,13 @@ def test_commit_runner_unpickling_the_kafka_writer_imports_no_avro_or_pandas(
     )
     assert "kafka" in loaded
     assert loaded & KAFKA_SINK_DRIVER == set()
+    modules = loaded_modules(
+        f"""
+        import pickle
+        writer = pickle.loads(open({str(pickled_kafka_writer)!r}, "rb").read())
+        """
+    )
+    assert modules & SINK_TASK_ONLY == set()
 
 
 def test_read_task_conversion_imports_no_pandas() -> None:

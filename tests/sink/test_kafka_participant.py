@@ -18,7 +18,8 @@ from unaligned.kafka.transactions.transaction_states import commit_blockers
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_participant import KafkaParticipant, prepared_from_json, prepared_to_json
+from unaligned.sink.kafka_items import prepared_from_json, prepared_to_json
+from unaligned.sink.kafka_participant import KafkaParticipant
 from unaligned.sink.options import KafkaTarget, SinkOptions
 
 

@@ -3,8 +3,9 @@
 Input columns and their types: :mod:`unaligned.sink.kafka_columns`; the participant contract:
 :mod:`unaligned.sink.participant`. A task attempt writes into a transaction on an id of the
 query's pool ``<prefix>-<task>-<slot>`` that no other live attempt can claim
-(:mod:`unaligned.sink.kafka_id_pool`); chunks go out as encoded record batches
-(:mod:`unaligned.sink.kafka_batches`, :mod:`unaligned.kafka.produce.produce_session`). The driver
+(:mod:`unaligned.sink.kafka_id_pool`) through a :class:`~unaligned.sink.kafka_task_writer.
+KafkaTaskWriter` (imported by task workers only); items of commit records:
+:mod:`unaligned.sink.kafka_items`. The driver
 checks every prepared transaction can still commit, commits by handle
 (:mod:`unaligned.kafka.transactions.transaction_coordinator`) and fences the pool's leftovers. The
 default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique to
@@ -20,9 +21,8 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from kafka.errors import KafkaError
 
 from unaligned import crash_points
@@ -32,115 +32,26 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
     TransactionExpiredError,
-    TransactionWriteError,
     UnalignedError,
 )
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
-from unaligned.kafka.produce.produce_session import ProduceSession
 from unaligned.kafka.transactions import transaction_coordinator, transaction_states
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink import kafka_id_pool
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.kafka_batches import BatchChunkWriter
 from unaligned.sink.kafka_checks import check_cluster
 from unaligned.sink.kafka_columns import KafkaColumns
+from unaligned.sink.kafka_items import prepared_from_json
 from unaligned.sink.options import KafkaTarget
+
+if TYPE_CHECKING:
+    from unaligned.sink.kafka_task_writer import KafkaTaskWriter
 
 logger = logging.getLogger(__name__)
 
 PARTICIPANT = "kafka"
 #: Time kept in hand to commit a prepared transaction before the broker would abort it.
 COMMIT_MARGIN_MIN_MS = 5_000
-
-# --- task side ----------------------------------------------------------------------------------
-
-
-class KafkaTaskWriter:
-    """Writes one task attempt's rows into one transaction (Step 1 of the protocol): chunks are
-    encoded as whole record batches (:class:`unaligned.sink.kafka_batches.BatchChunkWriter`) and
-    sent by a :class:`~unaligned.kafka.produce.produce_session.ProduceSession` on the process's kept
-    connections."""
-
-    def __init__(
-        self,
-        target: KafkaTarget,
-        columns: KafkaColumns,
-        client_kwargs: Mapping[str, Any],
-        transactional_id: str,
-        partition_id: int,
-    ) -> None:
-        self._target = target
-        self._columns = columns
-        self._client_kwargs = client_kwargs
-        self._transactional_id = transactional_id
-        self._writer: ProduceSession | None = None
-        self._partition_id = partition_id
-        self._batches: BatchChunkWriter | None = None
-
-    def begin(self) -> None:
-        session = ProduceSession(self._client_kwargs, self._transactional_id)
-        self._writer = session
-        session.begin()
-        self._batches = BatchChunkWriter(self._target, self._columns, session)
-
-    def write_chunk(self, chunk: pa.RecordBatch) -> None:
-        self._open_writer()
-        assert self._batches is not None
-        self._batches.write_chunk(chunk)
-
-    def _open_writer(self) -> ProduceSession:
-        if self._writer is None:
-            raise TransactionWriteError(
-                f"transaction {self._transactional_id!r} was not begun before writing"
-            )
-        return self._writer
-
-    def between_chunks(self) -> None:
-        """Keep at most ``maxUnacknowledgedBytes`` sent but unacknowledged between chunks."""
-        self._open_writer().wait_unacknowledged(self._target.max_unacknowledged_bytes)
-
-    def prepare(self) -> dict[str, Any]:
-        try:
-            prepared = self._open_writer().prepare()
-        finally:
-            if self._batches is not None:  # the next task of the process asks the limit again
-                self._batches.forget_refused_limits()
-        return prepared_to_json(prepared, self._partition_id)
-
-    def abort(self) -> None:
-        if self._writer is not None:
-            self._writer.abort()
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
-
-# --- prepared transactions as JSON ----------------------------------------------------------------
-
-
-def prepared_to_json(prepared: PreparedTransaction, partition_id: int) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "transactionalId": prepared.transactional_id,
-        "producerId": prepared.producer_id,
-        "epoch": prepared.epoch,
-        "recordCount": prepared.record_count,
-        "partition": partition_id,
-    }
-    if prepared.two_phase_commit:  # absent: written before, or without two-phase commit
-        item["twoPhaseCommit"] = True
-    return item
-
-
-def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
-    return PreparedTransaction(
-        transactional_id=str(item["transactionalId"]),
-        producer_id=int(item["producerId"]),
-        epoch=int(item["epoch"]),
-        record_count=int(item["recordCount"]),
-        two_phase_commit=bool(item.get("twoPhaseCommit", False)),
-    )
-
 
 # --- driver side -------------------------------------------------------------------------------
 
@@ -205,6 +116,8 @@ class KafkaParticipant:
         kwargs = self.client_kwargs()
         lane = kafka_id_pool.lane(batch_id, attempt_number)
         tid = kafka_id_pool.free_id(kwargs, partial(self.transactional_id, partition_id), lane)
+        from unaligned.sink.kafka_task_writer import KafkaTaskWriter  # task workers only
+
         writer = KafkaTaskWriter(self._target, self._columns, kwargs, tid, partition_id)
         writer.begin()
         try:  # a test's attempt that dies holding a claimed id, nothing written
