@@ -19,7 +19,7 @@ PACKAGE = "unaligned"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("_fs", "_parsing", "_checksum", "_arrow", "crash_points", "_worker_memory", "_process_memo"),
-    ("pyspark_bytecode", "preloading_daemon", "testing"),
+    ("pyspark_bytecode", "preloading_daemon", "spark_tuning", "testing"),
     ("kafka",),
     ("channel_state",),
     ("checkpoint",),

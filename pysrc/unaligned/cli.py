@@ -145,6 +145,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the sink's alignedCheckpointTimeout, drawn on the duration chart (not stored in "
         "the checkpoint; default: 30s)",
     )
+    tune = sub.add_parser(
+        "tune-spark",
+        help="make Spark's Python processes start faster: bytecode into pyspark.zip, and the "
+        "preloading daemon's setting printed",
+        description="Add bytecode to the Spark installation's pyspark.zip and py4j zip "
+        "(idempotent; originals kept as <zip>.orig; --undo puts them back) and print the Spark "
+        "setting of the preloading daemon. Run it with the Python of Spark's workers, on every "
+        "node that runs them.",
+    )
+    tune.add_argument("--spark-home", type=Path, help="default: SPARK_HOME or pyspark's directory")
+    mode = tune.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="report only, change nothing")
+    mode.add_argument("--undo", action="store_true", help="put the original zips back")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -175,6 +188,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _inspect(args)
     if args.command == "remove-orphans":
         return _remove_orphans(args)
+    if args.command == "tune-spark":
+        from unaligned.errors import OptionError
+        from unaligned.spark_tuning import run as tune_spark
+
+        try:
+            return tune_spark(args.spark_home, check=args.check, revert=args.undo)
+        except OptionError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     parser.error(f"unknown command {args.command}")
 
 
