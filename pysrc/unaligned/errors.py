@@ -23,6 +23,25 @@ class OffsetFormatError(OptionError):
     """An offsets JSON (``startingOffsets``, ``assign``, a checkpointed offset) is malformed."""
 
 
+# --- Schema Registry -------------------------------------------------------------------------
+
+
+class SchemaRegistryError(UnalignedError, ConnectionError):
+    """The Schema Registry could not be reached, refused a request or has no such schema. The
+    message names the registry by its URL without credentials, never a password or token."""
+
+
+class RecordFormatError(UnalignedError, ValueError):
+    """A record's key or value is not in the format the query reads (no Confluent framing, a
+    schema id the reader cannot resolve, bytes that do not decode): with ``mode`` FAILFAST the
+    query stops, naming the topic-partition and offset; PERMISSIVE sets the row's error column."""
+
+
+class MissingExtraError(UnalignedError, ImportError):
+    """A format needs an optional dependency that is not installed; the message names the
+    ``pip install 'unaligned[...]'`` that brings it."""
+
+
 # --- Kafka -----------------------------------------------------------------------------------
 
 

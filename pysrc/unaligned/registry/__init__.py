@@ -1,0 +1,13 @@
+"""Schema Registry formats: Confluent-framed Avro, JSON Schema and Protobuf as typed columns.
+
+- :mod:`.options`: the source's and the sink's registry options (frozen dataclasses).
+- :mod:`.client`: the registry's REST API (stdlib HTTP; basic auth, bearer token, TLS).
+- :mod:`.schemas`: reader schemas resolved when a query starts, writer schemas fetched once per
+  id and worker process.
+- :mod:`.framing`: the magic byte, the schema id and Protobuf's message indexes, column-wise.
+- :mod:`.avro_schema`, :mod:`.avro_vectors`, :mod:`.avro_decoder`: Avro mapped to Spark types
+  and decoded column-wise with numpy (schema resolution across writer ids).
+- :mod:`.json_format`, :mod:`.protobuf_format`: JSON Schema and Protobuf (optional extras).
+- :mod:`.record_decoding`: the source's read tasks turn a Kafka batch's ``key``/``value`` into
+  typed columns; :mod:`.record_encoding`: the sink's tasks encode struct columns.
+"""

@@ -1,0 +1,533 @@
+"""Avro records of a batch decoded column-wise into one Arrow struct array, resolving the
+writer's schema to the reader's (Avro's schema resolution).
+
+:func:`compile_decoder` builds, once per (writer schema, reader schema), a tree of nodes that
+mirrors the writer's schema: a record reads its writer's fields in order (a field the reader
+lacks is read and dropped, a reader field the writer lacks is its default), a union reads its
+branch index and each branch on the records that took it, an array or map reads its blocks
+item by item across every record at once (round ``k`` reads item ``k`` of every record that
+has one). Every node reads all of its records' cursors in one numpy operation
+(:mod:`unaligned.registry.avro_vectors`) and returns an Arrow array of the reader's type as
+Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro_schema`). Promotions are Avro's
+(int to long, float or double; long to float or double; float to double; string and bytes);
+logical types are read as the reader declares them. A writer schema that cannot be resolved to
+the reader's raises :class:`SchemaResolutionError` when compiled; a record that does not decode
+gets an error code in the :class:`~unaligned.registry.avro_vectors.Reading`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_type
+
+from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro_schema import (
+    Array,
+    AvroType,
+    Enum,
+    Fixed,
+    Map,
+    Primitive,
+    Record,
+    Union_,
+    is_decimal,
+    short_name,
+    spark_type,
+    type_name,
+)
+from unaligned.registry.avro_vectors import Reading
+
+Read = Callable[[Reading, np.ndarray, np.ndarray], tuple[pa.Array, np.ndarray]]
+
+
+class SchemaResolutionError(ValueError):
+    """The writer's schema cannot be read as the reader's (names the place and the reason)."""
+
+
+def arrow_type_of(t: AvroType) -> pa.DataType:
+    """The Arrow type Spark expects for ``t`` (through its Spark type)."""
+    return to_arrow_type(spark_type(t)[0], timezone="UTC")
+
+
+def compile_decoder(writer: AvroType, reader: AvroType) -> Read:
+    """The reader of records written with ``writer`` as ``reader``'s Arrow type."""
+    return _compile(writer, reader, arrow_type_of(reader), "value")
+
+
+def _is_null(t: AvroType) -> bool:
+    return isinstance(t, Primitive) and t.name == "null"
+
+
+def _compile(w: AvroType, r: AvroType, out: pa.DataType, path: str) -> Read:
+    if isinstance(r, Union_):
+        return _to_reader_union(w, r, out, path)
+    if isinstance(w, Union_):
+        return _writer_union(w, r, out, path)
+    if isinstance(r, Record):
+        if not isinstance(w, Record) or not _names_match(w, r):
+            raise _mismatch(w, r, path)
+        return _record(w, r, out, path)
+    if isinstance(r, Array):
+        if not isinstance(w, Array):
+            raise _mismatch(w, r, path)
+        items = _compile(w.items, r.items, out.value_type, f"{path}[]")
+        return _blocks(items, None, out, _min_bytes(w.items))
+    if isinstance(r, Map):
+        if not isinstance(w, Map):
+            raise _mismatch(w, r, path)
+        values = _compile(w.values, r.values, out.item_type, f"{path}{{}}")
+        return _blocks(values, _string_reader(pa.string()), out, 1)
+    if isinstance(r, Enum):
+        if not isinstance(w, Enum) or not _names_match(w, r):
+            raise _mismatch(w, r, path)
+        return _enum(w, r)
+    if isinstance(r, Fixed):
+        if not isinstance(w, Fixed) or w.size != r.size or not _names_match(w, r):
+            raise _mismatch(w, r, path)
+        return _fixed(r, out)
+    assert isinstance(r, Primitive)
+    return _primitive(w, r, out, path)
+
+
+def _names_match(w: Record | Enum | Fixed, r: Record | Enum | Fixed) -> bool:
+    return short_name(w.name) == short_name(r.name) or w.name in r.aliases
+
+
+def _mismatch(w: AvroType, r: AvroType, path: str) -> SchemaResolutionError:
+    return SchemaResolutionError(
+        f"at {path} the writer's {type_name(w)} cannot be read as the reader's {type_name(r)}"
+    )
+
+
+# --- primitives -----------------------------------------------------------------------------
+
+
+_PROMOTIONS = {
+    "int": ("int", "long", "float", "double"),
+    "long": ("long", "float", "double"),
+    "float": ("float", "double"),
+    "double": ("double",),
+    "string": ("string", "bytes"),
+    "bytes": ("bytes", "string"),
+    "boolean": ("boolean",),
+    "null": ("null",),
+}
+
+
+def _primitive(w: AvroType, r: Primitive, out: pa.DataType, path: str) -> Read:
+    if not isinstance(w, (Primitive, Fixed)) or (
+        isinstance(w, Primitive) and r.name not in _PROMOTIONS[w.name]
+    ):
+        raise _mismatch(w, r, path)
+    if isinstance(w, Fixed):
+        raise _mismatch(w, r, path)
+    if r.name == "null":
+        return lambda rd, pos, rows: (pa.nulls(len(pos), pa.null()), pos)
+    if r.name in ("string", "bytes"):
+        return _decimal_bytes(out) if is_decimal(r) else _string_reader(out)
+    if r.name == "boolean":
+
+        def read_bool(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+            values, after = rd.booleans(pos)
+            return av.bool_array(values), after
+
+        return read_bool
+    source = w.name
+    target = {
+        "int": np.int32,
+        "long": np.int64,
+        "float": np.float32,
+        "double": np.float64,
+    }[r.name]
+    scale = 1000 if r.logical in ("timestamp-millis", "local-timestamp-millis") else 1
+
+    def read_number(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        if source == "int":
+            values, after = rd.int(pos, rows)
+        elif source == "long":
+            values, after = rd.long(pos, rows)
+        else:
+            values, after = rd.floats(pos, "<f4" if source == "float" else "<f8")
+        if scale != 1:
+            values = values * scale
+        return av.fixed_array(values.astype(target, copy=False), out), after
+
+    return read_number
+
+
+def _string_reader(out: pa.DataType) -> Read:
+    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        starts, lengths, after = rd.spans(pos, rows)
+        data, offsets = rd.gather(starts, lengths)
+        return av.binary_array(data, offsets, out), after
+
+    return read
+
+
+def _decimal_bytes(out: pa.DataType) -> Read:
+    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        starts, lengths, after = rd.spans(pos, rows)
+        wide = lengths > 16
+        rd.fail(rows, wide, av.OVERFLOW)
+        lengths = np.where(wide, 0, lengths)
+        width = 16
+        at = starts[:, None] + np.arange(width)[None, :] - (width - lengths)[:, None]
+        matrix = rd.buf[np.clip(at, 0, rd.cap + 15)]
+        return av.fixed_array(av.decimal_values(matrix, lengths), out), after
+
+    return read
+
+
+def _fixed(r: Fixed, out: pa.DataType) -> Read:
+    size = r.size
+
+    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        matrix, after = rd.fixed_bytes(pos, size)
+        if pa.types.is_decimal(out):
+            lengths = np.full(len(pos), min(size, 16), np.int64)
+            return av.fixed_array(av.decimal_values(matrix[:, -16:], lengths), out), after
+        offsets = (np.arange(len(pos) + 1, dtype=np.int64) * size).astype(np.int32)
+        return av.binary_array(matrix.reshape(-1), offsets, out), after
+
+    return read
+
+
+def _enum(w: Enum, r: Enum) -> Read:
+    symbols = av.string_array(r.symbols)
+    fallback = r.symbols.index(r.default) if r.default in r.symbols else -1
+    mapping = np.array(
+        [r.symbols.index(s) if s in r.symbols else fallback for s in w.symbols], np.int64
+    )
+
+    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        index, after = rd.long(pos, rows)
+        wrong = (index < 0) | (index >= len(mapping))
+        rd.fail(rows, wrong, av.BAD_ENUM)
+        mapped = mapping[np.where(wrong, 0, index)] if len(mapping) else np.zeros_like(index)
+        rd.fail(rows, mapped < 0, av.UNKNOWN_SYMBOL)
+        return symbols.take(av.indices_array(np.maximum(mapped, 0))), after
+
+    return read
+
+
+# --- records ----------------------------------------------------------------------------------
+
+
+def _record(w: Record, r: Record, out: pa.DataType, path: str) -> Read:
+    reader_fields = {f.name: i for i, f in enumerate(r.fields)}
+    for i, f in enumerate(r.fields):
+        for alias in f.aliases:
+            reader_fields.setdefault(alias, i)
+    steps: list[tuple[int | None, Read]] = []
+    written: set[int] = set()
+    for wf in w.fields:
+        i = reader_fields.get(wf.name)
+        if i is None:
+            steps.append((None, _compile(wf.type, wf.type, arrow_type_of(wf.type), path)))
+            continue
+        rf = r.fields[i]
+        steps.append((i, _compile(wf.type, rf.type, out.field(i).type, f"{path}.{rf.name}")))
+        written.add(i)
+    defaults: dict[int, pa.Array] = {}
+    for i, rf in enumerate(r.fields):
+        if i in written:
+            continue
+        if not rf.has_default:
+            raise SchemaResolutionError(
+                f"the reader's field {path}.{rf.name} is not in the writer's schema and has no "
+                "default"
+            )
+        defaults[i] = _constant(rf.type, rf.default, out.field(i).type, f"{path}.{rf.name}")
+    fields = list(out)
+
+    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        children: list[pa.Array | None] = [None] * len(fields)
+        for i, step in steps:
+            values, pos = step(rd, pos, rows)
+            if i is not None:
+                children[i] = values
+        zeros = None
+        for i, constant in defaults.items():
+            if zeros is None:
+                zeros = av.indices_array(np.zeros(len(pos), np.int64))
+            children[i] = constant.take(zeros)
+        return pa.StructArray.from_arrays(children, fields=fields), pos
+
+    return read
+
+
+def _constant(t: AvroType, value: Any, out: pa.DataType, path: str) -> pa.Array:
+    """A length-1 array holding a field's default (Avro's JSON encoding of defaults)."""
+    try:
+        return pa.array([_default_value(t, value)], out)
+    except (TypeError, ValueError, KeyError, pa.ArrowException) as exc:
+        raise SchemaResolutionError(f"the default of {path} ({value!r}) is not valid: {exc}")
+
+
+def _default_value(t: AvroType, value: Any) -> Any:
+    if isinstance(t, Union_):
+        return _default_value(t.branches[0], value)
+    if value is None:
+        return None
+    if is_decimal(t):
+        assert isinstance(t, (Primitive, Fixed))
+        raw = value.encode("latin-1")
+        unscaled = int.from_bytes(raw, "big", signed=True) if raw else 0
+        return decimal.Decimal(unscaled).scaleb(-t.scale)
+    if isinstance(t, Fixed) or (isinstance(t, Primitive) and t.name == "bytes"):
+        return value.encode("latin-1")
+    if isinstance(t, Primitive):
+        if t.logical == "date":
+            return datetime.date(1970, 1, 1) + datetime.timedelta(days=int(value))
+        if t.logical and "timestamp" in t.logical:
+            micros = int(value) * (1000 if t.logical.endswith("millis") else 1)
+            epoch = datetime.datetime(1970, 1, 1)
+            moment = epoch + datetime.timedelta(microseconds=micros)
+            return moment if t.logical.startswith("local") else moment.replace(tzinfo=datetime.timezone.utc)
+        return value
+    if isinstance(t, Record):
+        return {f.name: _default_value(f.type, value.get(f.name, f.default)) for f in t.fields}
+    if isinstance(t, Array):
+        return [_default_value(t.items, v) for v in value]
+    if isinstance(t, Map):
+        return [(k, _default_value(t.values, v)) for k, v in value.items()]
+    return value  # enum symbol
+
+
+# --- unions -----------------------------------------------------------------------------------
+
+
+def _scatter(n: int, parts: Sequence[tuple[np.ndarray, pa.Array]], out: pa.DataType) -> pa.Array:
+    """A length-``n`` array with ``array[j]`` at row ``idx[j]`` of each part, null elsewhere."""
+    parts = [(idx, arr) for idx, arr in parts if len(idx)]
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        return parts[0][1]
+    if not parts:
+        return pa.nulls(n, out)
+    index = np.zeros(n, np.int64)
+    valid = np.zeros(n, bool)
+    base = 0
+    for idx, arr in parts:
+        index[idx] = np.arange(base, base + len(idx))
+        valid[idx] = True
+        base += len(idx)
+    combined = parts[0][1] if len(parts) == 1 else pa.concat_arrays([a for _, a in parts])
+    return combined.take(av.indices_array(index, valid))
+
+
+def _branch_index(rd: Reading, pos: np.ndarray, rows: np.ndarray, count: int) -> Any:
+    index, after = rd.long(pos, rows)
+    wrong = (index < 0) | (index >= count)
+    rd.fail(rows, wrong, av.BAD_BRANCH)
+    return np.where(wrong, -1, index), after
+
+
+def _writer_union(w: Union_, r: AvroType, out: pa.DataType, path: str) -> Read:
+    """A writer's union read as a reader type that is not a union: each branch that resolves
+    is read as the reader's type; a record on another branch is an error."""
+    branches: list[Read | None] = []
+    for b in w.branches:
+        try:
+            branches.append(None if _is_null(b) else _compile(b, r, out, path))
+        except SchemaResolutionError:
+            branches.append(None)
+    if all(b is None for b in branches):
+        raise _mismatch(w, r, path)
+    return _union_reader(branches, lambda parts, n: _scatter(n, parts, out), av.UNRESOLVED_BRANCH)
+
+
+def _union_reader(
+    branches: Sequence[Read | None],
+    build: Callable[[list[tuple[np.ndarray, pa.Array]], int], pa.Array],
+    unresolved: int | None,
+    nulls: Sequence[bool] = (),
+) -> Read:
+    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        index, pos = _branch_index(rd, pos, rows, len(branches))
+        parts: list[tuple[np.ndarray, pa.Array]] = []
+        for b, branch in enumerate(branches):
+            idx = np.flatnonzero(index == b)
+            if not idx.size:
+                continue
+            if branch is None:
+                if unresolved is not None and not (nulls and nulls[b]):
+                    rd.fail(rows[idx], np.ones(idx.size, bool), unresolved)
+                continue
+            if idx.size == len(pos):
+                values, pos = branch(rd, pos, rows)
+            else:
+                values, pos[idx] = branch(rd, pos[idx], rows[idx])
+            parts.append((idx, values))
+        return build(parts, len(pos)), pos
+
+    return read
+
+
+def _reader_shape(r: Union_) -> tuple[list[AvroType], str]:
+    rest = [b for b in r.branches if not _is_null(b)]
+    kinds = {b.name for b in rest if isinstance(b, Primitive) and b.logical is None}
+    if len(rest) == 1:
+        return rest, "single"
+    if len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}):
+        return rest, "promoted"
+    return rest, "members"
+
+
+def _match(w: AvroType, candidates: list[AvroType]) -> int | None:
+    """Avro's choice of reader branch for a writer type: the first of the same kind (and
+    name), else the first it promotes to."""
+    for i, c in enumerate(candidates):
+        if type(c) is type(w) and type_name(c) == type_name(w):
+            return i
+        if isinstance(c, (Record, Enum, Fixed)) and type(c) is type(w):
+            assert isinstance(w, (Record, Enum, Fixed))
+            if _names_match(w, c):
+                return i
+    for i, c in enumerate(candidates):
+        if isinstance(w, Primitive) and isinstance(c, Primitive):
+            if c.name in _PROMOTIONS.get(w.name, ()):
+                return i
+    return None
+
+
+def _to_reader_union(w: AvroType, r: Union_, out: pa.DataType, path: str) -> Read:
+    rest, shape = _reader_shape(r)
+    member_types = [out] if shape != "members" else [f.type for f in out]
+    if shape == "promoted":
+        member_types = [out, out]
+    writer_branches = list(w.branches) if isinstance(w, Union_) else [w]
+    branches: list[Read | None] = []
+    targets: list[int] = []
+    nulls = [_is_null(b) for b in writer_branches]
+    for b in writer_branches:
+        j = None if _is_null(b) else _match(b, rest)
+        if j is None:
+            if not _is_null(b) and not isinstance(w, Union_):
+                raise _mismatch(w, r, path)
+            branches.append(None)
+            targets.append(-1)
+            continue
+        target = rest[j]
+        branches.append(_compile(b, target, member_types[j], path))
+        targets.append(j)
+    if all(b is None for b in branches) and not any(nulls):
+        raise _mismatch(w, r, path)
+
+    def build(parts: list[tuple[np.ndarray, pa.Array]], n: int) -> pa.Array:
+        if shape != "members":
+            return _scatter(n, parts, out)
+        by_member: list[list[tuple[np.ndarray, pa.Array]]] = [[] for _ in rest]
+        present = np.zeros(n, bool)
+        for (idx, arr), j in zip(parts, [t for t, b in zip(targets, branches) if b], strict=False):
+            by_member[j].append((idx, arr))
+            present[idx] = True
+        members = [_scatter(n, p, member_types[j]) for j, p in enumerate(by_member)]
+        return pa.StructArray.from_arrays(
+            members, fields=list(out), mask=av.bool_array(~present) if not present.all() else None
+        )
+
+    if not isinstance(w, Union_):
+        only = branches[0]
+        assert only is not None
+
+        def read_one(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+            values, after = only(rd, pos, rows)
+            return build([(np.arange(len(pos)), values)], len(pos)), after
+
+        return read_one
+    return _union_reader(branches, build, av.UNRESOLVED_BRANCH, nulls)
+
+
+# --- arrays and maps --------------------------------------------------------------------------
+
+#: Items per block for a type whose items take no bytes (null, an empty record): more is
+#: taken as a corrupt count.
+_MAX_EMPTY_ITEMS = 1 << 24
+
+
+def _min_bytes(t: AvroType, seen: frozenset[str] = frozenset()) -> int:
+    """The fewest bytes a value of ``t`` takes (0: null, an empty record)."""
+    if isinstance(t, Primitive):
+        return 0 if t.name == "null" else 1
+    if isinstance(t, Fixed):
+        return t.size
+    if isinstance(t, Record):
+        if t.name in seen:
+            return 1
+        return sum(_min_bytes(f.type, seen | {t.name}) for f in t.fields)
+    return 1  # enum index, union branch index, block count
+
+
+def _blocks(items: Read, keys: Read | None, out: pa.DataType, min_bytes: int) -> Read:
+    """An array (``keys`` None) or map: blocks of items, read round by round across records.
+    ``min_bytes``: the fewest bytes an item takes, which bounds a sane block count."""
+
+    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
+        n = len(pos)
+        counts = np.zeros(n, np.int64)
+        lanes: list[np.ndarray] = []
+        slots: list[np.ndarray] = []
+        key_parts: list[pa.Array] = []
+        value_parts: list[pa.Array] = []
+        active = np.arange(n)
+        while active.size:
+            count, after = rd.long(pos[active], rows[active])
+            negative = count < 0
+            if negative.any():  # a block with its byte size: skip the size
+                count = np.abs(count)
+                _, after[negative] = rd.long(after[negative], rows[active][negative])
+            pos[active] = after
+            room = np.maximum(rd.ends[rows[active]] - after, 0)
+            if min_bytes:
+                wrong = count * min_bytes > room
+            else:
+                wrong = count > _MAX_EMPTY_ITEMS
+            rd.fail(rows[active], wrong, av.BAD_LENGTH)
+            count = np.where(wrong, 0, count)
+            has = count > 0
+            active, count = active[has], count[has]
+            for k in range(int(count.max()) if count.size else 0):
+                lane = active[count > k]
+                if keys is not None:
+                    key_values, pos[lane] = keys(rd, pos[lane], rows[lane])
+                    key_parts.append(key_values)
+                values, pos[lane] = items(rd, pos[lane], rows[lane])
+                value_parts.append(values)
+                lanes.append(lane)
+                slots.append(counts[lane] + k)
+            counts[active] += count
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        offsets_array = av.fixed_array(offsets.astype(np.int32), pa.int32())
+        value_type = out.item_type if keys is not None else out.value_type
+        values = _in_order(value_parts, lanes, slots, offsets, value_type)
+        if keys is None:
+            return pa.ListArray.from_arrays(offsets_array, values, type=out), pos
+        key_array = _in_order(key_parts, lanes, slots, offsets, pa.string())
+        return pa.MapArray.from_arrays(offsets_array, key_array, values, type=out), pos
+
+    return read
+
+
+def _in_order(
+    parts: list[pa.Array],
+    lanes: list[np.ndarray],
+    slots: list[np.ndarray],
+    offsets: np.ndarray,
+    out: pa.DataType,
+) -> pa.Array:
+    """Items read round by round, put in record order (each record's items in its order)."""
+    if not parts:
+        return pa.nulls(0, out)
+    combined = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+    dest = np.concatenate([offsets[lane] + slot for lane, slot in zip(lanes, slots, strict=True)])
+    order = np.argsort(dest, kind="stable")
+    if np.array_equal(order, np.arange(len(order))):
+        return combined
+    return combined.take(av.indices_array(order))
