@@ -18,7 +18,7 @@ and nothing touches Kafka or a filesystem until Spark calls a reader or writer m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -30,6 +30,9 @@ from pyspark.sql.types import StructType
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from unaligned.registry.record_decoding import RecordDecoding
+    from unaligned.source.options import SourceOptions
 
 
 FORMAT_NAME = "unaligned"
@@ -56,13 +59,31 @@ class UnalignedDataSource(DataSource):
         from unaligned.kafka.source_schema import kafka_source_schema
         from unaligned.source.options import SourceOptions
 
-        return kafka_source_schema(SourceOptions.parse(dict(self.options)).include_headers)
+        options = SourceOptions.parse(dict(self.options))
+        base = kafka_source_schema(options.include_headers)
+        decoding = self._decoding(options)
+        return base if decoding is None else decoding.output_schema(base)
+
+    def _decoding(self, options: SourceOptions) -> RecordDecoding | None:
+        """The Schema Registry reader schemas, resolved once when the query starts: in
+        ``schema()``, whose data source Spark pickles to every later process (or, with a
+        user-given schema, in the first reader built)."""
+        if options.formats is None:
+            return None
+        state: dict[str, Any] = self.__dict__
+        if state.get("_record_decoding") is None:
+            from unaligned.registry.record_decoding import RecordDecoding
+
+            state["_record_decoding"] = RecordDecoding.resolve(options.formats, options.topics)
+        decoding: RecordDecoding = state["_record_decoding"]
+        return decoding
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from unaligned.source.options import SourceOptions
         from unaligned.source.stream_reader import KafkaStreamReader
 
-        return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
+        options = SourceOptions.parse(dict(self.options))
+        return KafkaStreamReader(options, decoding=self._decoding(options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from unaligned._worker_memory import tune_worker_memory
@@ -82,7 +103,8 @@ class UnalignedDataSource(DataSource):
         from unaligned.source.batch_reader import KafkaBatchReader
         from unaligned.source.options import SourceOptions
 
-        return KafkaBatchReader(SourceOptions.parse(dict(self.options), batch=True))
+        options = SourceOptions.parse(dict(self.options), batch=True)
+        return KafkaBatchReader(options, self._decoding(options))
 
 
 def register(spark: SparkSession) -> None:

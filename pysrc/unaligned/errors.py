@@ -31,6 +31,10 @@ class SchemaRegistryError(UnalignedError, ConnectionError):
     message names the registry by its URL without credentials, never a password or token."""
 
 
+class SchemaNotFoundError(SchemaRegistryError, LookupError):
+    """The registry answered that it has no such schema id, subject or version."""
+
+
 class RecordFormatError(UnalignedError, ValueError):
     """A record's key or value is not in the format the query reads (no Confluent framing, a
     schema id the reader cannot resolve, bytes that do not decode): with ``mode`` FAILFAST the
@@ -172,3 +176,8 @@ class InjectedFailureError(UnalignedError, RuntimeError):
 
 class EmbeddedKafkaError(UnalignedError):
     """The embedded broker could not be built, started, or controlled."""
+
+
+class EmbeddedRegistryError(UnalignedError):
+    """The test Schema Registry (``unaligned.testing.registry_server``) could not be fetched,
+    started or reached: no Java 21+, Maven failed, or the server exited (its log is quoted)."""

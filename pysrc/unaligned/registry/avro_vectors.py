@@ -29,11 +29,13 @@ ERRORS: tuple[str, ...] = (
     "an enum symbol is not in the reader's enum and it has no default",
     "a value does not fit the reader's type",
     "a union branch cannot be read as the reader's type",
+    "",  # MESSAGE: the text is in Reading.notes
 )
 VARINT_TOO_LONG, BAD_LENGTH, TRUNCATED, BAD_BRANCH, BAD_ENUM, UNKNOWN_SYMBOL, OVERFLOW = range(
     1, 8
 )
 UNRESOLVED_BRANCH = 8
+MESSAGE = 9
 
 
 class Reading:
@@ -44,12 +46,24 @@ class Reading:
         self.cap = len(data)
         self.ends = ends.astype(np.int64, copy=False)
         self.errors = np.zeros(len(ends), np.uint8)
+        self.notes: dict[int, str] = {}
 
     def fail(self, rows: np.ndarray, mask: np.ndarray, code: int) -> None:
         """Mark the records of ``rows[mask]`` with ``code`` (the first error of a record stays)."""
         if mask.any():
             hit = rows[mask]
             self.errors[hit] = np.where(self.errors[hit] == 0, code, self.errors[hit])
+
+    def fail_with(self, rows: np.ndarray, message: str) -> None:
+        """Mark the records ``rows`` with ``message`` (a reason no code names)."""
+        for row in rows[self.errors[rows] == 0].tolist():
+            self.notes[row] = message
+        self.errors[rows] = np.where(self.errors[rows] == 0, MESSAGE, self.errors[rows])
+
+    def reason(self, row: int) -> str:
+        """Why record ``row`` did not decode."""
+        code = int(self.errors[row])
+        return self.notes.get(row, "") if code == MESSAGE else ERRORS[code]
 
     def clamp(self, pos: np.ndarray) -> np.ndarray:
         return np.minimum(pos, self.cap, out=pos)

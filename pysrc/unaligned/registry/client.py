@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from unaligned.errors import SchemaRegistryError
+from unaligned.errors import SchemaNotFoundError, SchemaRegistryError
 from unaligned.registry.options import RegistryConfig
 
 logger = logging.getLogger(__name__)
@@ -56,10 +56,6 @@ class RegisteredSchema:
     references: tuple[Reference, ...] = ()
     subject: str | None = None
     version: int | None = None
-
-
-class SchemaNotFound(LookupError):
-    """The registry answered 404 (raised by :meth:`RegistryClient._request`, handled inside)."""
 
 
 def _references(raw: Any) -> tuple[Reference, ...]:
@@ -99,17 +95,17 @@ class RegistryClient:
             path += f"?subject={quote(subject, safe='')}"
         try:
             return _schema(self._request("GET", path), schema_id)
-        except SchemaNotFound:
-            raise self._error(f"has no schema with id {schema_id}") from None
+        except SchemaNotFoundError:
+            raise self._not_found(f"has no schema with id {schema_id}") from None
 
     def subject_version(self, subject: str, version: int | None) -> RegisteredSchema:
         """``subject`` at ``version`` (``None``: its latest version)."""
         shown = "latest" if version is None else str(version)
         try:
             return _schema(self._request("GET", f"/subjects/{_quoted(subject)}/versions/{shown}"))
-        except SchemaNotFound:
+        except SchemaNotFoundError:
             which = "no version" if version is None else f"no version {version}"
-            raise self._error(f"has {which} of subject {subject!r}") from None
+            raise self._not_found(f"has {which} of subject {subject!r}") from None
 
     def lookup(
         self, subject: str, text: str, schema_type: str, references: tuple[Reference, ...] = ()
@@ -119,7 +115,7 @@ class RegistryClient:
             body = self._request(
                 "POST", f"/subjects/{_quoted(subject)}", _payload(text, schema_type, references)
             )
-        except SchemaNotFound:
+        except SchemaNotFoundError:
             return None
         return _schema(body)
 
@@ -135,17 +131,23 @@ class RegistryClient:
         )
         return int(body["id"])
 
-    def referenced(self, schema: RegisteredSchema) -> dict[str, RegisteredSchema]:
-        """Every schema ``schema`` references, directly or not, by the name it is imported as."""
+    def referenced(self, schema: RegisteredSchema) -> tuple[tuple[str, RegisteredSchema], ...]:
+        """Every schema ``schema`` references, directly or not, as (the name it is imported
+        as, the schema), each after the schemas it references itself."""
         found: dict[str, RegisteredSchema] = {}
-        todo = list(schema.references)
-        while todo:
-            ref = todo.pop()
-            if ref.name in found:
-                continue
-            found[ref.name] = held = self.subject_version(ref.subject, ref.version)
-            todo.extend(held.references)
-        return found
+
+        def visit(refs: tuple[Reference, ...], depth: int) -> None:
+            for ref in refs:
+                if ref.name in found:
+                    continue
+                if depth > 32:
+                    raise self._error(f"references nest deeper than 32 at {ref.name!r}")
+                held = self.subject_version(ref.subject, ref.version)
+                visit(held.references, depth + 1)
+                found[ref.name] = held
+
+        visit(schema.references, 0)
+        return tuple(found.items())
 
     # --- HTTP ------------------------------------------------------------------------------
 
@@ -207,7 +209,7 @@ class RegistryClient:
                 except urllib.error.HTTPError as exc:
                     text = _error_text(exc)
                     if exc.code == 404 and _error_code(text) in _NOT_FOUND_CODES:
-                        raise SchemaNotFound(text) from None
+                        raise SchemaNotFoundError(config.redact(text)) from None
                     if exc.code < 500:
                         raise self._refused(method, path, exc.code, text) from None
                     last = f"HTTP {exc.code} from {_shown(url)}: {text}"
@@ -229,6 +231,12 @@ class RegistryClient:
                 "schema.registry.bearer.auth.token)"
             )
         return self._error(f"refused {method} {path}: HTTP {code} {text}{hint}")
+
+    def _not_found(self, what: str) -> SchemaNotFoundError:
+        config = self._config
+        return SchemaNotFoundError(
+            config.redact(f"Schema Registry at {config.shown_urls()} {what}")
+        )
 
     def _error(self, what: str) -> SchemaRegistryError:
         config = self._config
