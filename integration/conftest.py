@@ -18,6 +18,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from unaligned.testing import EmbeddedKafka  # noqa: E402
+from unaligned.testing.registry_server import RegistryServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +26,13 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
     """A single-node KRaft broker on a loopback port, transactions enabled."""
     with EmbeddedKafka(data_dir=tmp_path_factory.mktemp("kafka")) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+    """One Schema Registry (Apicurio, Confluent's API; basic auth) for the session's tests."""
+    with RegistryServer(tmp_path_factory.mktemp("registry")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

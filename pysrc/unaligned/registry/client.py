@@ -107,6 +107,13 @@ class RegistryClient:
             which = "no version" if version is None else f"no version {version}"
             raise self._not_found(f"has {which} of subject {subject!r}") from None
 
+    def versions(self, subject: str) -> list[int]:
+        """The versions registered under ``subject`` (empty when there is none)."""
+        try:
+            return [int(v) for v in self._request("GET", f"/subjects/{_quoted(subject)}/versions")]
+        except SchemaNotFoundError:
+            return []
+
     def lookup(
         self, subject: str, text: str, schema_type: str, references: tuple[Reference, ...] = ()
     ) -> RegisteredSchema | None:

@@ -249,8 +249,6 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
             f"option '{column}SchemaId' names the schema itself: leave out '{column}Subject' "
             f"and '{column}SchemaVersion'"
         )
-    if version_raw is not None and subject is None and not sink:
-        raise OptionError(f"option '{column}SchemaVersion' needs option '{column}Subject'")
     strategy = SubjectNameStrategy(
         parse_choice(
             f"{column}SubjectNameStrategy",

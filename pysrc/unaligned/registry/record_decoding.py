@@ -36,6 +36,7 @@ from unaligned.registry.schemas import (
     client_for,
     remember,
     resolve_reader,
+    subject_schemas,
     writer_schema,
 )
 
@@ -48,6 +49,8 @@ class ColumnReading:
 
     format: ColumnFormat
     reader: ResolvedSchema
+    known: tuple[ResolvedSchema, ...] = ()
+    """The subject's other versions when the query started (no request for their ids)."""
 
     @property
     def name(self) -> str:
@@ -65,9 +68,12 @@ class RecordDecoding:
     def resolve(cls, formats: RecordFormats, topics: tuple[str, ...] | None) -> RecordDecoding:
         """Ask the registry for the reader schemas (driver, when the query starts)."""
         client = client_for(formats.registry)
-        return cls(
-            formats, tuple(ColumnReading(c, resolve_reader(client, c, topics)) for c in formats.columns)
-        )
+        columns = []
+        for column in formats.columns:
+            reader = resolve_reader(client, column, topics)
+            known = subject_schemas(client, reader, column.format)
+            columns.append(ColumnReading(column, reader, known))
+        return cls(formats, tuple(columns))
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -96,6 +102,9 @@ class RecordDecoding:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(self.output_schema(base), timezone="UTC")
+        for reading in self.columns:
+            for known in (reading.reader, *reading.known):
+                remember(self.formats.registry, known)
         for batch in batches:
             yield self.decode(batch, schema)
 

@@ -4,8 +4,9 @@ writers', fetched once per schema id and worker process.
 :func:`resolve_reader` (driver, when the query starts: ``DataSource.schema()``) asks the
 registry for the column's schema (``valueSchemaId``; else ``valueSubject`` or, with one
 subscribed topic, ``<topic>-value`` at ``valueSchemaVersion`` or its latest version) with every
-schema it references. The :class:`ResolvedSchema` is picklable: it travels to the read tasks
-in the pickled reader, so records written with the reader's own id never ask the registry.
+schema it references, and :func:`subject_schemas` for the subject's other versions. A
+:class:`ResolvedSchema` is picklable: they travel to the read tasks in the pickled reader, so
+records written with any of them never ask the registry.
 :func:`writer_schema` fetches another id in a read task once per worker process
 (:class:`~unaligned._process_memo.ProcessMemo`); a registry that is down later in a run fails
 only records of ids the process has not seen yet.
@@ -78,6 +79,29 @@ def resolve_reader(
     resolved = ResolvedSchema(schema, client.referenced(schema))
     remember(client.config, resolved)
     return resolved
+
+
+#: At most this many of a subject's latest versions travel to the read tasks.
+MAX_KNOWN_VERSIONS = 50
+
+
+def subject_schemas(
+    client: RegistryClient, reader: ResolvedSchema, fmt: Format
+) -> tuple[ResolvedSchema, ...]:
+    """The other schemas registered under the reader's subject (its latest
+    :data:`MAX_KNOWN_VERSIONS` versions): records written with them decode without asking the
+    registry, even when it is down later in the run."""
+    subject = reader.schema.subject
+    if subject is None:
+        return ()
+    found = []
+    for version in client.versions(subject)[-MAX_KNOWN_VERSIONS:]:
+        if version == reader.schema.version:
+            continue
+        schema = client.subject_version(subject, version)
+        if schema.schema_type == fmt.schema_type and schema.schema_id != reader.schema_id:
+            found.append(ResolvedSchema(schema, client.referenced(schema)))
+    return tuple(found)
 
 
 def check_type(schema: RegisteredSchema, fmt: Format, column: str) -> None:
