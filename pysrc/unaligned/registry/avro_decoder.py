@@ -303,24 +303,6 @@ def _default_value(t: AvroType, value: Any) -> Any:
 # --- unions -----------------------------------------------------------------------------------
 
 
-def _scatter(n: int, parts: Sequence[tuple[np.ndarray, pa.Array]], out: pa.DataType) -> pa.Array:
-    """A length-``n`` array with ``array[j]`` at row ``idx[j]`` of each part, null elsewhere."""
-    parts = [(idx, arr) for idx, arr in parts if len(idx)]
-    if len(parts) == 1 and len(parts[0][0]) == n:
-        return parts[0][1]
-    if not parts:
-        return pa.nulls(n, out)
-    index = np.zeros(n, np.int64)
-    valid = np.zeros(n, bool)
-    base = 0
-    for idx, arr in parts:
-        index[idx] = np.arange(base, base + len(idx))
-        valid[idx] = True
-        base += len(idx)
-    combined = parts[0][1] if len(parts) == 1 else pa.concat_arrays([a for _, a in parts])
-    return combined.take(av.indices_array(index, valid))
-
-
 def _branch_index(rd: Reading, pos: np.ndarray, rows: np.ndarray, count: int) -> Any:
     index, after = rd.long(pos, rows)
     wrong = (index < 0) | (index >= count)
@@ -339,7 +321,7 @@ def _writer_union(w: Union_, r: AvroType, out: pa.DataType, path: str) -> Read:
             branches.append(None)
     if all(b is None for b in branches):
         raise _mismatch(w, r, path)
-    return _union_reader(branches, lambda parts, n: _scatter(n, parts, out), av.UNRESOLVED_BRANCH)
+    return _union_reader(branches, lambda parts, n: av.scatter(n, parts, out), av.UNRESOLVED_BRANCH)
 
 
 def _union_reader(
@@ -421,13 +403,13 @@ def _to_reader_union(w: AvroType, r: Union_, out: pa.DataType, path: str) -> Rea
 
     def build(parts: list[tuple[np.ndarray, pa.Array]], n: int) -> pa.Array:
         if shape != "members":
-            return _scatter(n, parts, out)
+            return av.scatter(n, parts, out)
         by_member: list[list[tuple[np.ndarray, pa.Array]]] = [[] for _ in rest]
         present = np.zeros(n, bool)
         for (idx, arr), j in zip(parts, [t for t, b in zip(targets, branches) if b], strict=False):
             by_member[j].append((idx, arr))
             present[idx] = True
-        members = [_scatter(n, p, member_types[j]) for j, p in enumerate(by_member)]
+        members = [av.scatter(n, p, member_types[j]) for j, p in enumerate(by_member)]
         return pa.StructArray.from_arrays(
             members, fields=list(out), mask=av.bool_array(~present) if not present.all() else None
         )

@@ -14,6 +14,8 @@ pandas in the read task).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -210,6 +212,25 @@ def string_array(texts: list[str] | tuple[str, ...]) -> pa.Array:
 def indices_array(indices: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     """Row numbers for ``take`` (a null index takes a null)."""
     return fixed_array(indices.astype(np.int64), pa.int64(), valid)
+
+
+def scatter(n: int, parts: Sequence[tuple[np.ndarray, pa.Array]], out: pa.DataType) -> pa.Array:
+    """A length-``n`` array of type ``out`` with ``array[j]`` at row ``rows[j]`` for each
+    ``(rows, array)`` of ``parts``, null elsewhere."""
+    parts = [(rows, arr) for rows, arr in parts if len(rows)]
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        return parts[0][1]
+    if not parts:
+        return pa.nulls(n, out)
+    index = np.zeros(n, np.int64)
+    valid = np.zeros(n, bool)
+    base = 0
+    for rows, arr in parts:
+        index[rows] = np.arange(base, base + len(rows))
+        valid[rows] = True
+        base += len(rows)
+    combined = parts[0][1] if len(parts) == 1 else pa.concat_arrays([a for _, a in parts])
+    return combined.take(indices_array(index, valid))
 
 
 def decimal_values(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ query starts (:mod:`unaligned.registry.resolution`). What each option means: REA
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -133,6 +134,9 @@ class ColumnFormat:
     format: Format
     choice: SchemaChoice
     strategy: SubjectNameStrategy = SubjectNameStrategy.TOPIC
+    record_name: str = "topLevelRecord"
+    """The sink's name for a schema it derives (Avro record, Protobuf message, JSON Schema
+    title); Spark's ``to_avro`` calls it ``topLevelRecord``."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,15 @@ class RecordFormats:
         return tuple(c for c in (self.key, self.value) if c is not None)
 
 
-_COLUMN_OPTIONS = ("format", "subject", "schemaversion", "schemaid", "subjectnamestrategy")
+_COLUMN_OPTIONS = (
+    "format",
+    "subject",
+    "schemaversion",
+    "schemaid",
+    "subjectnamestrategy",
+    "recordname",
+)
+_SINK_ONLY = ("subjectnamestrategy", "recordname")
 _REGISTRY_SETTINGS = {
     "url": "schema.registry.url",
     "basic.auth.user.info": "schema.registry.basic.auth.user.info",
@@ -176,11 +188,18 @@ SOURCE_OPTION_NAMES: tuple[str, ...] = (
     "valueSchemaVersion",
     "valueSubject",
 )
-SINK_OPTION_NAMES: tuple[str, ...] = (
-    *SOURCE_OPTION_NAMES,
-    "autoRegisterSchemas",
-    "keySubjectNameStrategy",
-    "valueSubjectNameStrategy",
+SINK_OPTION_NAMES: tuple[str, ...] = tuple(
+    sorted(
+        [
+            *(n for n in SOURCE_OPTION_NAMES if n != "mode"),
+            "autoRegisterSchemas",
+            "keyRecordName",
+            "keySubjectNameStrategy",
+            "valueRecordName",
+            "valueSubjectNameStrategy",
+        ],
+        key=str.lower,
+    )
 )
 
 
@@ -192,7 +211,7 @@ def is_format_option(key: str, *, sink: bool) -> bool:
         return True
     for column in ("key", "value"):
         if key.startswith(column) and key[len(column) :] in _COLUMN_OPTIONS:
-            return sink or key[len(column) :] != "subjectnamestrategy"
+            return sink or key[len(column) :] not in _SINK_ONLY
     return False
 
 
@@ -269,7 +288,12 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
             f"option '{column}SchemaVersion' with a {strategy.value} naming strategy needs "
             f"option '{column}Subject'"
         )
-    return ColumnFormat(column, fmt, choice, strategy)
+    name = given.get(f"{column}recordname", "topLevelRecord").strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
+        raise OptionError(
+            f"option '{column}RecordName' must be a name like 'shop.Customer', got {name!r}"
+        )
+    return ColumnFormat(column, fmt, choice, strategy, name)
 
 
 def _registry(given: Mapping[str, str]) -> RegistryConfig:

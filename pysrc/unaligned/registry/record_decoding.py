@@ -19,7 +19,7 @@ Records are decoded per writer schema id, column-wise (:mod:`unaligned.registry.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,24 +171,8 @@ def _decode_column(
     failed_rows = np.flatnonzero(reading_state.errors)
     errors += [(int(row), reading_state.reason(int(row))) for row in failed_rows]
     errors.sort()
-    decoded = _scatter(len(values), parts, target)
+    decoded = av.scatter(len(values), parts, target)
     return decoded, (frames.schema_ids, frames.framed), errors
-
-
-def _scatter(n: int, parts: Sequence[tuple[np.ndarray, pa.Array]], target: pa.DataType) -> pa.Array:
-    if len(parts) == 1 and len(parts[0][0]) == n:
-        return parts[0][1]
-    if not parts:
-        return pa.nulls(n, target)
-    index = np.zeros(n, np.int64)
-    valid = np.zeros(n, bool)
-    base = 0
-    for rows, _ in parts:
-        index[rows] = np.arange(base, base + len(rows))
-        valid[rows] = True
-        base += len(rows)
-    combined = pa.concat_arrays([a for _, a in parts])
-    return combined.take(av.indices_array(index, valid))
 
 
 def _null_where(array: pa.Array, failed: np.ndarray) -> pa.Array:
