@@ -165,3 +165,117 @@ def test_a_poison_record_fails_the_read_or_lands_in_the_error_column(
     assert "framing" in rows[1].valueError and rows[1].valueRaw == b"not framed at all"
     assert rows[2].valueSchemaId == schema_id and rows[2].valueRaw == good[:6]
     assert rows[2].valueError is not None
+
+
+def _run_to_end(writer: Any, checkpoint: Any, timeout_s: float = 240) -> None:
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    assert query.awaitTermination(timeout_s), "query did not finish in time"
+    assert query.exception() is None, query.exception()
+
+
+def test_poison_records_go_to_a_dead_letter_topic_and_json_schema_round_trips(
+    spark: Any, kafka: EmbeddedKafka, registry: RegistryServer, new_topic: Any, tmp_path: Any
+) -> None:
+    """Avro in, PERMISSIVE: good records out as JSON Schema, poison ones (their bytes
+    unchanged) to a dead-letter topic, in the same transactions; the JSON reads back."""
+    from pyspark.sql import functions as F
+
+    source, out, dlq = new_topic(partitions=2), new_topic(), new_topic()
+    client = registry_client(registry)
+    schema_id = client.register(f"{source}-value", json.dumps(ADDRESS), "AVRO")
+    poison = b"\0\0\0\0\0garbage"  # framed, but schema id 0 is not registered
+    records = [
+        (i % 2, None, confluent_avro(schema_id, ADDRESS, {"city": f"c{i}", "zip": i}), None, None)
+        for i in range(40)
+    ]
+    records[7] = (1, None, poison, None, None)
+    kafka.produce(source, records)
+    stream = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("valueFormat", "avro-confluent")
+        .option("mode", "PERMISSIVE")
+        .options(**registry.options())
+        .load()
+    )
+    good = F.col("valueError").isNull()
+    rows = stream.select(
+        F.when(good, F.lit(out)).otherwise(F.lit(dlq)).alias("topic"),
+        F.when(good, F.struct("value.city", "value.zip", "offset")).alias("value"),
+        F.col("valueRaw"),
+    )
+    _run_to_end(
+        rows.writeStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("valueFormat", "json-schema-confluent")
+        .options(**registry.options()),
+        tmp_path / "checkpoint",
+    )
+    assert [r.value for r in kafka.consume_all(dlq)] == [poison]
+    back = (
+        spark.read.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", out)
+        .option("valueFormat", "json-schema-confluent")
+        .options(**registry.options())
+        .load()
+    )
+    got = sorted((r.value.city, r.value.zip) for r in back.collect())
+    assert got == sorted((f"c{i}", i) for i in range(40) if i != 7)
+    assert back.schema["value"].dataType.fieldNames() == ["city", "zip", "offset"]
+
+
+def test_protobuf_values_and_avro_keys_round_trip_through_the_sink(
+    spark: Any, kafka: EmbeddedKafka, registry: RegistryServer, new_topic: Any, tmp_path: Any
+) -> None:
+    from pyspark.sql import functions as F
+
+    source, out = new_topic(), new_topic(partitions=2)
+    kafka.produce(source, [(0, f"k{i}".encode(), f"v{i}".encode(), None, None) for i in range(30)])
+    stream = (
+        spark.readStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    rows = stream.select(
+        F.struct(F.col("key").cast("string").alias("name")).alias("key"),
+        F.struct(
+            F.col("value").cast("string").alias("text"),
+            F.col("offset"),
+            F.col("timestamp").alias("at"),
+            F.array(F.lit("a"), F.col("value").cast("string")).alias("tags"),
+            F.create_map(F.lit("n"), F.col("offset").cast("int")).alias("counts"),
+            F.struct(F.lit(1.5).alias("x")).alias("inner"),
+        ).alias("value"),
+    )
+    _run_to_end(
+        rows.writeStream.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("topic", out)
+        .option("valueFormat", "protobuf-confluent")
+        .option("valueRecordName", "shop.Note")
+        .option("keyFormat", "avro-confluent")
+        .options(**registry.options()),
+        tmp_path / "checkpoint",
+    )
+    back = (
+        spark.read.format("unaligned")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", out)
+        .option("valueFormat", "protobuf-confluent")
+        .option("keyFormat", "avro-confluent")
+        .options(**registry.options())
+        .load()
+        .collect()
+    )
+    assert sorted((r.key.name, r.value.text, r.value.offset) for r in back) == sorted(
+        (f"k{i}", f"v{i}", i) for i in range(30)
+    )
+    one = next(r for r in back if r.value.offset == 3)
+    assert one.value.tags == ["a", "v3"] and one.value.counts == {"n": 3}
+    assert one.value.inner.x == 1.5 and one.value.at is not None
+    assert one.valueSchemaId is not None and one.keySchemaId is not None
