@@ -279,3 +279,74 @@ def test_protobuf_values_and_avro_keys_round_trip_through_the_sink(
     assert one.value.tags == ["a", "v3"] and one.value.counts == {"n": 3}
     assert one.value.inner.x == 1.5 and one.value.at is not None
     assert one.valueSchemaId is not None and one.keySchemaId is not None
+
+
+def test_wrong_credentials_are_refused_without_showing_them(registry: RegistryServer) -> None:
+    from unaligned.errors import SchemaRegistryError
+
+    options = {
+        "valueformat": "avro-confluent",
+        "schema.registry.url": registry.tls_url,
+        "schema.registry.ssl.ca.location": str(registry.ca_file),
+        "schema.registry.basic.auth.user.info": "registry-user:not-the-password-42",
+    }
+    formats = parse_formats(options, sink=False)
+    assert formats is not None
+    with pytest.raises(SchemaRegistryError, match="HTTP 401") as refused:
+        RegistryClient(formats.registry).subject_version("anything-value", None)
+    assert "not-the-password-42" not in str(refused.value)
+    assert "registry-user:" not in str(refused.value)
+
+
+def test_records_of_known_ids_decode_while_the_registry_is_down(
+    spark: Any, kafka: EmbeddedKafka, new_topic: Any, tmp_path: Any
+) -> None:
+    """The reader and its subject's other versions travel with the query: the registry going
+    down mid-run stops nothing that reads records written with them."""
+    from harness import wait_for_query
+
+    topic = new_topic()
+    with RegistryServer(tmp_path / "registry") as own:
+        client = registry_client(own)
+        subject = f"{topic}-value"
+        ids = [client.register(subject, json.dumps(s), "AVRO") for s in (V1, V2)]
+
+        def produce(first: int) -> None:
+            kafka.produce(
+                topic,
+                [
+                    (0, None, confluent_avro(ids[i % 2], (V1, V2)[i % 2], customer(i, i % 2 + 1)), None, None)
+                    for i in range(first, first + 10)
+                ],
+            )
+
+        produce(0)
+        stream = (
+            spark.readStream.format("unaligned")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("valueFormat", "avro-confluent")
+            .option("valueSchemaVersion", "1")
+            .options(**own.options())
+            .load()
+        )
+        query = (
+            stream.select("value.id", "valueSchemaId")
+            .writeStream.format("memory")
+            .queryName("registry_down")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
+        try:
+            seen = lambda: spark.sql("SELECT count(*) FROM registry_down").first()[0]  # noqa: E731
+            wait_for_query(query, lambda: seen() == 10, "the first 10 records", 120)
+            own.stop()
+            produce(10)
+            wait_for_query(query, lambda: seen() == 20, "10 more records, registry down", 120)
+        finally:
+            query.stop()
+    rows = spark.sql("SELECT id, valueSchemaId FROM registry_down").collect()
+    assert sorted(r.id for r in rows) == list(range(20))
+    assert {r.valueSchemaId for r in rows} == set(ids)
