@@ -34,7 +34,9 @@ def confluent_avro(schema_id: int, schema: dict[str, Any], record: dict[str, Any
     return out.getvalue()
 
 
-def batch_read(spark: Any, kafka: EmbeddedKafka, registry: RegistryServer, topic: str, **options: str) -> Any:
+def batch_read(
+    spark: Any, kafka: EmbeddedKafka, registry: RegistryServer, topic: str, **options: str
+) -> Any:
     reader = (
         spark.read.format("unaligned")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
@@ -73,7 +75,10 @@ V1 = {
         {"name": "scores", "type": {"type": "map", "values": "double"}},
     ],
 }
-V2 = {**V1, "fields": [*V1["fields"], {"name": "email", "type": ["null", "string"], "default": None}]}
+V2 = {
+    **V1,
+    "fields": [*V1["fields"], {"name": "email", "type": ["null", "string"], "default": None}],
+}
 V3 = {**V2, "fields": [f for f in V2["fields"] if f["name"] != "name"]}
 
 
@@ -108,7 +113,13 @@ def test_avro_across_writer_ids_with_nested_and_logical_types(
     kafka.produce(
         topic,
         [
-            (i % 2, str(i).encode(), confluent_avro(ids[v - 1], (V1, V2, V3)[v - 1], customer(i, v)), None, None)
+            (
+                i % 2,
+                str(i).encode(),
+                confluent_avro(ids[v - 1], (V1, V2, V3)[v - 1], customer(i, v)),
+                None,
+                None,
+            )
             for i, v in records
         ],
     )
@@ -124,9 +135,10 @@ def test_avro_across_writer_ids_with_nested_and_logical_types(
         value = row.value.asDict(recursive=True)
         assert value["name"] == (f"customer {i}" if v < 3 else "anonymous")
         assert value["email"] == (None if v == 1 else f"c{i}@example.com")
-        assert value["joined"] == expected["joined"].replace(tzinfo=None) or value[
-            "joined"
-        ].astimezone(datetime.timezone.utc) == expected["joined"]
+        assert (
+            value["joined"] == expected["joined"].replace(tzinfo=None)
+            or value["joined"].astimezone(datetime.timezone.utc) == expected["joined"]
+        )
         assert value["birthday"] == expected["birthday"]
         assert value["balance"] == expected["balance"]
         assert value["tier"] == expected["tier"]
@@ -315,7 +327,13 @@ def test_records_of_known_ids_decode_while_the_registry_is_down(
             kafka.produce(
                 topic,
                 [
-                    (0, None, confluent_avro(ids[i % 2], (V1, V2)[i % 2], customer(i, i % 2 + 1)), None, None)
+                    (
+                        0,
+                        None,
+                        confluent_avro(ids[i % 2], (V1, V2)[i % 2], customer(i, i % 2 + 1)),
+                        None,
+                        None,
+                    )
                     for i in range(first, first + 10)
                 ],
             )

@@ -149,7 +149,7 @@ def _primitive(w: AvroType, r: Primitive, out: pa.DataType, path: str) -> Read:
 
     def read_number(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
         if source == "int":
-            values, after = rd.int(pos, rows)
+            values, after = rd.int32(pos, rows)
         elif source == "long":
             values, after = rd.long(pos, rows)
         else:
@@ -227,13 +227,13 @@ def _record(w: Record, r: Record, out: pa.DataType, path: str) -> Read:
     steps: list[tuple[int | None, Read]] = []
     written: set[int] = set()
     for wf in w.fields:
-        i = reader_fields.get(wf.name)
-        if i is None:
+        at = reader_fields.get(wf.name)
+        if at is None:
             steps.append((None, _compile(wf.type, wf.type, arrow_type_of(wf.type), path)))
             continue
-        rf = r.fields[i]
-        steps.append((i, _compile(wf.type, rf.type, out.field(i).type, f"{path}.{rf.name}")))
-        written.add(i)
+        rf = r.fields[at]
+        steps.append((at, _compile(wf.type, rf.type, out.field(at).type, f"{path}.{rf.name}")))
+        written.add(at)
     defaults: dict[int, pa.Array] = {}
     for i, rf in enumerate(r.fields):
         if i in written:
@@ -267,7 +267,9 @@ def _constant(t: AvroType, value: Any, out: pa.DataType, path: str) -> pa.Array:
     try:
         return pa.array([_default_value(t, value)], out)
     except (TypeError, ValueError, KeyError, pa.ArrowException) as exc:
-        raise SchemaResolutionError(f"the default of {path} ({value!r}) is not valid: {exc}")
+        raise SchemaResolutionError(
+            f"the default of {path} ({value!r}) is not valid: {exc}"
+        ) from None
 
 
 def _default_value(t: AvroType, value: Any) -> Any:
@@ -289,7 +291,11 @@ def _default_value(t: AvroType, value: Any) -> Any:
             micros = int(value) * (1000 if t.logical.endswith("millis") else 1)
             epoch = datetime.datetime(1970, 1, 1)
             moment = epoch + datetime.timedelta(microseconds=micros)
-            return moment if t.logical.startswith("local") else moment.replace(tzinfo=datetime.timezone.utc)
+            return (
+                moment
+                if t.logical.startswith("local")
+                else moment.replace(tzinfo=datetime.timezone.utc)
+            )
         return value
     if isinstance(t, Record):
         return {f.name: _default_value(f.type, value.get(f.name, f.default)) for f in t.fields}
@@ -321,18 +327,22 @@ def _writer_union(w: Union_, r: AvroType, out: pa.DataType, path: str) -> Read:
             branches.append(None)
     if all(b is None for b in branches):
         raise _mismatch(w, r, path)
-    return _union_reader(branches, lambda parts, n: av.scatter(n, parts, out), av.UNRESOLVED_BRANCH)
+    return _union_reader(
+        branches,
+        lambda parts, n: av.scatter(n, [(idx, arr) for idx, arr, _ in parts], out),
+        av.UNRESOLVED_BRANCH,
+    )
 
 
 def _union_reader(
     branches: Sequence[Read | None],
-    build: Callable[[list[tuple[np.ndarray, pa.Array]], int], pa.Array],
+    build: Callable[[list[tuple[np.ndarray, pa.Array, int]], int], pa.Array],
     unresolved: int | None,
     nulls: Sequence[bool] = (),
 ) -> Read:
     def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
         index, pos = _branch_index(rd, pos, rows, len(branches))
-        parts: list[tuple[np.ndarray, pa.Array]] = []
+        parts: list[tuple[np.ndarray, pa.Array, int]] = []
         for b, branch in enumerate(branches):
             idx = np.flatnonzero(index == b)
             if not idx.size:
@@ -345,7 +355,7 @@ def _union_reader(
                 values, pos = branch(rd, pos, rows)
             else:
                 values, pos[idx] = branch(rd, pos[idx], rows[idx])
-            parts.append((idx, values))
+            parts.append((idx, values, b))
         return build(parts, len(pos)), pos
 
     return read
@@ -401,13 +411,13 @@ def _to_reader_union(w: AvroType, r: Union_, out: pa.DataType, path: str) -> Rea
     if all(b is None for b in branches) and not any(nulls):
         raise _mismatch(w, r, path)
 
-    def build(parts: list[tuple[np.ndarray, pa.Array]], n: int) -> pa.Array:
+    def build(parts: list[tuple[np.ndarray, pa.Array, int]], n: int) -> pa.Array:
         if shape != "members":
-            return av.scatter(n, parts, out)
+            return av.scatter(n, [(idx, arr) for idx, arr, _ in parts], out)
         by_member: list[list[tuple[np.ndarray, pa.Array]]] = [[] for _ in rest]
         present = np.zeros(n, bool)
-        for (idx, arr), j in zip(parts, [t for t, b in zip(targets, branches) if b], strict=False):
-            by_member[j].append((idx, arr))
+        for idx, arr, b in parts:
+            by_member[targets[b]].append((idx, arr))
             present[idx] = True
         members = [av.scatter(n, p, member_types[j]) for j, p in enumerate(by_member)]
         return pa.StructArray.from_arrays(
@@ -420,7 +430,7 @@ def _to_reader_union(w: AvroType, r: Union_, out: pa.DataType, path: str) -> Rea
 
         def read_one(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
             values, after = only(rd, pos, rows)
-            return build([(np.arange(len(pos)), values)], len(pos)), after
+            return build([(np.arange(len(pos)), values, 0)], len(pos)), after
 
         return read_one
     return _union_reader(branches, build, av.UNRESOLVED_BRANCH, nulls)

@@ -69,7 +69,12 @@ def _derive(t: pa.DataType, name: str, namespace: str | None, top: bool = False)
         value = _derive(t.item_type, name, namespace)
         return {"type": "map", "values": ["null", value] if t.item_field.nullable else value}
     if types.is_decimal(t):
-        return {"type": "bytes", "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
+        return {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": t.precision,
+            "scale": t.scale,
+        }
     if types.is_timestamp(t):
         logical = "timestamp-micros" if t.tz is not None else "local-timestamp-micros"
         return {"type": "long", "logicalType": logical}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 from pyspark.sql.types import (
     ArrayType,
@@ -116,7 +116,7 @@ class Record:
     aliases: tuple[str, ...] = ()
 
 
-AvroType = Union[Primitive, Fixed, Enum, Array, Map, Union_, Record]
+AvroType: TypeAlias = Primitive | Fixed | Enum | Array | Map | Union_ | Record
 
 
 def short_name(full: str) -> str:

@@ -33,9 +33,7 @@ ERRORS: tuple[str, ...] = (
     "a union branch cannot be read as the reader's type",
     "",  # MESSAGE: the text is in Reading.notes
 )
-VARINT_TOO_LONG, BAD_LENGTH, TRUNCATED, BAD_BRANCH, BAD_ENUM, UNKNOWN_SYMBOL, OVERFLOW = range(
-    1, 8
-)
+VARINT_TOO_LONG, BAD_LENGTH, TRUNCATED, BAD_BRANCH, BAD_ENUM, UNKNOWN_SYMBOL, OVERFLOW = range(1, 8)
 UNRESOLVED_BRANCH = 8
 MESSAGE = 9
 
@@ -68,7 +66,8 @@ class Reading:
         return self.notes.get(row, "") if code == MESSAGE else ERRORS[code]
 
     def clamp(self, pos: np.ndarray) -> np.ndarray:
-        return np.minimum(pos, self.cap, out=pos)
+        clamped: np.ndarray = np.minimum(pos, self.cap, out=pos)
+        return clamped
 
     # --- numbers ----------------------------------------------------------------------------
 
@@ -112,7 +111,7 @@ class Reading:
         half = (raw >> np.uint64(1)).astype(np.int64)
         return half ^ -(raw & np.uint64(1)).astype(np.int64), after
 
-    def int(self, pos: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def int32(self, pos: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Avro ``int`` values as int32 (a value outside int32 marks the record)."""
         values, after = self.long(pos, rows)
         self.fail(rows, (values < -(2**31)) | (values >= 2**31), OVERFLOW)
@@ -133,9 +132,7 @@ class Reading:
 
     # --- bytes and strings ------------------------------------------------------------------
 
-    def spans(
-        self, pos: np.ndarray, rows: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def spans(self, pos: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Length-prefixed bytes at each cursor: (starts, lengths, cursors after them)."""
         lengths, starts = self.long(pos, rows)
         wrong = (lengths < 0) | (lengths > self.ends[rows] - starts)
@@ -225,7 +222,7 @@ def scatter(n: int, parts: Sequence[tuple[np.ndarray, pa.Array]], out: pa.DataTy
     index = np.zeros(n, np.int64)
     valid = np.zeros(n, bool)
     base = 0
-    for rows, arr in parts:
+    for rows, _ in parts:
         index[rows] = np.arange(base, base + len(rows))
         valid[rows] = True
         base += len(rows)

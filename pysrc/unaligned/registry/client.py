@@ -59,9 +59,7 @@ class RegisteredSchema:
 
 
 def _references(raw: Any) -> tuple[Reference, ...]:
-    return tuple(
-        Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in raw or ()
-    )
+    return tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in raw or ())
 
 
 def _schema(body: Any, schema_id: int | None = None) -> RegisteredSchema:
@@ -231,11 +229,13 @@ class RegistryClient:
     def _refused(self, method: str, path: str, code: int, text: str) -> SchemaRegistryError:
         hint = ""
         if code == 404:
-            hint = " (is schema.registry.url the API's base, e.g. http://host:8081 or .../apis/ccompat/v7?)"
+            hint = (
+                " (is schema.registry.url the API's base, e.g. http://host:8081 or "
+                ".../apis/ccompat/v7?)"
+            )
         elif code in (401, 403):
             hint = (
-                " (check schema.registry.basic.auth.user.info or "
-                "schema.registry.bearer.auth.token)"
+                " (check schema.registry.basic.auth.user.info or schema.registry.bearer.auth.token)"
             )
         return self._error(f"refused {method} {path}: HTTP {code} {text}{hint}")
 
@@ -247,7 +247,9 @@ class RegistryClient:
 
     def _error(self, what: str) -> SchemaRegistryError:
         config = self._config
-        return SchemaRegistryError(config.redact(f"Schema Registry at {config.shown_urls()} {what}"))
+        return SchemaRegistryError(
+            config.redact(f"Schema Registry at {config.shown_urls()} {what}")
+        )
 
 
 def _shown(url: str) -> str:

@@ -63,9 +63,7 @@ class AvroColumnDecoder:
         return values
 
 
-_DECODERS: ProcessMemo[tuple[Format, ResolvedSchema, ResolvedSchema], ColumnDecoder] = (
-    ProcessMemo()
-)
+_DECODERS: ProcessMemo[tuple[Format, ResolvedSchema, ResolvedSchema], ColumnDecoder] = ProcessMemo()
 
 
 def decoder_for(fmt: Format, reader: ResolvedSchema, writer: ResolvedSchema) -> ColumnDecoder:

@@ -86,7 +86,9 @@ def message_indexes(
         paths[lane, k], pos[lane] = reading.long(pos[lane], rows[lane])
     bad |= reading.errors[rows] != 0
     bad |= pos > frames.ends[rows]
-    shaped = [tuple(p[:c]) if c else (0,) for p, c in zip(paths.tolist(), count.tolist(), strict=True)]
+    shaped = [
+        tuple(p[:c]) if c else (0,) for p, c in zip(paths.tolist(), count.tolist(), strict=True)
+    ]
     return shaped, pos, bad
 
 

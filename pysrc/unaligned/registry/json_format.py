@@ -69,7 +69,9 @@ class _Mapper:
             doc_name, _, pointer = ref.partition("#")
             doc: Any = self.root if not doc_name else self.referenced.get(doc_name)
             if doc is None:
-                raise RecordFormatError(f"the JSON Schema refers to {ref!r}, which it does not hold")
+                raise RecordFormatError(
+                    f"the JSON Schema refers to {ref!r}, which it does not hold"
+                )
             for part in [p for p in pointer.split("/") if p]:
                 doc = doc[part.replace("~1", "/").replace("~0", "~")]
             node = doc
@@ -102,7 +104,10 @@ class _Mapper:
             if not props and isinstance(extra, dict):
                 return MapType(StringType(), self.spark(extra, seen), True)
             return StructType(
-                [StructField(name, self.spark(sub, seen), True) for name, sub in (props or {}).items()]
+                [
+                    StructField(name, self.spark(sub, seen), True)
+                    for name, sub in (props or {}).items()
+                ]
             )
         if kind == "array":
             return ArrayType(self.spark(node.get("items", {}), seen), True)

@@ -281,8 +281,11 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
         schema_id,
         pinned=schema_id is not None or version_raw is not None,
     )
-    if sink and version_raw is not None and choice.subject is None and strategy is not (
-        SubjectNameStrategy.TOPIC
+    if (
+        sink
+        and version_raw is not None
+        and choice.subject is None
+        and strategy is not (SubjectNameStrategy.TOPIC)
     ):
         raise OptionError(
             f"option '{column}SchemaVersion' with a {strategy.value} naming strategy needs "
@@ -339,8 +342,9 @@ def _registry(given: Mapping[str, str]) -> RegistryConfig:
             "options 'schema.registry.basic.auth.user.info' and "
             "'schema.registry.bearer.auth.token' both set: give one way to log in"
         )
-    cert, key = settings.get("ssl.certificate.location"), settings.get("ssl.key.location")
-    if key is not None and cert is None:
+    cert = settings.get("ssl.certificate.location")
+    key_file = settings.get("ssl.key.location")
+    if key_file is not None and cert is None:
         raise OptionError(
             "option 'schema.registry.ssl.key.location' needs "
             "'schema.registry.ssl.certificate.location' (the client certificate)"
@@ -352,7 +356,7 @@ def _registry(given: Mapping[str, str]) -> RegistryConfig:
         bearer_token=token,
         ca_location=settings.get("ssl.ca.location"),
         certificate_location=cert,
-        key_location=key,
+        key_location=key_file,
         key_password=settings.get("ssl.key.password"),
         request_timeout_ms=(
             10_000

@@ -137,6 +137,7 @@ def _protoc(resolved: ResolvedSchema) -> bytes:
 
 # --- Protobuf -> Spark ------------------------------------------------------------------------
 
+
 def _scalar_type(field_type: int) -> DataType:
     from google.protobuf.descriptor import FieldDescriptor as F
 
@@ -177,7 +178,6 @@ def message_type(descriptor: Any, seen: tuple[str, ...] = ()) -> DataType:
 
 
 def _field_type(field: Any, seen: tuple[str, ...]) -> DataType:
-    from google.protobuf.descriptor import FieldDescriptor as F
 
     message = field.message_type
     if message is not None and message.GetOptions().map_entry:
@@ -217,7 +217,6 @@ def _converter(descriptor: Any) -> Callable[[Any], Any]:
 
 
 def _field_converter(field: Any) -> Callable[[Any], Any]:
-    from google.protobuf.descriptor import FieldDescriptor as F
 
     name = field.name
     message = field.message_type
@@ -286,7 +285,6 @@ class ProtobufColumnDecoder:
 
 
 def _fill(message: Any, descriptor: Any, value: dict[str, Any]) -> None:
-    from google.protobuf.descriptor import FieldDescriptor as F
 
     given = {k.lower(): v for k, v in value.items()}
     for field in descriptor.fields:
@@ -294,7 +292,10 @@ def _fill(message: Any, descriptor: Any, value: dict[str, Any]) -> None:
         if item is None:
             continue
         entry = field.message_type
-        target = getattr(message, field.name) if (entry or _repeated(field)) else None
+        if entry is None and not _repeated(field):
+            setattr(message, field.name, _scalar(field, item))
+            continue
+        target = getattr(message, field.name)
         if entry is not None and entry.GetOptions().map_entry:
             pairs = item.items() if isinstance(item, dict) else item
             value_field = entry.fields_by_name["value"]
@@ -309,10 +310,8 @@ def _fill(message: Any, descriptor: Any, value: dict[str, Any]) -> None:
                     _set_message(target.add(), entry, v)
                 else:
                     target.append(_scalar(field, v))
-        elif entry is not None:
-            _set_message(target, entry, item)
         else:
-            setattr(message, field.name, _scalar(field, item))
+            _set_message(target, entry, item)
 
 
 def _set_message(message: Any, descriptor: Any, value: Any) -> None:

@@ -29,7 +29,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 from unaligned.errors import RecordFormatError, SchemaNotFoundError
 from unaligned.registry import avro_vectors as av
 from unaligned.registry.codecs import decoder_for, reader_type
-from unaligned.registry.framing import Frames, split_frames
+from unaligned.registry.framing import split_frames
 from unaligned.registry.options import ColumnFormat, DecodeMode, RecordFormats, RegistryConfig
 from unaligned.registry.schemas import (
     ResolvedSchema,
@@ -205,7 +205,9 @@ def _raw_where(raw: pa.Array, failed: np.ndarray) -> pa.Array:
     )
 
 
-def _failure(batch: pa.RecordBatch, reading: ColumnReading, row: int, reason: str) -> RecordFormatError:
+def _failure(
+    batch: pa.RecordBatch, reading: ColumnReading, row: int, reason: str
+) -> RecordFormatError:
     names = batch.schema.names
     topic = batch.column(names.index("topic"))[row].as_py()
     partition = batch.column(names.index("partition"))[row].as_py()

@@ -179,9 +179,7 @@ def encode_column(
     return pc.if_else(av.bool_array(present), framed, raw.cast(pa.binary()))
 
 
-def _topic_groups(
-    topics: str | pa.Array, present: np.ndarray
-) -> Sequence[tuple[str, np.ndarray]]:
+def _topic_groups(topics: str | pa.Array, present: np.ndarray) -> Sequence[tuple[str, np.ndarray]]:
     rows = np.flatnonzero(present)
     if isinstance(topics, str):
         return [(topics, rows)] if rows.size else []
@@ -195,5 +193,3 @@ def _repeated(prefix: bytes, n: int) -> pa.Array:
     data = np.frombuffer(prefix * n or b"\0", np.uint8)
     offsets = (np.arange(n + 1, dtype=np.int64) * len(prefix)).astype(np.int32)
     return av.binary_array(data, offsets, pa.binary())
-
-

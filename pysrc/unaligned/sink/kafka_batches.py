@@ -12,7 +12,8 @@ partition. A batch the broker refuses as too large all the same is split by the 
 next chunk asks its topic's limit again; a record too large alone raises
 :class:`TransactionWriteError` naming the limit and the input row. Record timestamps are the
 time the chunk is encoded. With Schema Registry formats (``valueFormat``/``keyFormat``) the
-columns are encoded and framed first (:mod:`unaligned.registry.record_encoding`). ARCHITECTURE.md ("Processes", executor workers) has the rest.
+columns are encoded and framed first (:mod:`unaligned.registry.record_encoding`).
+ARCHITECTURE.md ("Processes", executor workers) has the rest.
 """
 
 from __future__ import annotations

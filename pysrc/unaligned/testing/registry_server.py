@@ -192,7 +192,7 @@ class RegistryServer:
             "quarkus.http.auth.permission.apis.paths": "/apis/*",
             "quarkus.http.auth.permission.apis.policy": "authenticated",
             "quarkus.log.level": "WARN",
-            "quarkus.log.category.\"io.quarkus\".level": "INFO",
+            'quarkus.log.category."io.quarkus".level': "INFO",
         }
         return [
             self.java,
