@@ -1,7 +1,6 @@
-"""One codec per (format, reader schema, writer schema): what the source's read tasks decode a
-column's records with, and the Spark type the reader schema maps to.
+"""One decoder per (format, reader schema, writer schema): what the source's read tasks decode a
+column's records with.
 
-:func:`reader_type` maps the reader schema (driver, pure Python for Avro and JSON Schema).
 :func:`decoder_for` builds, once per worker process and pair of schemas, the decoder of
 records written with the writer's schema: Avro's column-wise decoder with schema resolution
 (:mod:`unaligned.registry.avro_decoder`), JSON Schema's (:mod:`unaligned.registry.json_format`)
@@ -16,11 +15,10 @@ from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import DataType
 
 from unaligned._process_memo import ProcessMemo
 from unaligned.registry import avro_vectors as av
-from unaligned.registry.avro_schema import AvroType, parse_avro, spark_type
+from unaligned.registry.avro_schema import AvroType, parse_avro
 from unaligned.registry.framing import Frames
 from unaligned.registry.options import Format
 from unaligned.registry.schemas import ResolvedSchema
@@ -34,19 +32,6 @@ class ColumnDecoder(Protocol):
 
 def parsed_avro(resolved: ResolvedSchema) -> AvroType:
     return parse_avro(resolved.schema.text, [s.text for _, s in resolved.referenced])
-
-
-def reader_type(fmt: Format, reader: ResolvedSchema) -> DataType:
-    """The Spark type of the column read with ``reader``."""
-    if fmt is Format.AVRO:
-        return spark_type(parsed_avro(reader))[0]
-    if fmt is Format.JSON_SCHEMA:
-        from unaligned.registry.json_format import json_spark_type
-
-        return json_spark_type(reader)
-    from unaligned.registry.protobuf_format import protobuf_spark_type
-
-    return protobuf_spark_type(reader)
 
 
 class AvroColumnDecoder:

@@ -41,6 +41,20 @@ class ResolvedSchema:
         return f"schema id {self.schema_id}{where}"
 
 
+@dataclass(frozen=True)
+class ColumnReading:
+    """A column's format and the reader schema resolved for it when the query started."""
+
+    format: ColumnFormat
+    reader: ResolvedSchema
+    known: tuple[ResolvedSchema, ...] = ()
+    """The subject's other versions when the query started (no request for their ids)."""
+
+    @property
+    def name(self) -> str:
+        return self.format.column
+
+
 _CLIENTS: ProcessMemo[RegistryConfig, RegistryClient] = ProcessMemo()
 _WRITERS: ProcessMemo[tuple[RegistryConfig, int], ResolvedSchema] = ProcessMemo()
 
