@@ -43,7 +43,7 @@ class Reading:
 
     def __init__(self, data: np.ndarray, ends: np.ndarray) -> None:
         self.buf = np.concatenate([data, np.zeros(_PAD, np.uint8)])
-        self.cap = len(data)
+        self.cap = len(data) + 1  # one past the end: a read past the last record shows
         self.ends = ends.astype(np.int64, copy=False)
         self.errors = np.zeros(len(ends), np.uint8)
         self.notes: dict[int, str] = {}

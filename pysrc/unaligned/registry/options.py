@@ -163,6 +163,14 @@ _COLUMN_OPTIONS = (
     "recordname",
 )
 _SINK_ONLY = ("subjectnamestrategy", "recordname")
+_SPELLED = {
+    "format": "Format",
+    "subject": "Subject",
+    "schemaversion": "SchemaVersion",
+    "schemaid": "SchemaId",
+    "subjectnamestrategy": "SubjectNameStrategy",
+    "recordname": "RecordName",
+}
 _REGISTRY_SETTINGS = {
     "url": "schema.registry.url",
     "basic.auth.user.info": "schema.registry.basic.auth.user.info",
@@ -250,8 +258,9 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
     if fmt is Format.BINARY:
         extra = [k for k in given if k.startswith(column) and k != f"{column}format"]
         if extra:
+            spelled = column + _SPELLED.get(extra[0][len(column) :], extra[0][len(column) :])
             raise OptionError(
-                f"option '{extra[0]}' needs option '{column}Format' set to a registry format"
+                f"option '{spelled}' needs option '{column}Format' set to a registry format"
             )
         return None
     subject = given.get(f"{column}subject")
