@@ -26,9 +26,7 @@ def payloads(schema: Any, records: Sequence[Any]) -> list[bytes]:
     return out
 
 
-def read(
-    writer: Any, reader: Any, blobs: Sequence[bytes]
-) -> tuple[pa.Array, Reading, np.ndarray]:
+def read(writer: Any, reader: Any, blobs: Sequence[bytes]) -> tuple[pa.Array, Reading, np.ndarray]:
     """The records ``blobs`` (written with ``writer``) read as ``reader``: (array, the
     reading with its error codes, cursors after each record)."""
     lengths = np.array([len(b) for b in blobs], np.int64)

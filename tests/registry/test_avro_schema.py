@@ -53,7 +53,10 @@ def mapped(schema: object, referenced: tuple[object, ...] = ()) -> tuple[object,
         (
             ["null", "int", "string"],
             StructType(
-                [StructField("member0", IntegerType(), True), StructField("member1", StringType(), True)]
+                [
+                    StructField("member0", IntegerType(), True),
+                    StructField("member1", StringType(), True),
+                ]
             ),
             True,
         ),
@@ -79,9 +82,7 @@ def test_records_nest_with_namespaces_and_references() -> None:
     }
     spark, nullable = mapped(customer, (address,))
     city = StructType([StructField("city", StringType(), False)])
-    assert spark == StructType(
-        [StructField("home", city, False), StructField("work", city, True)]
-    )
+    assert spark == StructType([StructField("home", city, False), StructField("work", city, True)])
     assert not nullable
 
 

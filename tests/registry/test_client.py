@@ -66,7 +66,10 @@ def test_a_registry_that_is_down_fails_after_its_attempts_naming_it_without_cred
 
 def test_a_registry_that_never_answers_times_out(silent_port: int) -> None:
     config = RegistryConfig(
-        urls=(f"http://127.0.0.1:{silent_port}",), bearer_token="token-secret", request_timeout_ms=200, attempts=1
+        urls=(f"http://127.0.0.1:{silent_port}",),
+        bearer_token="token-secret",
+        request_timeout_ms=200,
+        attempts=1,
     )
     with pytest.raises(SchemaRegistryError, match="timed out") as failed:
         RegistryClient(config).schema_by_id(1)
