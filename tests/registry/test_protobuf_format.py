@@ -14,10 +14,10 @@ from unaligned.errors import RecordFormatError
 from unaligned.registry.avro_vectors import Reading
 from unaligned.registry.client import RegisteredSchema
 from unaligned.registry.framing import frame_payloads, split_frames
+from unaligned.registry.proto_text import derive_proto
 from unaligned.registry.protobuf_format import (
     ProtobufColumnDecoder,
     ProtobufRowEncoder,
-    derive_proto,
     protobuf_spark_type,
 )
 from unaligned.registry.schemas import ResolvedSchema

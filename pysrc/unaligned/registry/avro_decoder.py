@@ -5,9 +5,9 @@ writer's schema to the reader's (Avro's schema resolution).
 mirrors the writer's schema: a record reads its writer's fields in order (a field the reader
 lacks is read and dropped, a reader field the writer lacks is its default), a union reads its
 branch index and each branch on the records that took it, an array or map reads its blocks
-item by item across every record at once (round ``k`` reads item ``k`` of every record that
-has one). Every node reads all of its records' cursors in one numpy operation
-(:mod:`unaligned.registry.avro_vectors`) and returns an Arrow array of the reader's type as
+item by item across every record at once (:mod:`unaligned.registry.avro_blocks`); defaults are
+:mod:`unaligned.registry.avro_defaults`. Every node reads all of its records' cursors in one
+numpy operation (:mod:`unaligned.registry.avro_vectors`) and returns an Arrow array of the reader's type as
 Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro_schema`). Promotions are Avro's
 (int to long, float or double; long to float or double; float to double; string and bytes);
 logical types are read as the reader declares them. A writer schema that cannot be resolved to
@@ -17,8 +17,6 @@ gets an error code in the :class:`~unaligned.registry.avro_vectors.Reading`.
 
 from __future__ import annotations
 
-import datetime
-import decimal
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +25,8 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 
 from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro_blocks import Read, blocks, min_bytes
+from unaligned.registry.avro_defaults import DefaultValueError, constant
 from unaligned.registry.avro_schema import (
     Array,
     AvroType,
@@ -42,8 +42,6 @@ from unaligned.registry.avro_schema import (
     type_name,
 )
 from unaligned.registry.avro_vectors import Reading
-
-Read = Callable[[Reading, np.ndarray, np.ndarray], tuple[pa.Array, np.ndarray]]
 
 
 class SchemaResolutionError(ValueError):
@@ -77,12 +75,12 @@ def _compile(w: AvroType, r: AvroType, out: pa.DataType, path: str) -> Read:
         if not isinstance(w, Array):
             raise _mismatch(w, r, path)
         items = _compile(w.items, r.items, out.value_type, f"{path}[]")
-        return _blocks(items, None, out, _min_bytes(w.items))
+        return blocks(items, None, out, min_bytes(w.items))
     if isinstance(r, Map):
         if not isinstance(w, Map):
             raise _mismatch(w, r, path)
         values = _compile(w.values, r.values, out.item_type, f"{path}{{}}")
-        return _blocks(values, _string_reader(pa.string()), out, 1)
+        return blocks(values, _string_reader(pa.string()), out, 1)
     if isinstance(r, Enum):
         if not isinstance(w, Enum) or not _names_match(w, r):
             raise _mismatch(w, r, path)
@@ -243,7 +241,10 @@ def _record(w: Record, r: Record, out: pa.DataType, path: str) -> Read:
                 f"the reader's field {path}.{rf.name} is not in the writer's schema and has no "
                 "default"
             )
-        defaults[i] = _constant(rf.type, rf.default, out.field(i).type, f"{path}.{rf.name}")
+        try:
+            defaults[i] = constant(rf.type, rf.default, out.field(i).type, f"{path}.{rf.name}")
+        except DefaultValueError as exc:
+            raise SchemaResolutionError(str(exc)) from None
     fields = list(out)
 
     def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
@@ -253,57 +254,13 @@ def _record(w: Record, r: Record, out: pa.DataType, path: str) -> Read:
             if i is not None:
                 children[i] = values
         zeros = None
-        for i, constant in defaults.items():
+        for i, default in defaults.items():
             if zeros is None:
                 zeros = av.indices_array(np.zeros(len(pos), np.int64))
-            children[i] = constant.take(zeros)
+            children[i] = default.take(zeros)
         return pa.StructArray.from_arrays(children, fields=fields), pos
 
     return read
-
-
-def _constant(t: AvroType, value: Any, out: pa.DataType, path: str) -> pa.Array:
-    """A length-1 array holding a field's default (Avro's JSON encoding of defaults)."""
-    try:
-        return pa.array([_default_value(t, value)], out)
-    except (TypeError, ValueError, KeyError, pa.ArrowException) as exc:
-        raise SchemaResolutionError(
-            f"the default of {path} ({value!r}) is not valid: {exc}"
-        ) from None
-
-
-def _default_value(t: AvroType, value: Any) -> Any:
-    if isinstance(t, Union_):
-        return _default_value(t.branches[0], value)
-    if value is None:
-        return None
-    if is_decimal(t):
-        assert isinstance(t, (Primitive, Fixed))
-        raw = value.encode("latin-1")
-        unscaled = int.from_bytes(raw, "big", signed=True) if raw else 0
-        return decimal.Decimal(unscaled).scaleb(-t.scale)
-    if isinstance(t, Fixed) or (isinstance(t, Primitive) and t.name == "bytes"):
-        return value.encode("latin-1")
-    if isinstance(t, Primitive):
-        if t.logical == "date":
-            return datetime.date(1970, 1, 1) + datetime.timedelta(days=int(value))
-        if t.logical and "timestamp" in t.logical:
-            micros = int(value) * (1000 if t.logical.endswith("millis") else 1)
-            epoch = datetime.datetime(1970, 1, 1)
-            moment = epoch + datetime.timedelta(microseconds=micros)
-            return (
-                moment
-                if t.logical.startswith("local")
-                else moment.replace(tzinfo=datetime.timezone.utc)
-            )
-        return value
-    if isinstance(t, Record):
-        return {f.name: _default_value(f.type, value.get(f.name, f.default)) for f in t.fields}
-    if isinstance(t, Array):
-        return [_default_value(t.items, v) for v in value]
-    if isinstance(t, Map):
-        return [(k, _default_value(t.values, v)) for k, v in value.items()]
-    return value  # enum symbol
 
 
 # --- unions -----------------------------------------------------------------------------------
@@ -434,92 +391,3 @@ def _to_reader_union(w: AvroType, r: Union_, out: pa.DataType, path: str) -> Rea
 
         return read_one
     return _union_reader(branches, build, av.UNRESOLVED_BRANCH, nulls)
-
-
-# --- arrays and maps --------------------------------------------------------------------------
-
-#: Items per block for a type whose items take no bytes (null, an empty record): more is
-#: taken as a corrupt count.
-_MAX_EMPTY_ITEMS = 1 << 24
-
-
-def _min_bytes(t: AvroType, seen: frozenset[str] = frozenset()) -> int:
-    """The fewest bytes a value of ``t`` takes (0: null, an empty record)."""
-    if isinstance(t, Primitive):
-        return 0 if t.name == "null" else 1
-    if isinstance(t, Fixed):
-        return t.size
-    if isinstance(t, Record):
-        if t.name in seen:
-            return 1
-        return sum(_min_bytes(f.type, seen | {t.name}) for f in t.fields)
-    return 1  # enum index, union branch index, block count
-
-
-def _blocks(items: Read, keys: Read | None, out: pa.DataType, min_bytes: int) -> Read:
-    """An array (``keys`` None) or map: blocks of items, read round by round across records.
-    ``min_bytes``: the fewest bytes an item takes, which bounds a sane block count."""
-
-    def read(rd: Reading, pos: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, Any]:
-        n = len(pos)
-        counts = np.zeros(n, np.int64)
-        lanes: list[np.ndarray] = []
-        slots: list[np.ndarray] = []
-        key_parts: list[pa.Array] = []
-        value_parts: list[pa.Array] = []
-        active = np.arange(n)
-        while active.size:
-            count, after = rd.long(pos[active], rows[active])
-            negative = count < 0
-            if negative.any():  # a block with its byte size: skip the size
-                count = np.abs(count)
-                _, after[negative] = rd.long(after[negative], rows[active][negative])
-            pos[active] = after
-            room = np.maximum(rd.ends[rows[active]] - after, 0)
-            if min_bytes:
-                wrong = count * min_bytes > room
-            else:
-                wrong = count > _MAX_EMPTY_ITEMS
-            rd.fail(rows[active], wrong, av.BAD_LENGTH)
-            count = np.where(wrong, 0, count)
-            has = count > 0
-            active, count = active[has], count[has]
-            for k in range(int(count.max()) if count.size else 0):
-                lane = active[count > k]
-                if keys is not None:
-                    key_values, pos[lane] = keys(rd, pos[lane], rows[lane])
-                    key_parts.append(key_values)
-                values, pos[lane] = items(rd, pos[lane], rows[lane])
-                value_parts.append(values)
-                lanes.append(lane)
-                slots.append(counts[lane] + k)
-            counts[active] += count
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        offsets_array = av.fixed_array(offsets.astype(np.int32), pa.int32())
-        value_type = out.item_type if keys is not None else out.value_type
-        values = _in_order(value_parts, lanes, slots, offsets, value_type)
-        if keys is None:
-            return pa.ListArray.from_arrays(offsets_array, values, type=out), pos
-        key_array = _in_order(key_parts, lanes, slots, offsets, pa.string())
-        return pa.MapArray.from_arrays(offsets_array, key_array, values, type=out), pos
-
-    return read
-
-
-def _in_order(
-    parts: list[pa.Array],
-    lanes: list[np.ndarray],
-    slots: list[np.ndarray],
-    offsets: np.ndarray,
-    out: pa.DataType,
-) -> pa.Array:
-    """Items read round by round, put in record order (each record's items in its order)."""
-    if not parts:
-        return pa.nulls(0, out)
-    combined = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-    dest = np.concatenate([offsets[lane] + slot for lane, slot in zip(lanes, slots, strict=True)])
-    order = np.argsort(dest, kind="stable")
-    if np.array_equal(order, np.arange(len(order))):
-        return combined
-    return combined.take(av.indices_array(order))

@@ -73,7 +73,7 @@ def derived_schema(column: ColumnFormat, arrow_type: pa.DataType) -> tuple[str, 
         from unaligned.registry.json_format import derive_json_schema
 
         return json.dumps(derive_json_schema(arrow_type, name)), name
-    from unaligned.registry.protobuf_format import derive_proto
+    from unaligned.registry.proto_text import derive_proto
 
     return derive_proto(arrow_type, name), name
 
