@@ -232,10 +232,8 @@ def main() -> None:
             values = framed(schema_id, payloads)
             kafka.create_topic(topic, partitions=PARTITIONS)
             for lo in range(0, RECORDS, 100_000):
-                kafka.produce(
-                    topic,
-                    [(i % PARTITIONS, None, values[i], None, None) for i in range(lo, min(RECORDS, lo + 100_000))],
-                )
+                rows = range(lo, min(RECORDS, lo + 100_000))
+                kafka.produce(topic, [(i % PARTITIONS, None, values[i], None, None) for i in rows])
             results = run_rounds(jar, values, schema_id, kafka.bootstrap_servers, topic, registry)
     report(results)
 

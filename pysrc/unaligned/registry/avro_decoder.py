@@ -7,8 +7,8 @@ lacks is read and dropped, a reader field the writer lacks is its default), a un
 branch index and each branch on the records that took it, an array or map reads its blocks
 item by item across every record at once (:mod:`unaligned.registry.avro_blocks`); defaults are
 :mod:`unaligned.registry.avro_defaults`. Every node reads all of its records' cursors in one
-numpy operation (:mod:`unaligned.registry.avro_vectors`) and returns an Arrow array of the reader's type as
-Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro_schema`). Promotions are Avro's
+numpy operation (:mod:`unaligned.registry.avro_vectors`) and returns an Arrow array of the
+reader's type as Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro_schema`). Promotions are Avro's
 (int to long, float or double; long to float or double; float to double; string and bytes);
 logical types are read as the reader declares them. A writer schema that cannot be resolved to
 the reader's raises :class:`SchemaResolutionError` when compiled; a record that does not decode
