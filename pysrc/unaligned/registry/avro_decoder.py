@@ -3,16 +3,16 @@ writer's schema to the reader's (Avro's schema resolution).
 
 :func:`compile_decoder` builds, once per (writer schema, reader schema), a tree of nodes that
 mirrors the writer's schema: a record reads its writer's fields in order (a field the reader
-lacks is read and dropped, a reader field the writer lacks is its default), a union reads its
-branch index and each branch on the records that took it, an array or map reads its blocks
-item by item across every record at once (:mod:`unaligned.registry.avro_blocks`); defaults are
-:mod:`unaligned.registry.avro_defaults`. Every node reads all of its records' cursors in one
+lacks is read and dropped, a reader field the writer lacks is its default:
+:mod:`unaligned.registry.avro_defaults`), a union reads its branch index and each branch on the
+records that took it, an array or map reads its blocks item by item across every record at once
+(:mod:`unaligned.registry.avro_blocks`). Every node reads all of its records' cursors in one
 numpy operation (:mod:`unaligned.registry.avro_vectors`) and returns an Arrow array of the
-reader's type as Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro_schema`). Promotions are Avro's
-(int to long, float or double; long to float or double; float to double; string and bytes);
-logical types are read as the reader declares them. A writer schema that cannot be resolved to
-the reader's raises :class:`SchemaResolutionError` when compiled; a record that does not decode
-gets an error code in the :class:`~unaligned.registry.avro_vectors.Reading`.
+reader's type as Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro_schema`).
+Promotions are Avro's (int to long, float or double; long to float or double; float to double;
+string and bytes); logical types are read as the reader declares them. A writer schema that
+cannot be resolved to the reader's raises :class:`SchemaResolutionError` when compiled; a record
+that does not decode gets an error code in the :class:`~unaligned.registry.avro_vectors.Reading`.
 """
 
 from __future__ import annotations
