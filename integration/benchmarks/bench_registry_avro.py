@@ -219,9 +219,10 @@ def main() -> None:
     payloads = make_payloads(RECORDS)
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as work:
         root = Path(work)
-        with RegistryServer(root / "registry") as registry, EmbeddedKafka(
-            data_dir=root / "kafka"
-        ) as kafka:
+        with (
+            RegistryServer(root / "registry") as registry,
+            EmbeddedKafka(data_dir=root / "kafka") as kafka,
+        ):
             options = {k.lower(): v for k, v in registry.options().items()}
             formats = parse_formats({"valueformat": "avro-confluent", **options}, sink=False)
             assert formats is not None
