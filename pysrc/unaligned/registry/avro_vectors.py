@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 _PAD = 32
+#: Spans up to this many bytes are gathered through a sliding window (:meth:`Reading.gather`).
+_WINDOW = 48
 #: Error codes per record (0: none) and what they mean in the error column.
 ERRORS: tuple[str, ...] = (
     "",
@@ -119,8 +121,8 @@ class Reading:
 
     def fixed_bytes(self, pos: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         """``width`` bytes at each cursor as an (n, width) uint8 matrix."""
-        at = np.minimum(pos[:, None] + np.arange(width), self.cap + _PAD - 1)
-        return self.buf[at], self.clamp(pos + width)
+        window = np.lib.stride_tricks.sliding_window_view(self.buf, width)
+        return window[np.minimum(pos, len(window) - 1)], self.clamp(pos + width)
 
     def floats(self, pos: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
         width = np.dtype(dtype).itemsize
@@ -142,10 +144,19 @@ class Reading:
         return starts, lengths, self.clamp(starts + lengths)
 
     def gather(self, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The bytes of each span concatenated, and their int32 Arrow offsets."""
+        """The bytes of each span concatenated, and their int32 Arrow offsets. Short spans
+        (all at most :data:`_WINDOW` bytes) are cut from a fixed-width window per span with one
+        boolean mask; longer ones take one index per byte (:func:`spans_index`)."""
         offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return self.buf[spans_index(starts, lengths)], offsets.astype(np.int32)
+        widest = int(lengths.max()) if len(lengths) else 0
+        if 0 < widest <= _WINDOW:
+            window = np.lib.stride_tricks.sliding_window_view(self.buf, widest)
+            rows = window[np.minimum(starts, len(window) - 1)]
+            data = rows[np.arange(widest)[None, :] < lengths[:, None]]
+        else:
+            data = self.buf[spans_index(starts, lengths)]
+        return data, offsets.astype(np.int32)
 
 
 def spans_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

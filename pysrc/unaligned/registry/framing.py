@@ -61,11 +61,13 @@ def split_frames(values: pa.Array) -> Frames:
     data, starts, ends = binary_parts(values)
     present = valid_rows(values)
     long_enough = (ends - starts) >= HEADER_BYTES
-    padded = np.concatenate([data, np.zeros(HEADER_BYTES, np.uint8)])
-    at = np.where(long_enough, starts, len(data))
-    framed = present & long_enough & (padded[at] == MAGIC)
-    head = padded[at[:, None] + np.arange(1, HEADER_BYTES)].astype(np.int64)
-    ids = (head[:, 0] << 24) | (head[:, 1] << 16) | (head[:, 2] << 8) | head[:, 3]
+    if len(data) < HEADER_BYTES:  # no row can hold a header
+        data = np.concatenate([data, np.zeros(HEADER_BYTES, np.uint8)])
+    window = np.lib.stride_tricks.sliding_window_view(data, HEADER_BYTES)
+    head = window[np.where(long_enough, np.minimum(starts, len(window) - 1), 0)]
+    framed = present & long_enough & (head[:, 0] == MAGIC)
+    big_endian = head[:, 1:].copy().view(">u4").reshape(-1)
+    ids = big_endian.astype(np.int64)
     ids = np.where(framed, ids, 0)
     return Frames(data, present, framed, ids, np.where(framed, starts + HEADER_BYTES, ends), ends)
 
