@@ -150,6 +150,10 @@ def test_avro_across_writer_ids_with_nested_and_logical_types(
     assert "name" not in latest.schema["value"].dataType.fieldNames()
     assert latest.count() == len(records)
     assert latest.where("value.email IS NULL").count() == 20
+    # reader: schema id of v1 (no email): v3 records get name's default
+    first = batch_read(spark, kafka, registry, topic, valueSchemaId=str(ids[0]))
+    assert first.schema["value"].dataType.fieldNames() == [f["name"] for f in V1["fields"]]
+    assert first.where("value.name = 'anonymous'").count() == 20
 
 
 def test_a_poison_record_fails_the_read_or_lands_in_the_error_column(
@@ -271,15 +275,19 @@ def test_protobuf_values_and_avro_keys_round_trip_through_the_sink(
         .option("valueFormat", "protobuf-confluent")
         .option("valueRecordName", "shop.Note")
         .option("keyFormat", "avro-confluent")
+        .option("keySubjectNameStrategy", "record")
+        .option("keyRecordName", "shop.NoteKey")
         .options(**registry.options()),
         tmp_path / "checkpoint",
     )
+    assert registry_client(registry).versions("shop.NoteKey") == [1]
     back = (
         spark.read.format("unaligned")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("subscribe", out)
         .option("valueFormat", "protobuf-confluent")
         .option("keyFormat", "avro-confluent")
+        .option("keySubject", "shop.NoteKey")
         .options(**registry.options())
         .load()
         .collect()
@@ -308,6 +316,23 @@ def test_wrong_credentials_are_refused_without_showing_them(registry: RegistrySe
         RegistryClient(formats.registry).subject_version("anything-value", None)
     assert "not-the-password-42" not in str(refused.value)
     assert "registry-user:" not in str(refused.value)
+
+
+def test_without_auto_registration_an_unregistered_schema_is_refused(
+    registry: RegistryServer,
+) -> None:
+    import pyarrow as pa
+
+    from unaligned.errors import RecordFormatError
+    from unaligned.registry.record_encoding import writer_schema
+
+    options = {k.lower(): v for k, v in registry.options().items()}
+    formats = parse_formats(
+        {"valueformat": "avro-confluent", "autoregisterschemas": "false", **options}, sink=True
+    )
+    assert formats is not None and formats.value is not None
+    with pytest.raises(RecordFormatError, match="not registered under subject 'nowhere-value'"):
+        writer_schema(formats, formats.value, "nowhere", pa.struct([("a", pa.int64())]))
 
 
 def test_records_of_known_ids_decode_while_the_registry_is_down(

@@ -127,7 +127,8 @@ def test_secrets_stay_out_of_repr_and_messages() -> None:
     )
     assert formats is not None
     config = formats.registry
-    assert "info-secret" not in repr(config)
+    assert "info-secret" not in repr(config) and "url-secret" not in repr(config)
+    assert "url-secret" not in repr(formats)
     assert config.shown_urls() == "https://registry:8081/api"
     text = config.redact(f"failed for {config.urls[0]} with {config.user_info}")
     assert "url-secret" not in text and "info-secret" not in text

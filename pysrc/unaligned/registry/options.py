@@ -72,7 +72,7 @@ class RegistryConfig:
     """Where the registry is and how to log in. Picklable (it travels to the read and write
     tasks); its ``repr`` shows no credentials."""
 
-    urls: tuple[str, ...]
+    urls: tuple[str, ...] = field(repr=False)  # may hold user:password@
     user_info: str | None = field(default=None, repr=False)
     bearer_token: str | None = field(default=None, repr=False)
     ca_location: str | None = None
@@ -81,6 +81,9 @@ class RegistryConfig:
     key_password: str | None = field(default=None, repr=False)
     request_timeout_ms: int = 10_000
     attempts: int = 3
+
+    def __repr__(self) -> str:
+        return f"RegistryConfig(urls={self.shown_urls()!r})"
 
     @property
     def secrets(self) -> tuple[str, ...]:
