@@ -90,9 +90,12 @@ class Reading:
             if left < len(pos) // 4 or shift > 63:
                 break
             byte = self.buf[after]
-            value |= ((byte & 0x7F).astype(np.uint64) << np.uint64(shift)) * cont
+            more = byte >= 0x80
+            byte &= 0x7F
+            byte *= cont  # bytes of varints that ended add nothing
+            value |= np.left_shift(byte, np.uint64(shift), dtype=np.uint64)
             after += cont
-            cont &= byte >= 0x80
+            cont &= more
             shift += 7
         more = np.flatnonzero(cont)
         while more.size:
@@ -110,8 +113,8 @@ class Reading:
     def long(self, pos: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Avro ``long`` (zigzag varint) values as int64."""
         raw, after = self.varint(pos, rows)
-        half = (raw >> np.uint64(1)).astype(np.int64)
-        return half ^ -(raw & np.uint64(1)).astype(np.int64), after
+        half = (raw >> np.uint64(1)).view(np.int64)
+        return half ^ -(raw & np.uint64(1)).view(np.int64), after
 
     def int32(self, pos: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Avro ``int`` values as int32 (a value outside int32 marks the record)."""
@@ -153,7 +156,8 @@ class Reading:
         if 0 < widest <= _WINDOW:
             window = np.lib.stride_tricks.sliding_window_view(self.buf, widest)
             rows = window[np.minimum(starts, len(window) - 1)]
-            data = rows[np.arange(widest)[None, :] < lengths[:, None]]
+            keep = np.arange(widest, dtype=np.int16)[None, :] < lengths.astype(np.int16)[:, None]
+            data = rows.ravel()[keep.ravel()]
         else:
             data = self.buf[spans_index(starts, lengths)]
         return data, offsets.astype(np.int32)
