@@ -280,7 +280,9 @@ def test_protobuf_values_and_avro_keys_round_trip_through_the_sink(
         .options(**registry.options()),
         tmp_path / "checkpoint",
     )
+    # the planner and the tasks derived the same schemas: one version each
     assert registry_client(registry).versions("shop.NoteKey") == [1]
+    assert registry_client(registry).versions(f"{out}-value") == [1]
     back = (
         spark.read.format("unaligned")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)

@@ -18,7 +18,7 @@ and nothing touches Kafka or a filesystem until Spark calls a reader or writer m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -41,6 +41,9 @@ _SUBSCRIPTION_KEYS = frozenset({"subscribe", "subscribepattern", "assign"})
 
 class UnalignedDataSource(DataSource):
     """Kafka source, exactly-once sink, and committed-files reader under one format name."""
+
+    _record_decoding: RecordDecoding | None = None
+    """Set by the first ``schema()`` or reader that needs it; pickled with the data source."""
 
     @classmethod
     def name(cls) -> str:
@@ -70,13 +73,11 @@ class UnalignedDataSource(DataSource):
         user-given schema, in the first reader built)."""
         if options.formats is None:
             return None
-        state: dict[str, Any] = self.__dict__
-        if state.get("_record_decoding") is None:
+        if self._record_decoding is None:
             from unaligned.registry.record_decoding import RecordDecoding
 
-            state["_record_decoding"] = RecordDecoding.resolve(options.formats, options.topics)
-        decoding: RecordDecoding = state["_record_decoding"]
-        return decoding
+            self._record_decoding = RecordDecoding.resolve(options.formats, options.topics)
+        return self._record_decoding
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from unaligned.source.options import SourceOptions
