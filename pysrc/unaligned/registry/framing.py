@@ -39,7 +39,8 @@ class Frames:
 
 
 def binary_parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data bytes, each row's start, each row's end) of a binary or string array, no copy."""
+    """(data bytes, each row's start, each row's end) of a binary or string array, no copy:
+    the array's own bytes only (a slice's, not its parent's), rows' offsets from 0."""
     if pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type):
         dtype: type[np.generic] = np.int64
     else:
@@ -53,6 +54,11 @@ def binary_parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
     data = np.zeros(0, np.uint8) if buffers[2] is None else np.frombuffer(buffers[2], np.uint8)
     offsets = offsets.astype(np.int64)
+    if n and offsets[0]:  # a slice: only its own bytes (no copy), offsets from 0
+        data = data[offsets[0] : offsets[-1]]
+        offsets -= offsets[0]
+    elif n:
+        data = data[: offsets[-1]]
     return data, offsets[:-1], offsets[1:]
 
 
