@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import io
 import json
 
+import fastavro
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -76,6 +78,11 @@ def test_rows_encode_and_read_back() -> None:
     back, _ = compile_decoder(schema, schema)(reading, starts[rows], rows)
     assert not reading.errors.any()
     assert back.to_pylist() == [ROWS[0], ROWS[2]]
+    # a reader other than ours: fastavro reads the same bytes
+    parsed = fastavro.parse_schema(json.loads(text))
+    first = fastavro.schemaless_reader(io.BytesIO(encoded[0].as_py()), parsed)
+    assert first["id"] == 1 and first["amount"] == decimal.Decimal("12.34")
+    assert first["at"] == ROWS[0]["at"] and first["scores"] == {"s": 0.5}
 
 
 def test_a_registered_schema_takes_fields_by_name_defaults_and_union_members() -> None:
