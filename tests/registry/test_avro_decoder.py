@@ -197,3 +197,13 @@ def test_array_blocks_with_byte_sizes_and_several_blocks_read_whole() -> None:
     array, reading, _ = read(schema, schema, [blob, payloads(schema, [[7]])[0]])
     assert not reading.errors.any()
     assert array.to_pylist() == [[1, 2, 4], [7]]
+
+
+def test_a_short_string_at_the_very_end_reads_whole_beside_long_ones() -> None:
+    """Strings are cut from windows as wide as the longest: the last record's short string,
+    near the end of the bytes, must not be read from a window clipped to the buffer."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}
+    records = [{"s": "x" * 45}, {"s": "ab"}]
+    array, reading, _ = read(schema, schema, payloads(schema, records))
+    assert not reading.errors.any()
+    assert array.to_pylist() == records

@@ -19,9 +19,11 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-_PAD = 32
 #: Spans up to this many bytes are gathered through a sliding window (:meth:`Reading.gather`).
 _WINDOW = 48
+#: Zero bytes after the data: at least the widest window, so a window at any valid start
+#: (a span ending at or before the data's end) is whole.
+_PAD = 64
 #: Error codes per record (0: none) and what they mean in the error column.
 ERRORS: tuple[str, ...] = (
     "",
