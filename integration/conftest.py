@@ -19,6 +19,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from unaligned.testing import EmbeddedKafka  # noqa: E402
 from unaligned.testing.broker_config import TWO_PHASE_COMMIT  # noqa: E402
+from unaligned.testing.registry_server import RegistryServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +32,13 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
         data_dir=tmp_path_factory.mktemp("kafka"), broker_properties=TWO_PHASE_COMMIT
     ) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+    """One Schema Registry (Apicurio, Confluent's API; basic auth) for the session's tests."""
+    with RegistryServer(tmp_path_factory.mktemp("registry")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("_fs", "_parsing", "_checksum", "_arrow", "crash_points", "_worker_memory", "_process_memo"),
     ("pyspark_bytecode", "preloading_daemon", "spark_tuning", "testing"),
-    ("kafka",),
+    ("kafka", "registry"),
     ("channel_state",),
     ("checkpoint",),
     ("barriers",),

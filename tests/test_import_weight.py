@@ -251,3 +251,30 @@ def test_sink_routing_imports_no_pandas() -> None:
     )
     assert "pyarrow" in loaded
     assert "pandas" not in loaded
+
+
+def test_mapping_an_avro_reader_schema_imports_nothing_heavy() -> None:
+    """With ``valueFormat=avro-confluent``, ``schema()`` also resolves the reader schema (stdlib
+    HTTP) and maps it to Spark types: still no numpy, pyarrow or fastavro in that process."""
+    loaded = loaded_packages(
+        """
+        from unaligned.data_source import UnalignedDataSource
+        from unaligned.kafka.records.source_schema import kafka_source_schema
+        from unaligned.registry.client import RegisteredSchema
+        from unaligned.registry.options import parse_formats
+        from unaligned.registry.record_decoding import RecordDecoding
+        from unaligned.registry.schemas import ColumnReading, ResolvedSchema
+        from unaligned.source.options import SourceOptions
+
+        options = SourceOptions.parse({
+            "subscribe": "events", "kafka.bootstrap.servers": "127.0.0.1:1",
+            "valueFormat": "avro-confluent", "schema.registry.url": "http://127.0.0.1:1",
+        })
+        text = '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}'
+        reader = ResolvedSchema(RegisteredSchema(1, "AVRO", text))
+        decoding = RecordDecoding(options.formats, (ColumnReading(options.formats.value, reader),))
+        schema = decoding.output_schema(kafka_source_schema(False))
+        assert schema["value"].dataType.simpleString() == "struct<a:bigint>"
+        """
+    )
+    assert loaded & NOTHING_HEAVY == set()

@@ -31,6 +31,9 @@ from pyspark.sql.types import StructType
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from unaligned.registry.record_decoding import RecordDecoding
+    from unaligned.source.options import SourceOptions
+
 
 FORMAT_NAME = "unaligned"
 _SUBSCRIPTION_KEYS = frozenset({"subscribe", "subscribepattern", "assign"})
@@ -38,6 +41,9 @@ _SUBSCRIPTION_KEYS = frozenset({"subscribe", "subscribepattern", "assign"})
 
 class UnalignedDataSource(DataSource):
     """Kafka source, exactly-once sink, and committed-files reader under one format name."""
+
+    _record_decoding: RecordDecoding | None = None
+    """Set by the first ``schema()`` or reader that needs it; pickled with the data source."""
 
     @classmethod
     def name(cls) -> str:
@@ -56,13 +62,29 @@ class UnalignedDataSource(DataSource):
         from unaligned.kafka.records.source_schema import kafka_source_schema
         from unaligned.source.options import SourceOptions
 
-        return kafka_source_schema(SourceOptions.parse(dict(self.options)).include_headers)
+        options = SourceOptions.parse(dict(self.options))
+        base = kafka_source_schema(options.include_headers)
+        decoding = self._decoding(options)
+        return base if decoding is None else decoding.output_schema(base)
+
+    def _decoding(self, options: SourceOptions) -> RecordDecoding | None:
+        """The Schema Registry reader schemas, resolved once when the query starts: in
+        ``schema()``, whose data source Spark pickles to every later process (or, with a
+        user-given schema, in the first reader built)."""
+        if options.formats is None:
+            return None
+        if self._record_decoding is None:
+            from unaligned.registry.record_decoding import RecordDecoding
+
+            self._record_decoding = RecordDecoding.resolve(options.formats, options.topics)
+        return self._record_decoding
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from unaligned.source.options import SourceOptions
         from unaligned.source.stream_reader import KafkaStreamReader
 
-        return KafkaStreamReader(SourceOptions.parse(dict(self.options)))
+        options = SourceOptions.parse(dict(self.options))
+        return KafkaStreamReader(options, decoding=self._decoding(options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from unaligned._worker_memory import tune_worker_memory
@@ -82,7 +104,8 @@ class UnalignedDataSource(DataSource):
         from unaligned.source.batch_reader import KafkaBatchReader
         from unaligned.source.options import SourceOptions
 
-        return KafkaBatchReader(SourceOptions.parse(dict(self.options), batch=True))
+        options = SourceOptions.parse(dict(self.options), batch=True)
+        return KafkaBatchReader(options, self._decoding(options))
 
 
 def register(spark: SparkSession) -> None:

@@ -23,6 +23,29 @@ class OffsetFormatError(OptionError):
     """An offsets JSON (``startingOffsets``, ``assign``, a checkpointed offset) is malformed."""
 
 
+# --- Schema Registry -------------------------------------------------------------------------
+
+
+class SchemaRegistryError(UnalignedError, ConnectionError):
+    """The Schema Registry could not be reached, refused a request or has no such schema. The
+    message names the registry by its URL without credentials, never a password or token."""
+
+
+class SchemaNotFoundError(SchemaRegistryError, LookupError):
+    """The registry answered that it has no such schema id, subject or version."""
+
+
+class RecordFormatError(UnalignedError, ValueError):
+    """A record's key or value is not in the format the query reads (no Confluent framing, a
+    schema id the reader cannot resolve, bytes that do not decode): with ``mode`` FAILFAST the
+    query stops, naming the topic-partition and offset; PERMISSIVE sets the row's error column."""
+
+
+class MissingExtraError(UnalignedError, ImportError):
+    """A format needs an optional dependency that is not installed; the message names the
+    ``pip install 'unaligned[...]'`` that brings it."""
+
+
 # --- Kafka -----------------------------------------------------------------------------------
 
 
@@ -153,3 +176,8 @@ class InjectedFailureError(UnalignedError, RuntimeError):
 
 class EmbeddedKafkaError(UnalignedError):
     """The embedded broker could not be built, started, or controlled."""
+
+
+class EmbeddedRegistryError(UnalignedError):
+    """The test Schema Registry (``unaligned.testing.registry_server``) could not be fetched,
+    started or reached: no Java 21+, Maven failed, or the server exited (its log is quoted)."""

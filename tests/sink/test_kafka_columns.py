@@ -155,3 +155,25 @@ def test_schema_problems_are_named_when_the_writer_is_built(tmp_path: Path) -> N
     no_topic = StructType([StructField("value", StringType())])
     with pytest.raises(SinkConfigurationError, match="topic"):
         build_stream_writer(options, no_topic)
+
+
+def test_with_a_registry_format_value_and_key_take_any_type_and_raw_bytes_ride_along(
+    tmp_path: Path,
+) -> None:
+    options = {
+        "checkpointlocation": str(tmp_path),
+        "kafka.bootstrap.servers": "127.0.0.1:1",
+        "topic": "t",
+        "valueFormat": "avro-confluent",
+        "schema.registry.url": "http://registry:8081",
+    }
+    target = SinkOptions.parse(options).target
+    assert isinstance(target, KafkaTarget)
+    record = StructType([StructField("id", IntegerType())])
+    schema = _schema(("value", record), ("valueRaw", BinaryType()), ("key", StringType()))
+    columns = kafka_columns(schema, target)
+    assert (columns.value, columns.value_raw, columns.key, columns.key_raw) == (0, 1, 2, None)
+    with pytest.raises(SchemaMismatchError, match="'valueRaw' has type string"):
+        kafka_columns(_schema(("value", record), ("valueRaw", StringType())), target)
+    with pytest.raises(SchemaMismatchError, match="'value' has type struct"):
+        kafka_columns(_schema(("value", record)), _target(tmp_path))

@@ -261,3 +261,12 @@ def test_secrets_never_in_repr() -> None:
     assert "hunter2" not in repr(options)
     kwargs: dict[str, Any] = options.target.client_kwargs()  # type: ignore[union-attr]
     assert kwargs["sasl_plain_password"] == "hunter2"
+
+
+def test_schema_registry_formats_are_kafka_sink_options() -> None:
+    registry = {"valueformat": "avro-confluent", "schema.registry.url": "http://r:8081"}
+    target = SinkOptions.parse({**KAFKA, **registry, "autoRegisterSchemas": "false"}).target
+    assert isinstance(target, KafkaTarget)
+    assert target.formats is not None and not target.formats.auto_register
+    with pytest.raises(SinkConfigurationError, match="applies to the Kafka sink only"):
+        SinkOptions.parse({**CHECKPOINT, "path": "/tmp/out", **registry})

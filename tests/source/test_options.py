@@ -331,3 +331,19 @@ def test_default_read_limit(extra: dict[str, str], expected: object) -> None:
     assert reader.getDefaultReadLimit() == expected
     no_token = KafkaSourceOffset({}, 0, None)
     assert reader.planning._idle_barrier_due(no_token) is False
+
+
+def test_schema_registry_formats_are_source_options() -> None:
+    options = SourceOptions.parse(
+        {
+            **BASE,
+            "valueFormat": "avro-confluent",
+            "schema.registry.url": "http://registry:8081",
+            "mode": "PERMISSIVE",
+        }
+    )
+    assert options.formats is not None and options.formats.value is not None
+    assert options.topics == ("events",)
+    assert SourceOptions.parse(BASE).formats is None
+    with pytest.raises(OptionError, match="unknown option 'valueSubjectNameStrategy'"):
+        SourceOptions.parse({**BASE, "valueSubjectNameStrategy": "record"})

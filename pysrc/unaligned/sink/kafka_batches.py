@@ -11,7 +11,9 @@ partition's rows as v2 record batches straight from the Arrow buffers
 partition. A batch the broker refuses as too large all the same is split by the session and the
 next chunk asks its topic's limit again; a record too large alone raises
 :class:`TransactionWriteError` naming the limit and the input row. Record timestamps are the
-time the chunk is encoded. ARCHITECTURE.md ("Processes", executor workers) has the rest.
+time the chunk is encoded. With Schema Registry formats (``valueFormat``/``keyFormat``) the
+columns are encoded and framed first (:mod:`unaligned.registry.record_encoding`).
+ARCHITECTURE.md ("Processes", executor workers) has the rest.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 from kafka.errors import MessageSizeTooLargeError
 
 from unaligned._arrow import row_indices
-from unaligned.errors import SchemaMismatchError, TransactionWriteError
+from unaligned.errors import RecordFormatError, SchemaMismatchError, TransactionWriteError
 from unaligned.kafka.produce import topic_limits
 from unaligned.kafka.produce.partitioner import StickyPartition
 from unaligned.kafka.produce.produce_queue import RecordOrigin
@@ -103,6 +105,8 @@ class BatchChunkWriter:
         topics = self._target.topic
         if topics is None:
             assert cols.topic is not None  # kafka_columns requires option or column
+        if self._target.formats is not None:
+            values, keys = self._encoded(chunk, values, keys)
         self._counts.clear()
         try:
             groups = route_rows(
@@ -181,6 +185,31 @@ class BatchChunkWriter:
                 )
         finally:
             self._writer.wake_sender()
+
+    def _encoded(
+        self, chunk: pa.RecordBatch, values: pa.Array, keys: pa.Array | None
+    ) -> tuple[pa.Array, pa.Array | None]:
+        """``value``/``key`` encoded with their Schema Registry formats
+        (:mod:`unaligned.registry.record_encoding`)."""
+        from unaligned.registry.record_encoding import encode_column
+
+        formats = self._target.formats
+        assert formats is not None
+        cols = self._columns
+        topics = self._target.topic
+        per_row = topics if topics is not None else chunk.column(cols.topic)
+        try:
+            if formats.value is not None:
+                raw = _column(chunk, cols.value_raw)
+                values = encode_column(formats, formats.value, values, raw, per_row)
+            if formats.key is not None and keys is not None:
+                raw = _column(chunk, cols.key_raw)
+                keys = encode_column(formats, formats.key, keys, raw, per_row)
+        except RecordFormatError as exc:
+            raise TransactionWriteError(
+                f"transaction {self._writer.transactional_id!r}: {exc}"
+            ) from exc
+        return values, keys
 
     def forget_refused_limits(self) -> None:
         """Forget the known limit of every topic that refused a batch as too large since the

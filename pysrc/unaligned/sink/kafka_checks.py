@@ -4,7 +4,7 @@
 it learns is kept per process, the cluster's answers being static):
 
 1. the transaction timeout is at most the brokers' ``transaction.max.timeout.ms`` (each broker
-   asked on its own, one away left out: :func:`unaligned.kafka.transactions.
+   asked on its own, one away left out: :func:`unaligned.kafka.transactions.transactions.
    transaction_coordinator.broker_max_transaction_timeout_ms`);
 2. the ``topic`` option names a topic that exists (a missing one is asked again next time);
 3. ``kafka.transaction.two.phase.commit.enable`` against what the brokers support (KIP-939,
@@ -23,7 +23,10 @@ from unaligned.errors import SinkConfigurationError, TopicNotFoundError
 from unaligned.kafka.clients import admin_clients
 from unaligned.kafka.clients.connections import SettingsKey, settings_key
 from unaligned.kafka.transactions import transaction_coordinator
-from unaligned.kafka.transactions.participation import TwoPhaseSupport, two_phase_commit_support
+from unaligned.kafka.transactions.participation import (
+    TwoPhaseSupport,
+    two_phase_commit_support,
+)
 from unaligned.sink.options import KafkaTarget, TwoPhaseCommitMode
 
 logger = logging.getLogger(__name__)

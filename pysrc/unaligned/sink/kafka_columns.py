@@ -12,6 +12,11 @@ ignored):
 ``headers``      array<struct<key string, value binary>>  record headers
 ===============  ======================================  =========================================
 
+With option ``valueFormat`` (``keyFormat``) set to a Schema Registry format, ``value``
+(``key``) may have any type, usually a struct, and is encoded with a registered schema
+(:mod:`unaligned.registry.record_encoding`); a binary ``valueRaw`` (``keyRaw``) column is written
+unchanged for rows whose ``value`` is null (the dead-letter route).
+
 :func:`kafka_columns` finds and type-checks them when the stream writer is built
 (:func:`unaligned.sink.stream_writer_factory.build_stream_writer`), before any data moves;
 nullability is ignored. Tasks encode them straight from Arrow
@@ -52,6 +57,8 @@ class KafkaColumns:
     topic: int | None
     partition: int | None
     headers: int | None
+    value_raw: int | None = None
+    key_raw: int | None = None
 
 
 def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
@@ -73,7 +80,16 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
             )
         return index
 
-    value = column("value", (StringType(), BinaryType()), "string or binary")
+    formats = target.formats
+    encoded = {c.column for c in formats.columns} if formats is not None else set()
+
+    def column_or_encoded(name: str) -> int | None:
+        if name in encoded:
+            found = by_name.get(name)
+            return None if found is None else found[0]
+        return column(name, (StringType(), BinaryType()), "string or binary")
+
+    value = column_or_encoded("value")
     if value is None:
         raise SchemaMismatchError(
             f"Kafka sink needs an input column 'value' (string or binary); input columns are "
@@ -86,10 +102,12 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
         )
     return KafkaColumns(
         value=value,
-        key=column("key", (StringType(), BinaryType()), "string or binary"),
+        key=column_or_encoded("key"),
         topic=topic if target.topic is None else None,
         partition=column("partition", (IntegerType(),), "int"),
         headers=column("headers", (_HEADERS_TYPE,), "array<struct<key: string, value: binary>>"),
+        value_raw=column("valueraw", (BinaryType(),), "binary") if "value" in encoded else None,
+        key_raw=column("keyraw", (BinaryType(),), "binary") if "key" in encoded else None,
     )
 
 

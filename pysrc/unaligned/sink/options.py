@@ -30,6 +30,12 @@ from unaligned.channel_state.codecs import check_codec
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.clients.producer_options import producer_kwargs
+from unaligned.registry.options import (
+    SINK_OPTION_NAMES,
+    RecordFormats,
+    is_format_option,
+    parse_formats,
+)
 from unaligned.sink.spark_metadata_log import DEFAULT_COMPACT_INTERVAL
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
@@ -80,6 +86,9 @@ class KafkaTarget:
     transactional_id_prefix: str | None
     max_unacknowledged_bytes: int
     two_phase_commit: TwoPhaseCommitMode = TwoPhaseCommitMode.AUTO
+    formats: RecordFormats | None = None
+    """Schema Registry formats of ``key``/``value`` (:mod:`unaligned.registry`); ``None``:
+    both written as the bytes the rows hold."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -141,14 +150,18 @@ _OPTIONS: dict[str, _Option] = {
 }
 #: Every option the sink knows, as listed in the message for an unknown one.
 KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
-    sorted([*(o.name for o in _OPTIONS.values()), "kafka.*"], key=str.lower)
+    sorted([*(o.name for o in _OPTIONS.values()), *SINK_OPTION_NAMES, "kafka.*"], key=str.lower)
 )
 
 
 def _check_known(opts: Mapping[str, str], spelled: Mapping[str, str]) -> None:
     """Refuse an unknown option, naming it and the known ones (``kafka.*`` passes through)."""
     for key in opts:
-        if not key.startswith(KAFKA_PREFIX) and key not in _OPTIONS:
+        if (
+            not key.startswith(KAFKA_PREFIX)
+            and key not in _OPTIONS
+            and not is_format_option(key, sink=True)
+        ):
             raise SinkConfigurationError(
                 f"unknown option '{spelled[key]}' for the unaligned sink; known options: "
                 + ", ".join(KNOWN_OPTION_NAMES)
@@ -158,6 +171,11 @@ def _check_known(opts: Mapping[str, str], spelled: Mapping[str, str]) -> None:
 def _check_target_options(opts: Mapping[str, str], target: str) -> None:
     """Refuse an option that only the other target (``Kafka`` or ``file``) reads."""
     for key in opts:
+        if target == "file" and is_format_option(key, sink=True):
+            raise SinkConfigurationError(
+                f"option '{key}' (Schema Registry formats) applies to the Kafka sink only; this "
+                "query writes to the file sink"
+            )
         option = _OPTIONS.get(key)
         if option is not None and option.only_for not in (None, target):
             raise SinkConfigurationError(
@@ -349,6 +367,7 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
             DEFAULT_MAX_UNACKNOWLEDGED_BYTES,
             minimum=1,
         ),
+        formats=parse_formats(opts, sink=True),
     )
 
 

@@ -49,6 +49,7 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPh
     planned_at_ms: int | None = None
     if role is WriterRole.PLANNER:
         participant.check_at_query_start()
+        _check_formats(sink_options, schema)
         # Step 3: recovery, in Spark's planner only (see unaligned.sink.two_phase_commit).
         recover(CommitLog(sink_options.checkpoint), participant)
         collect_channel_state_garbage(sink_options)
@@ -78,6 +79,21 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
     return KafkaParticipant(target, columns, _transactional_id_prefix(options, target))
 
 
+def _check_formats(options: SinkOptions, schema: StructType) -> None:
+    """With Schema Registry formats and option ``topic``: the schemas the columns are written
+    with, resolved (and registered, if allowed) now, so a wrong one fails before data moves."""
+    target = options.target
+    if not isinstance(target, KafkaTarget) or target.formats is None or target.topic is None:
+        return
+    from unaligned.registry.record_encoding import writer_schema
+
+    arrow = arrow_input_schema(schema)
+    for column in target.formats.columns:
+        field = next((f for f in arrow if f.name.lower() == column.column), None)
+        if field is not None:
+            writer_schema(target.formats, column, target.topic, field.type)
+
+
 def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
     if target.transactional_id_prefix is not None:
         return target.transactional_id_prefix
@@ -97,4 +113,6 @@ def _sink_columns(options: SinkOptions) -> frozenset[str] | None:
     if isinstance(target, FileTarget):
         return None
     names = {"value", "key", "partition", "headers"}
+    if target.formats is not None:
+        names |= {f"{c.column}Raw" for c in target.formats.columns}
     return frozenset(names if target.topic is not None else names | {"topic"})

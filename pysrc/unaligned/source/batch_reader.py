@@ -6,12 +6,14 @@ It reads ``[startingOffsets, endingOffsets)`` of every partition the subscriptio
 and ``failOnDataLoss`` as the stream. The driver resolves both ends and plans the ranges with the
 stream's driver code (:class:`~unaligned.source.batch_planning.BatchPlanning`: the same
 resolution, data-loss checks and task splitting); each task runs the executor-side
-:func:`~unaligned.source.partition_reader.read_partition`.
+:func:`~unaligned.source.partition_reader.read_partition` (and decodes Schema Registry formats
+as the stream does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -21,13 +23,17 @@ from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 
+if TYPE_CHECKING:
+    from unaligned.registry.record_decoding import RecordDecoding
+
 
 class KafkaBatchReader(DataSourceReader):
     """Plans (driver) and reads (executors) one bounded range per topic-partition."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, decoding: RecordDecoding | None = None) -> None:
         assert options.ending is not None, "a batch read needs an end (parse with batch=True)"
         self._options = options
+        self._decoding = decoding
 
     def partitions(self) -> list[KafkaInputPartition]:
         planner = BatchPlanning(self._options)
@@ -42,4 +48,9 @@ class KafkaBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
-        return read_partition(partition)
+        if self._decoding is None:
+            return read_partition(partition)
+        from unaligned.kafka.records.source_schema import kafka_source_schema
+
+        base = kafka_source_schema(partition.include_headers)
+        return self._decoding.decode_all(read_partition(partition), base)

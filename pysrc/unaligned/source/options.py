@@ -30,6 +30,12 @@ from unaligned.kafka.clients.client_options import (
     is_secret,
 )
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
+from unaligned.registry.options import (
+    SOURCE_OPTION_NAMES,
+    RecordFormats,
+    is_format_option,
+    parse_formats,
+)
 from unaligned.source.offset_options import parse_assign
 from unaligned.source.position_options import (
     ENDING_OPTIONS,
@@ -129,6 +135,7 @@ KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
             *STARTING_OPTIONS.values(),
             *ENDING_OPTIONS.values(),
             *(o.name for o in _OPTIONS.values()),
+            *SOURCE_OPTION_NAMES,
             "kafka.*",
         ]
     )
@@ -204,6 +211,9 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     group_id_prefix: str | None = None
     """Commit end offsets to group ``<prefix>-<barrierToken>`` (:mod:`.group_offsets`)."""
+    formats: RecordFormats | None = None
+    """Schema Registry formats of ``key``/``value`` (:mod:`unaligned.registry`); ``None``:
+    both binary."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str], batch: bool = False) -> SourceOptions:
@@ -231,6 +241,7 @@ class SourceOptions:
                 or key in STARTING_OPTIONS
                 or key in ENDING_OPTIONS
                 or key.startswith(KAFKA_PREFIX)
+                or is_format_option(key, sink=False)
             ):
                 continue
             option = _OPTIONS.get(key)
@@ -251,10 +262,20 @@ class SourceOptions:
             kafka=kafka,
             starting=starting,
             ending=parse_ending(given, batch),
+            formats=parse_formats(given, sink=False),
             **values,
         )
         parsed._check_consistency()
         return parsed
+
+    @property
+    def topics(self) -> tuple[str, ...] | None:
+        """The subscribed topics when the subscription names them (``None``: a pattern)."""
+        if isinstance(self.subscription, Subscribe):
+            return self.subscription.topics
+        if isinstance(self.subscription, Assign):
+            return tuple(dict.fromkeys(tp.topic for tp in self.subscription.partitions))
+        return None
 
     def _check_consistency(self) -> None:
         if self.read_tasks is not None and (

@@ -29,17 +29,25 @@ from unaligned.source.options import SourceOptions
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from unaligned.registry.record_decoding import RecordDecoding
     from unaligned.source.batch_planning import BatchPlanning
     from unaligned.source.partition_reader import KafkaInputPartition
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """One per query run on the driver, one per task on executors (module docstring).
-    ``planning`` gives the driver side ready-made (tests pass one over a fake broker)."""
+    ``planning`` gives the driver side ready-made (tests pass one over a fake broker);
+    ``decoding``: the Schema Registry formats resolved when the query started."""
 
-    def __init__(self, options: SourceOptions, planning: BatchPlanning | None = None) -> None:
+    def __init__(
+        self,
+        options: SourceOptions,
+        planning: BatchPlanning | None = None,
+        decoding: RecordDecoding | None = None,
+    ) -> None:
         self._options = options
         self._planning = planning
+        self._decoding = decoding
 
     @property
     def planning(self) -> BatchPlanning:
@@ -83,4 +91,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 
         assert isinstance(partition, KafkaInputPartition)
-        return read_partition(partition)
+        if self._decoding is None:
+            return read_partition(partition)
+        from unaligned.kafka.records.source_schema import kafka_source_schema
+
+        base = kafka_source_schema(partition.include_headers)
+        return self._decoding.decode_all(read_partition(partition), base)

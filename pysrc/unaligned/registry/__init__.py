@@ -1,0 +1,17 @@
+"""Schema Registry formats: Confluent-framed Avro, JSON Schema and Protobuf as typed columns.
+
+- :mod:`.options`: the source's and the sink's registry options (frozen dataclasses).
+- :mod:`.client`: the registry's REST API (stdlib HTTP; basic auth, bearer token, TLS).
+- :mod:`.schemas`: reader schemas resolved when a query starts, writer schemas fetched once per
+  id and worker process.
+- :mod:`.framing`: the magic byte, the schema id and Protobuf's message indexes, column-wise.
+- :mod:`.avro_schema`, :mod:`.avro_vectors`, :mod:`.avro_decoder` (with :mod:`.avro_blocks`,
+  :mod:`.avro_defaults`): Avro mapped to Spark types and decoded column-wise with numpy (schema
+  resolution across writer ids); :mod:`.avro_encoder`: the sink's Avro.
+- :mod:`.json_format`, :mod:`.protobuf_format` (with :mod:`.proto_text`): JSON Schema and
+  Protobuf (optional extras).
+- :mod:`.codecs`: one decoder per (format, reader, writer) and process.
+- :mod:`.record_decoding`: the driver's reader schemas and the decoded columns' Spark types;
+  :mod:`.batch_decoding`: the source's read tasks turn a Kafka batch's ``key``/``value`` into
+  typed columns; :mod:`.record_encoding`: the sink's tasks encode them.
+"""

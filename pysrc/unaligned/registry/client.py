@@ -1,0 +1,298 @@
+"""The Schema Registry's REST API (Confluent's, which Confluent Schema Registry, Apicurio's
+``/apis/ccompat/v7``, Redpanda and Karapace serve), over the standard library's HTTP client.
+
+:class:`RegistryClient` asks for a schema by id, a subject's version (or its latest), whether a
+schema is registered under a subject, and registers one. Basic auth (``user:password``) or a
+bearer token go in the ``Authorization`` header; TLS takes a CA file and an optional client
+certificate (PEM). Each request gets ``schema.registry.request.timeout.ms``; a connection
+error, a timeout or a 5xx answer is tried again on the next URL, at most
+:attr:`RegistryConfig.attempts` rounds over the URLs with a short pause between rounds, so a
+registry that is down fails a query within about ``attempts`` x timeout. Every message names
+the registry by its URL without credentials and runs through :meth:`RegistryConfig.redact`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import ssl
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from unaligned.errors import SchemaNotFoundError, SchemaRegistryError
+from unaligned.registry.options import RegistryConfig
+
+logger = logging.getLogger(__name__)
+
+_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+_PAUSES_S = (0.2, 0.5, 1.0)
+#: Confluent's error codes for "no such subject / version / schema".
+_NOT_FOUND_CODES = {40401, 40402, 40403}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A schema reference: the name the schema imports (a Protobuf file, an Avro type, a JSON
+    Schema ``$ref``) and the subject and version that hold it."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema as the registry holds it: ``schema_type`` is ``AVRO``, ``JSON`` or
+    ``PROTOBUF``; ``text`` the schema itself."""
+
+    schema_id: int
+    schema_type: str
+    text: str
+    references: tuple[Reference, ...] = ()
+    subject: str | None = None
+    version: int | None = None
+
+
+def _references(raw: Any) -> tuple[Reference, ...]:
+    return tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in raw or ())
+
+
+def _schema(body: Any, schema_id: int | None = None) -> RegisteredSchema:
+    return RegisteredSchema(
+        schema_id=int(body["id"] if schema_id is None else schema_id),
+        schema_type=str(body.get("schemaType") or "AVRO").upper(),
+        text=str(body["schema"]),
+        references=_references(body.get("references")),
+        subject=body.get("subject"),
+        version=body.get("version"),
+    )
+
+
+class RegistryClient:
+    """One registry configuration's requests (module docstring). Thread-safe, no state but the
+    TLS context."""
+
+    def __init__(self, config: RegistryConfig) -> None:
+        self._config = config
+        self._ssl = self._ssl_context()
+
+    @property
+    def config(self) -> RegistryConfig:
+        return self._config
+
+    # --- the API ---------------------------------------------------------------------------
+
+    def schema_by_id(self, schema_id: int, subject: str | None = None) -> RegisteredSchema:
+        path = f"/schemas/ids/{schema_id}"
+        if subject is not None:
+            path += f"?subject={quote(subject, safe='')}"
+        try:
+            return _schema(self._request("GET", path), schema_id)
+        except SchemaNotFoundError:
+            raise self._not_found(f"has no schema with id {schema_id}") from None
+
+    def subject_version(self, subject: str, version: int | None) -> RegisteredSchema:
+        """``subject`` at ``version`` (``None``: its latest version)."""
+        shown = "latest" if version is None else str(version)
+        try:
+            return _schema(self._request("GET", f"/subjects/{_quoted(subject)}/versions/{shown}"))
+        except SchemaNotFoundError:
+            which = "no version" if version is None else f"no version {version}"
+            raise self._not_found(f"has {which} of subject {subject!r}") from None
+
+    def versions(self, subject: str) -> list[int]:
+        """The versions registered under ``subject`` (empty when there is none)."""
+        try:
+            return [int(v) for v in self._request("GET", f"/subjects/{_quoted(subject)}/versions")]
+        except SchemaNotFoundError:
+            return []
+
+    def lookup(
+        self, subject: str, text: str, schema_type: str, references: tuple[Reference, ...] = ()
+    ) -> RegisteredSchema | None:
+        """The registration of ``text`` under ``subject``; ``None`` when it is not registered."""
+        try:
+            body = self._request(
+                "POST", f"/subjects/{_quoted(subject)}", _payload(text, schema_type, references)
+            )
+        except SchemaNotFoundError:
+            return None
+        return _schema(body)
+
+    def register(
+        self, subject: str, text: str, schema_type: str, references: tuple[Reference, ...] = ()
+    ) -> int:
+        """Register ``text`` under ``subject`` (the registry returns the existing id when it is
+        there already); its id."""
+        body = self._request(
+            "POST",
+            f"/subjects/{_quoted(subject)}/versions",
+            _payload(text, schema_type, references),
+        )
+        return int(body["id"])
+
+    def referenced(self, schema: RegisteredSchema) -> tuple[tuple[str, RegisteredSchema], ...]:
+        """Every schema ``schema`` references, directly or not, as (the name it is imported
+        as, the schema), each after the schemas it references itself."""
+        found: dict[str, RegisteredSchema] = {}
+
+        def visit(refs: tuple[Reference, ...], depth: int) -> None:
+            for ref in refs:
+                if ref.name in found:
+                    continue
+                if depth > 32:
+                    raise self._error(f"references nest deeper than 32 at {ref.name!r}")
+                held = self.subject_version(ref.subject, ref.version)
+                visit(held.references, depth + 1)
+                found[ref.name] = held
+
+        visit(schema.references, 0)
+        return tuple(found.items())
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        config = self._config
+        if not any(urlsplit(u).scheme == "https" for u in config.urls):
+            return None
+        try:
+            context = ssl.create_default_context(cafile=config.ca_location)
+            if config.certificate_location is not None:
+                context.load_cert_chain(
+                    config.certificate_location, config.key_location, config.key_password
+                )
+        except (OSError, ssl.SSLError) as exc:
+            raise SchemaRegistryError(
+                config.redact(
+                    f"cannot set up TLS for the Schema Registry at {config.shown_urls()}: {exc} "
+                    "(options schema.registry.ssl.ca.location, .certificate.location, "
+                    ".key.location: PEM files)"
+                )
+            ) from None
+        return context
+
+    def _headers(self, url: str) -> dict[str, str]:
+        headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
+        parts = urlsplit(url)
+        user_info = self._config.user_info
+        if user_info is None and parts.username is not None:
+            user_info = f"{parts.username}:{parts.password or ''}"
+        if user_info is not None:
+            token = base64.b64encode(user_info.encode()).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
+        elif self._config.bearer_token is not None:
+            headers["Authorization"] = f"Bearer {self._config.bearer_token}"
+        return headers
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        config = self._config
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        last = "no answer"
+        for attempt in range(config.attempts):
+            if attempt:
+                time.sleep(_PAUSES_S[min(attempt - 1, len(_PAUSES_S) - 1)])
+            for url in config.urls:
+                parts = urlsplit(url)
+                host = parts.hostname or ""
+                if parts.port is not None:
+                    host = f"{host}:{parts.port}"
+                target = parts._replace(netloc=host).geturl() + path
+                request = urllib.request.Request(
+                    target, data=data, method=method, headers=self._headers(url)
+                )
+                try:
+                    with urllib.request.urlopen(
+                        request, timeout=config.request_timeout_ms / 1000, context=self._ssl
+                    ) as answer:
+                        raw = answer.read()
+                    return json.loads(raw) if raw else None
+                except urllib.error.HTTPError as exc:
+                    text = _error_text(exc)
+                    if exc.code == 404 and _error_code(text) in _NOT_FOUND_CODES:
+                        raise SchemaNotFoundError(config.redact(text)) from None
+                    if exc.code < 500:
+                        raise self._refused(method, path, exc.code, text) from None
+                    last = f"HTTP {exc.code} from {_shown(url)}: {text}"
+                except (OSError, ValueError) as exc:  # refused, reset, timed out, TLS, bad JSON
+                    last = f"{type(exc).__name__} from {_shown(url)}: {exc}"
+                logger.info("Schema Registry request failed: %s", config.redact(last))
+        raise self._error(
+            f"could not be reached for {method} {path} after {config.attempts} attempt(s) of "
+            f"schema.registry.request.timeout.ms={config.request_timeout_ms} (last: {last})"
+        )
+
+    def _refused(self, method: str, path: str, code: int, text: str) -> SchemaRegistryError:
+        hint = ""
+        if code == 404:
+            hint = (
+                " (is schema.registry.url the API's base, e.g. http://host:8081 or "
+                ".../apis/ccompat/v7?)"
+            )
+        elif code in (401, 403):
+            hint = (
+                " (check schema.registry.basic.auth.user.info or schema.registry.bearer.auth.token)"
+            )
+        return self._error(f"refused {method} {path}: HTTP {code} {text}{hint}")
+
+    def _not_found(self, what: str) -> SchemaNotFoundError:
+        config = self._config
+        return SchemaNotFoundError(
+            config.redact(f"Schema Registry at {config.shown_urls()} {what}")
+        )
+
+    def _error(self, what: str) -> SchemaRegistryError:
+        config = self._config
+        return SchemaRegistryError(
+            config.redact(f"Schema Registry at {config.shown_urls()} {what}")
+        )
+
+
+def _shown(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+
+
+def _quoted(subject: str) -> str:
+    return quote(subject, safe="")
+
+
+def _payload(text: str, schema_type: str, references: tuple[Reference, ...]) -> dict[str, Any]:
+    body: dict[str, Any] = {"schema": text}
+    if schema_type != "AVRO":
+        body["schemaType"] = schema_type
+    if references:
+        body["references"] = [
+            {"name": r.name, "subject": r.subject, "version": r.version} for r in references
+        ]
+    return body
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        raw = exc.read().decode("utf-8", "replace")[:500]
+    except OSError:
+        return exc.reason if isinstance(exc.reason, str) else ""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw.strip()
+    if isinstance(body, dict) and "message" in body:
+        code = body.get("error_code")
+        return f"{body['message']}" + (f" (error_code {code})" if code is not None else "")
+    return raw.strip()
+
+
+def _error_code(text: str) -> int | None:
+    marker = "(error_code "
+    if marker not in text:
+        return None
+    try:
+        return int(text.rsplit(marker, 1)[1].rstrip(")"))
+    except ValueError:
+        return None

@@ -1,0 +1,70 @@
+"""One decoder per (format, reader schema, writer schema): what the source's read tasks decode a
+column's records with.
+
+:func:`decoder_for` builds, once per worker process and pair of schemas, the decoder of
+records written with the writer's schema: Avro's column-wise decoder with schema resolution
+(:mod:`unaligned.registry.avro_decoder`), JSON Schema's (:mod:`unaligned.registry.json_format`)
+or Protobuf's (:mod:`unaligned.registry.protobuf_format`, which needs the ``protobuf`` extra). A
+decoder reads the rows of a batch it is given and marks those that do not decode in the
+batch's :class:`~unaligned.registry.avro_vectors.Reading`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from unaligned._process_memo import ProcessMemo
+from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro_schema import AvroType, parse_avro
+from unaligned.registry.framing import Frames
+from unaligned.registry.options import Format
+from unaligned.registry.schemas import ResolvedSchema
+
+
+class ColumnDecoder(Protocol):
+    """Decodes the rows ``rows`` of a batch's column (one writer schema id)."""
+
+    def decode(self, reading: av.Reading, frames: Frames, rows: np.ndarray) -> pa.Array: ...
+
+
+def parsed_avro(resolved: ResolvedSchema) -> AvroType:
+    return parse_avro(resolved.schema.text, [s.text for _, s in resolved.referenced])
+
+
+class AvroColumnDecoder:
+    """Avro records written with one schema, read as the reader's (schema resolution)."""
+
+    def __init__(self, reader: ResolvedSchema, writer: ResolvedSchema) -> None:
+        from unaligned.registry.avro_decoder import compile_decoder
+
+        self._read = compile_decoder(parsed_avro(writer), parsed_avro(reader))
+
+    def decode(self, reading: av.Reading, frames: Frames, rows: np.ndarray) -> pa.Array:
+        values, pos = self._read(reading, frames.starts[rows].astype(np.int64), rows)
+        reading.fail(rows, pos > frames.ends[rows], av.TRUNCATED)
+        return values
+
+
+_DECODERS: ProcessMemo[tuple[Format, ResolvedSchema, ResolvedSchema], ColumnDecoder] = ProcessMemo()
+
+
+def decoder_for(fmt: Format, reader: ResolvedSchema, writer: ResolvedSchema) -> ColumnDecoder:
+    """The decoder of ``writer``'s records as ``reader``, built once per process. Raises
+    :class:`~unaligned.registry.avro_decoder.SchemaResolutionError` (or ``ValueError``) when
+    the writer's schema cannot be read as the reader's."""
+
+    def build() -> ColumnDecoder:
+        if fmt is Format.AVRO:
+            return AvroColumnDecoder(reader, writer)
+        if fmt is Format.JSON_SCHEMA:
+            from unaligned.registry.json_format import JsonColumnDecoder
+
+            return JsonColumnDecoder(reader)
+        from unaligned.registry.protobuf_format import ProtobufColumnDecoder
+
+        return ProtobufColumnDecoder(reader, writer)
+
+    return _DECODERS.get_or_compute((fmt, reader, writer), build)

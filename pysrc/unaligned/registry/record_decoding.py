@@ -1,0 +1,109 @@
+"""The source's side: a Kafka batch's ``key`` and ``value`` bytes become typed columns.
+
+:meth:`RecordDecoding.resolve` runs when the query starts (the driver's ``DataSource.schema()``)
+and fixes the reader schemas; the object is picklable and travels to the read tasks, where
+:meth:`RecordDecoding.decode_all` turns each Arrow batch of Spark's Kafka schema into the decoded
+schema (:meth:`RecordDecoding.output_schema`): the column becomes the reader schema's type, and
+columns are added after Spark's Kafka columns:
+
+- ``valueSchemaId`` (int): the writer's schema id (null: a null value, or no framing);
+- with ``mode`` PERMISSIVE, ``valueError`` (string: why the row did not decode, null when it
+  did) and ``valueRaw`` (binary: the row's bytes when it did not decode, else null) - the
+  dead-letter route: write ``valueRaw`` to another topic in the same transaction.
+
+(``key...`` alike.) A null value (a tombstone) stays null and is no error. With FAILFAST (the
+default) the first record that does not decode stops the task with a
+:class:`~unaligned.errors.RecordFormatError` naming its topic-partition, offset and reason.
+Records are decoded per writer schema id, column-wise, in
+:mod:`unaligned.registry.batch_decoding` (numpy and pyarrow): the driver, which only resolves
+the schemas and maps them to Spark types, loads neither for Avro.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from unaligned.registry.avro_schema import parse_avro, spark_type
+from unaligned.registry.options import DecodeMode, Format, RecordFormats
+from unaligned.registry.schemas import (
+    ColumnReading,
+    ResolvedSchema,
+    client_for,
+    resolve_reader,
+    subject_schemas,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def reader_type(fmt: Format, reader: ResolvedSchema) -> DataType:
+    """The Spark type of a column read with ``reader`` (Avro: pure Python, no numpy/pyarrow)."""
+    if fmt is Format.AVRO:
+        return spark_type(parse_avro(reader.schema.text, [s.text for _, s in reader.referenced]))[0]
+    if fmt is Format.JSON_SCHEMA:
+        from unaligned.registry.json_format import json_spark_type
+
+        return json_spark_type(reader)
+    from unaligned.registry.protobuf_format import protobuf_spark_type
+
+    return protobuf_spark_type(reader)
+
+
+@dataclass(frozen=True)
+class RecordDecoding:
+    """How a query's ``key``/``value`` are decoded (module docstring). Picklable."""
+
+    formats: RecordFormats
+    columns: tuple[ColumnReading, ...]
+
+    @classmethod
+    def resolve(cls, formats: RecordFormats, topics: tuple[str, ...] | None) -> RecordDecoding:
+        """Ask the registry for the reader schemas (driver, when the query starts)."""
+        client = client_for(formats.registry)
+        columns = []
+        for column in formats.columns:
+            reader = resolve_reader(client, column, topics)
+            known = subject_schemas(client, reader, column.format)
+            columns.append(ColumnReading(column, reader, known))
+        return cls(formats, tuple(columns))
+
+    # --- schema -------------------------------------------------------------------------------
+
+    def output_schema(self, base: StructType) -> StructType:
+        """``base`` (Spark's Kafka schema) with the decoded columns' types and the added
+        columns (module docstring)."""
+        fields = list(base.fields)
+        for reading in self.columns:
+            at = [f.name for f in fields].index(reading.name)
+            fields[at] = StructField(
+                reading.name, reader_type(reading.format.format, reading.reader), True
+            )
+        for reading in self.columns:
+            fields.append(StructField(f"{reading.name}SchemaId", IntegerType(), True))
+            if self.formats.mode is DecodeMode.PERMISSIVE:
+                fields.append(StructField(f"{reading.name}Error", StringType(), True))
+                fields.append(StructField(f"{reading.name}Raw", BinaryType(), True))
+        return StructType(fields)
+
+    # --- read tasks ---------------------------------------------------------------------------
+
+    def decode_all(
+        self, batches: Iterable[pa.RecordBatch], base: StructType
+    ) -> Iterator[pa.RecordBatch]:
+        """Every batch of Spark's Kafka schema ``base`` decoded (what a read task yields)."""
+        from unaligned.registry.batch_decoding import decode_batches
+
+        output = self.output_schema(base)
+        return decode_batches(self.formats, self.columns, batches, output)

@@ -1,0 +1,143 @@
+"""Which schemas a query reads with: the reader's, resolved once when the query starts, and the
+writers', fetched once per schema id and worker process.
+
+:func:`resolve_reader` (driver, when the query starts: ``DataSource.schema()``) asks the
+registry for the column's schema (``valueSchemaId``; else ``valueSubject`` or, with one
+subscribed topic, ``<topic>-value`` at ``valueSchemaVersion`` or its latest version) with every
+schema it references, and :func:`subject_schemas` for the subject's other versions. A
+:class:`ResolvedSchema` is picklable: they travel to the read tasks in the pickled reader, so
+records written with any of them never ask the registry.
+:func:`writer_schema` fetches another id in a read task once per worker process
+(:class:`~unaligned._process_memo.ProcessMemo`); a registry that is down later in a run fails
+only records of ids the process has not seen yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from unaligned._process_memo import ProcessMemo
+from unaligned.errors import OptionError
+from unaligned.registry.client import RegisteredSchema, RegistryClient
+from unaligned.registry.options import ColumnFormat, Format, RegistryConfig
+
+
+@dataclass(frozen=True)
+class ResolvedSchema:
+    """A registered schema and every schema it references, as (import name, schema), each
+    after the ones it references: all it takes to read records offline."""
+
+    schema: RegisteredSchema
+    referenced: tuple[tuple[str, RegisteredSchema], ...] = ()
+
+    @property
+    def schema_id(self) -> int:
+        return self.schema.schema_id
+
+    def describe(self) -> str:
+        where = ""
+        if self.schema.subject is not None:
+            where = f" (subject {self.schema.subject!r} version {self.schema.version})"
+        return f"schema id {self.schema_id}{where}"
+
+
+@dataclass(frozen=True)
+class ColumnReading:
+    """A column's format and the reader schema resolved for it when the query started."""
+
+    format: ColumnFormat
+    reader: ResolvedSchema
+    known: tuple[ResolvedSchema, ...] = ()
+    """The subject's other versions when the query started (no request for their ids)."""
+
+    @property
+    def name(self) -> str:
+        return self.format.column
+
+
+_CLIENTS: ProcessMemo[RegistryConfig, RegistryClient] = ProcessMemo()
+_WRITERS: ProcessMemo[tuple[RegistryConfig, int], ResolvedSchema] = ProcessMemo()
+
+
+def client_for(config: RegistryConfig) -> RegistryClient:
+    """The process's client for ``config`` (its TLS context is built once)."""
+    return _CLIENTS.get_or_compute(config, lambda: RegistryClient(config))
+
+
+def default_subject(column: ColumnFormat, topics: tuple[str, ...] | None) -> str:
+    """The subject a column's schema is read from: ``valueSubject``, else ``<topic>-value``
+    of the one subscribed topic (Confluent's TopicNameStrategy)."""
+    if column.choice.subject is not None:
+        return column.choice.subject
+    if topics is not None and len(topics) == 1:
+        return f"{topics[0]}-{column.column}"
+    name = column.column
+    raise OptionError(
+        f"option '{name}Format' needs the reader schema: set option '{name}Subject' (and "
+        f"optionally '{name}SchemaVersion') or '{name}SchemaId'; '<topic>-{name}' is assumed "
+        "only for a subscription to exactly one topic"
+    )
+
+
+def resolve_reader(
+    client: RegistryClient, column: ColumnFormat, topics: tuple[str, ...] | None
+) -> ResolvedSchema:
+    """The reader schema of ``column`` (module docstring). Raises
+    :class:`~unaligned.errors.SchemaRegistryError` or :class:`OptionError`."""
+    choice = column.choice
+    if choice.schema_id is not None:
+        schema = client.schema_by_id(choice.schema_id)
+    else:
+        schema = client.subject_version(default_subject(column, topics), choice.version)
+    check_type(schema, column.format, column.column)
+    resolved = ResolvedSchema(schema, client.referenced(schema))
+    remember(client.config, resolved)
+    return resolved
+
+
+#: At most this many of a subject's latest versions travel to the read tasks.
+MAX_KNOWN_VERSIONS = 50
+
+
+def subject_schemas(
+    client: RegistryClient, reader: ResolvedSchema, fmt: Format
+) -> tuple[ResolvedSchema, ...]:
+    """The other schemas registered under the reader's subject (its latest
+    :data:`MAX_KNOWN_VERSIONS` versions): records written with them decode without asking the
+    registry, even when it is down later in the run."""
+    subject = reader.schema.subject
+    if subject is None:
+        return ()
+    found = []
+    for version in client.versions(subject)[-MAX_KNOWN_VERSIONS:]:
+        if version == reader.schema.version:
+            continue
+        schema = client.subject_version(subject, version)
+        if schema.schema_type == fmt.schema_type and schema.schema_id != reader.schema_id:
+            found.append(ResolvedSchema(schema, client.referenced(schema)))
+    return tuple(found)
+
+
+def check_type(schema: RegisteredSchema, fmt: Format, column: str) -> None:
+    if schema.schema_type != fmt.schema_type:
+        raise OptionError(
+            f"option '{column}Format' is {fmt.value}, but the registry's schema id "
+            f"{schema.schema_id} is a {schema.schema_type} schema"
+        )
+
+
+def remember(config: RegistryConfig, resolved: ResolvedSchema) -> None:
+    """Keep ``resolved`` as the schema of its id in this process (no request for it later)."""
+    _WRITERS.put((config, resolved.schema_id), resolved)
+
+
+def writer_schema(config: RegistryConfig, schema_id: int) -> ResolvedSchema:
+    """The schema of ``schema_id``, asked of the registry once per process. Raises
+    :class:`~unaligned.errors.SchemaNotFoundError` for an id the registry does not have."""
+
+    def fetch() -> ResolvedSchema:
+        client = client_for(config)
+        schema = client.schema_by_id(schema_id)
+        return ResolvedSchema(schema, client.referenced(schema))
+
+    return _WRITERS.get_or_compute((config, schema_id), fetch)

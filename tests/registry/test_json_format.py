@@ -1,0 +1,115 @@
+"""JSON Schema: mapped to Spark types, records decoded (a wrong type fails the record), rows
+validated and encoded."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DateType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from unaligned.errors import RecordFormatError
+from unaligned.registry.avro_vectors import Reading
+from unaligned.registry.client import RegisteredSchema
+from unaligned.registry.framing import frame_payloads, split_frames
+from unaligned.registry.json_format import (
+    JsonColumnDecoder,
+    JsonRowEncoder,
+    derive_json_schema,
+    json_spark_type,
+)
+from unaligned.registry.schemas import ResolvedSchema
+
+SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "definitions": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}}},
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": ["string", "null"]},
+        "when": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"},
+        "blob": {"type": "string", "contentEncoding": "base64"},
+        "where": {"$ref": "#/definitions/Point"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+    },
+    "required": ["id"],
+}
+
+
+def resolved(schema: object) -> ResolvedSchema:
+    return ResolvedSchema(RegisteredSchema(3, "JSON", json.dumps(schema)))
+
+
+def test_the_schema_maps_to_spark_types() -> None:
+    assert json_spark_type(resolved(SCHEMA)) == StructType(
+        [
+            StructField("id", LongType()),
+            StructField("name", StringType()),
+            StructField("when", TimestampType()),
+            StructField("day", DateType()),
+            StructField("blob", BinaryType()),
+            StructField("where", StructType([StructField("x", DoubleType())])),
+            StructField("tags", ArrayType(StringType())),
+            StructField("counts", MapType(StringType(), LongType())),
+            StructField("either", StringType()),
+        ]
+    )
+
+
+def test_records_decode_and_a_wrong_type_fails_only_its_record() -> None:
+    docs = [
+        {
+            "id": 1,
+            "when": "2024-01-02T03:04:05Z",
+            "where": {"x": 2},
+            "counts": {"a": 1},
+            "either": 5,
+            "blob": "AAE=",
+        },  # fmt: skip
+        {"id": "one"},
+        "not an object",
+    ]
+    values = pa.array([json.dumps(d).encode() for d in docs] + [b"{bad json"])
+    frames = split_frames(frame_payloads(np.array([3, 3, 3, 3]), values))
+    reading = Reading(frames.data, frames.ends)
+    out = JsonColumnDecoder(resolved(SCHEMA)).decode(reading, frames, np.arange(4))
+    first = out.to_pylist()[0]
+    assert first["id"] == 1 and first["where"] == {"x": 2.0} and first["either"] == "5"
+    assert first["counts"] == [("a", 1)] and first["blob"] == b"\x00\x01"
+    assert first["when"].isoformat() == "2024-01-02T03:04:05+00:00"
+    assert reading.errors.tolist()[0] == 0 and all(reading.errors[1:])
+    assert "$.id is str, not an integer" in reading.reason(1)
+
+
+def test_rows_are_validated_before_they_are_written() -> None:
+    column_type = pa.struct([pa.field("id", pa.int64(), False), pa.field("name", pa.string())])
+    schema = derive_json_schema(column_type, "shop.Person")
+    assert schema["title"] == "shop.Person" and schema["required"] == ["id"]
+    encoded = JsonRowEncoder(json.dumps(schema)).encode(
+        pa.array([{"id": 1, "name": "x"}, None], column_type)
+    )
+    assert encoded.to_pylist() == [b'{"id":1,"name":"x"}', None]
+    strict = {
+        **schema,
+        "properties": {**schema["properties"], "name": {"type": "string", "maxLength": 2}},
+    }
+    with pytest.raises(RecordFormatError, match="row 0 of the chunk, at name"):
+        JsonRowEncoder(json.dumps(strict)).encode(
+            pa.array([{"id": 1, "name": "long"}], column_type)
+        )
