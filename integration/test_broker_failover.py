@@ -242,22 +242,23 @@ def test_a_read_task_with_stale_metadata_never_reads_a_lagging_follower_as_data_
     _throttle_replication(cluster, topic, old_leader)  # set while L runs: it keeps its own rate
     node.stop()  # the leadership moves to an in-sync follower
     wait_until(lambda: cluster.leader(topic, 0) not in (-1, old_leader), "a new leader")
-    # 3 MB that L has not got, replicated to it at 100 KB/s at most: it lags for half a minute
-    second = [f"b{i:04d}-".encode().ljust(1000, b"x") for i in range(3_000)]
+    # 5 MB that L has not got, replicated to it at 20 KB/s at most (after a first fetch of at
+    # most 1 MB): it lags for minutes
+    second = [f"b{i:04d}-".encode().ljust(1000, b"x") for i in range(5_000)]
     cluster.produce(topic, ((0, None, v, None, None) for v in second))
     node.restart()  # back as a follower that cannot catch up
     time.sleep(2)
     assert old_leader not in cluster.in_sync_replicas(topic, 0), "harness: L caught up"
     try:
         for fail in (True, False):
-            assert read(fail, 200, 3_200) == second, f"failOnDataLoss={fail}"
+            assert read(fail, 200, 5_200) == second, f"failOnDataLoss={fail}"
     finally:
         _throttle_replication(cluster, topic, None)
         cluster.wait_fully_replicated(topic)
 
 
 def _throttle_replication(kafka: EmbeddedKafka, topic: str, follower: int | None) -> None:
-    """Throttle the replication of ``topic``'s partition 0 to ``follower`` to 100 KB/s, leader
+    """Throttle the replication of ``topic``'s partition 0 to ``follower`` to 20 KB/s, leader
     and follower side (``None``: lift it). Every broker's rates are set while it runs (a dynamic
     broker setting stays in the cluster's metadata across a restart)."""
     from kafka.admin import ConfigResource, ConfigResourceType
@@ -266,7 +267,7 @@ def _throttle_replication(kafka: EmbeddedKafka, topic: str, follower: int | None
 
     admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
     try:
-        rate = "102400" if follower is not None else "9223372036854775807"
+        rate = "20480" if follower is not None else "9223372036854775807"
         admin.alter_configs(
             [
                 ConfigResource(

@@ -34,6 +34,7 @@ _SASL = {
         f'username="alice" password="{SECRET}";'
     ),
     "kafka.request.timeout.ms": "4000",  # fail in seconds, not the default 30 s per request
+    "kafka.default.api.timeout.ms": "6000",  # nor asked again for the default 60 s
 }
 _SINK_ONLY = {"kafka.max.block.ms": "6000", "kafka.delivery.timeout.ms": "6000"}
 

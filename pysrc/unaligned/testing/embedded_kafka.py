@@ -53,12 +53,22 @@ _TRANSIENT = (kafka_errors.RetriableError, kafka_errors.UnknownBrokerIdError)
 T = TypeVar("T")
 
 
-def _create(admin: KafkaAdminClient, spec: Mapping[str, Any]) -> None:
-    """``create_topics``; a topic an earlier attempt created after all counts as created."""
-    try:
-        admin.create_topics(spec, wait_for_metadata=True)
-    except kafka_errors.TopicAlreadyExistsError:
-        pass
+def _creating(spec: Mapping[str, Any]) -> Callable[[KafkaAdminClient], None]:
+    """``create_topics`` as asked again by ``EmbeddedKafka._ask``: a topic that exists when the
+    question is asked again was created by the attempt that failed (a node went away after the
+    controller took it), so it counts as created; on the first attempt it is an error."""
+    attempts = 0
+
+    def create(admin: KafkaAdminClient) -> None:
+        nonlocal attempts
+        attempts += 1
+        try:
+            admin.create_topics(spec, wait_for_metadata=True)
+        except kafka_errors.TopicAlreadyExistsError:
+            if attempts == 1:
+                raise
+
+    return create
 
 
 class EmbeddedKafka:
@@ -289,7 +299,7 @@ class EmbeddedKafka:
             }
         }
         try:
-            self._ask(lambda a: _create(a, spec))
+            self._ask(_creating(spec))
         except Exception as exc:
             raise EmbeddedKafkaError(
                 f"creating topic {name!r} ({partitions} partitions) on {self.bootstrap_servers} "
