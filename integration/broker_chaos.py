@@ -161,6 +161,37 @@ def run_until_caught_up(
         time.sleep(0.5)
 
 
+def input_stream(
+    spark: Any, kafka: EmbeddedKafka, topic: str, per_trigger: int, fmt: str = "unaligned"
+) -> Any:
+    """``key, value, partition`` of ``topic`` from the earliest offsets, ``per_trigger`` records
+    a batch at most, through ``fmt`` (ours, or Spark's ``kafka``)."""
+    return (
+        spark.readStream.format(fmt)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+        .selectExpr("key", "value", "partition")
+    )
+
+
+def to_kafka(
+    stream: Any, kafka: EmbeddedKafka, output: str, checkpoint: Path, fmt: str = "unaligned"
+) -> Any:
+    """``stream`` written to ``output`` through ``fmt``'s sink, a batch a second at most (each
+    record to the partition it was read from)."""
+    return (
+        stream.writeStream.format(fmt)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("topic", output)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+
+
 def batch_durations_ms(query: Any) -> list[int]:
     """``triggerExecution`` of each batch Spark still reports (the last 100)."""
     return [int(p["durationMs"].get("triggerExecution", 0)) for p in query.recentProgress]

@@ -32,7 +32,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from broker_chaos import Chaos, Fault, batch_durations_ms, run_until_caught_up
+from broker_chaos import (
+    Chaos,
+    Fault,
+    batch_durations_ms,
+    input_stream,
+    run_until_caught_up,
+    to_kafka,
+)
 from crash_runs import crash, finish, sink_prefix
 from harness import committed_values, kcat_read_committed, wait_until
 from unaligned.kafka.clients.client_options import client_config_from_options
@@ -76,29 +83,6 @@ def _input(kafka: EmbeddedKafka, per_partition: int) -> str:
         ((p, v, v, None, None) for p in range(PARTITIONS) for v in _values(p, per_partition)),
     )
     return topic
-
-
-def _stream(spark: SparkSession, kafka: EmbeddedKafka, topic: str, per_trigger: int) -> Any:
-    return (
-        spark.readStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(per_trigger))
-        .load()
-        .selectExpr("key", "value", "partition")
-    )
-
-
-def _kafka_query(df: Any, kafka: EmbeddedKafka, output: str, checkpoint: Path) -> Any:
-    return (
-        df.writeStream.format("unaligned")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("topic", output)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="1 second")
-        .start()
-    )
 
 
 def _assert_kafka_output_once(
@@ -146,10 +130,10 @@ def test_kafka_and_file_sinks_ride_through_each_broker_killed_and_one_frozen(
     per_partition = 3_000
     source = _input(cluster, per_partition)
     output = _topic(cluster)
-    df = _stream(spark, cluster, source, per_trigger=400)
+    df = input_stream(spark, cluster, source, per_trigger=400)
     kafka_checkpoint, file_checkpoint = tmp_path / "kafka-cp", tmp_path / "file-cp"
     files = tmp_path / "files"
-    to_kafka = _kafka_query(df, cluster, output, kafka_checkpoint)
+    kafka_query = to_kafka(df, cluster, output, kafka_checkpoint)
     to_files = (
         df.writeStream.format("unaligned")
         .option("path", str(files))
@@ -162,7 +146,7 @@ def test_kafka_and_file_sinks_ride_through_each_broker_killed_and_one_frozen(
     chaos = Chaos(cluster, [*kill, *freeze]).start()
     try:
         run_until_caught_up(
-            [to_kafka, to_files],
+            [kafka_query, to_files],
             [kafka_checkpoint, file_checkpoint],
             source,
             dict.fromkeys(range(PARTITIONS), per_partition),
@@ -170,9 +154,9 @@ def test_kafka_and_file_sinks_ride_through_each_broker_killed_and_one_frozen(
             timeout_s=420,
         )
         struck = chaos.join()
-        _report("kill+freeze", {"kafka": to_kafka, "files": to_files}, chaos)
+        _report("kill+freeze", {"kafka": kafka_query, "files": to_files}, chaos)
     finally:
-        to_kafka.stop()
+        kafka_query.stop()
         to_files.stop()
     assert {s.node for s in struck if s.fault.action == "kill"} == {1, 2, 3}
     _assert_kafka_output_once(cluster, output, kafka_checkpoint, per_partition)
@@ -188,8 +172,8 @@ def test_a_rolling_restart_of_every_broker_costs_no_failed_batch(
     source = _input(cluster, per_partition)
     output = _topic(cluster)
     checkpoint = tmp_path / "cp"
-    query = _kafka_query(
-        _stream(spark, cluster, source, per_trigger=300), cluster, output, checkpoint
+    query = to_kafka(
+        input_stream(spark, cluster, source, per_trigger=300), cluster, output, checkpoint
     )
     rolling = [
         Fault(str(node), "stop", down_s=3.0, pause_s=2.0, wait_replicated=(source, output))

@@ -148,46 +148,34 @@ def test_unaligned_batches_commit_on_time_while_aligned_wait_for_the_slow_partit
 
 
 @pytest.mark.slow
-def test_crash_while_channel_state_is_pending_then_restart_is_exactly_once(
-    kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
+@pytest.mark.parametrize(
+    "crash_at",
+    ["driver_after_sink_commit@0", "task_during_merge@1"],
+    ids=["after_a_commit_left_state", "while_batch_1_merges_pending_state"],
+)
+def test_a_hard_kill_with_channel_state_pending_then_a_restart_is_exactly_once(
+    kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path, crash_at: str
 ) -> None:
+    """Killed right after batch 0 committed with channel state pending, or while batch 1,
+    timed out again in its replay, merges the rest of that state into its new state (step
+    3a): the restart replays what the record names (merged and unmerged refs mixed) and writes
+    every record once, in order."""
     topic, expected = _input(kafka, new_topic)
     output = new_topic(partitions=PARTITIONS)
     checkpoint = tmp_path / "checkpoint"
     config = _config(kafka, topic, output, checkpoint, alignedCheckpointTimeout="1s")
     kafka.throttle_producers(THROTTLE_BYTES_PER_S)
     try:
-        returncode = _run(config, tmp_path, crash_at="driver_after_sink_commit@0")
+        returncode = _run(config, tmp_path, crash_at=crash_at)
     finally:
         kafka.throttle_producers(None)
-    assert returncode == -9
+    assert returncode == -9, f"harness: no kill at {crash_at}"
     record = CommitLog(Checkpoint.resolve(str(checkpoint))).read(0)
     assert record is not None and record.channel_state, "batch 0 should have left channel state"
     _run(config, tmp_path)
-    prefix = config["extra_sink_options"]["transactionalIdPrefix"]
-    _assert_exactly_once_in_order(kafka, output, expected, checkpoint, prefix)
-
-
-@pytest.mark.slow
-def test_crash_while_pending_state_is_merged_then_restart_is_exactly_once(
-    kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
-) -> None:
-    """Batch 1 times out again while it replays batch 0's state: it merges the rest into its
-    new state (step 3a) and is killed hard in the middle. The restart replays the refs batch 0's
-    record names, mixed with later merged ones, and writes every record once, in order."""
-    topic, expected = _input(kafka, new_topic)
-    output = new_topic(partitions=PARTITIONS)
-    checkpoint = tmp_path / "checkpoint"
-    config = _config(kafka, topic, output, checkpoint, alignedCheckpointTimeout="1s")
-    kafka.throttle_producers(THROTTLE_BYTES_PER_S)
-    try:
-        returncode = _run(config, tmp_path, crash_at="task_during_merge@1")
-    finally:
-        kafka.throttle_producers(None)
-    assert returncode == -9, "harness: batch 1 should have merged pending state"
-    _run(config, tmp_path)
-    metrics = read_metrics(Checkpoint.resolve(str(checkpoint)))
-    assert any(m.rows_merged for m in metrics), "the restart merged pending state too"
+    if crash_at.startswith("task_during_merge"):
+        metrics = read_metrics(Checkpoint.resolve(str(checkpoint)))
+        assert any(m.rows_merged for m in metrics), "the restart merged pending state too"
     prefix = config["extra_sink_options"]["transactionalIdPrefix"]
     _assert_exactly_once_in_order(kafka, output, expected, checkpoint, prefix)
 

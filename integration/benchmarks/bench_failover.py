@@ -25,7 +25,14 @@ from typing import Any
 
 from benchmarks import local_spark, write_results
 from benchmarks.peer_connector import ensure_connector
-from broker_chaos import Chaos, Fault, batch_durations_ms, run_until_caught_up
+from broker_chaos import (
+    Chaos,
+    Fault,
+    batch_durations_ms,
+    input_stream,
+    run_until_caught_up,
+    to_kafka,
+)
 from harness import kcat_read_committed
 from unaligned.kafka.transactions import transaction_states
 from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
@@ -48,29 +55,6 @@ def _schedules(source: str, topics: tuple[str, str]) -> dict[str, list[Fault]]:
     }
 
 
-def _query(
-    spark: Any, contender: str, kafka: EmbeddedKafka, source: str, output: str, cp: Path
-) -> Any:
-    fmt = "unaligned" if contender == "ours" else "kafka"
-    reader = (
-        spark.readStream.format(fmt)
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(PER_TRIGGER))
-        .load()
-        .selectExpr("key", "value", "partition")
-    )
-    return (
-        reader.writeStream.format(fmt)
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("topic", output)
-        .option("checkpointLocation", str(cp))
-        .trigger(processingTime="1 second")
-        .start()
-    )
-
-
 def _run(
     spark: Any, kafka: EmbeddedKafka, contender: str, schedule: str, records: int, work: Path
 ) -> dict[str, Any]:
@@ -83,7 +67,9 @@ def _run(
     kafka.produce(source, ((p, v, v, None, None) for p, vs in values.items() for v in vs))
     checkpoint = work / f"{contender}-{schedule}"
     started = time.monotonic()
-    query = _query(spark, contender, kafka, source, output, checkpoint)
+    fmt = "unaligned" if contender == "ours" else "kafka"
+    stream = input_stream(spark, kafka, source, PER_TRIGGER, fmt)
+    query = to_kafka(stream, kafka, output, checkpoint, fmt)
     chaos = Chaos(kafka, _schedules(source, (source, output))[schedule]).start()
     failure = None
     try:

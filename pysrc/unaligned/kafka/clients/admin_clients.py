@@ -24,6 +24,8 @@ time as the question itself (about 10 ms each on the embedded broker). Guarantee
 coordinator: a retriable error drops the client (its metadata and cached coordinators are
 stale) and the question is asked again on a new one, with a doubling backoff, until
 ``kafka.default.api.timeout.ms`` (:func:`unaligned.kafka.clients.retries.call_until`).
+:func:`ask_each_broker` asks every live broker, leaving out one that is away, and
+:func:`broker_setting` reads one broker's setting.
 """
 
 from __future__ import annotations
@@ -36,13 +38,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kafka.errors as kafka_errors
-from kafka.admin import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from unaligned._process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError
+from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.clients.client_options import api_timeout_ms
 from unaligned.kafka.clients.connections import SettingsKey, describe_servers, settings_key
-from unaligned.kafka.clients.retries import Backoff, call_until
+from unaligned.kafka.clients.retries import Backoff, call_until, is_retriable
 
 T = TypeVar("T")
 
@@ -155,3 +158,32 @@ def ask_admin(
         timeout_ms=api_timeout_ms(client_kwargs) if timeout_ms is None else timeout_ms,
         backoff=Backoff(int(client_kwargs.get("retry_backoff_ms", 100)) / 1000),
     )
+
+
+def ask_each_broker(admin: KafkaAdminClient, question: Callable[[int], T]) -> dict[int, T]:
+    """``question(node id)`` for every broker the admin client's metadata lists; a broker that
+    is away (a retriable error: killed, restarting) is left out as long as one answers, else its
+    error is raised (:func:`ask_admin` then asks again on a new client)."""
+    answers: dict[int, T] = {}
+    away: BaseException | None = None
+    for broker in connection_manager(admin).cluster.brokers():
+        node = int(broker.node_id)
+        try:
+            answers[node] = question(node)
+        except kafka_errors.KafkaError as exc:
+            if not is_retriable(exc):
+                raise
+            away = exc
+    if not answers and away is not None:
+        raise away
+    return answers
+
+
+def broker_setting(admin: KafkaAdminClient, node: int, name: str) -> str | None:
+    """Broker ``node``'s value of setting ``name`` (``None`` when it reports none)."""
+    described = admin.describe_configs(
+        [ConfigResource(ConfigResourceType.BROKER, str(node), [name])], config_filter="all"
+    )
+    entry = described.get("broker", {}).get(str(node), {}).get(name) or {}
+    value = entry.get("value")
+    return None if value is None else str(value)

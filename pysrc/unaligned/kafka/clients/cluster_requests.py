@@ -23,9 +23,9 @@ never raised; any other error is raised.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import kafka.errors as kafka_errors
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetForLeaderEpochRequest
@@ -137,6 +137,39 @@ async def _send_each(manager: Any, requests: Mapping[int, Any], timeout_ms: int)
     return answers
 
 
+V = TypeVar("V")
+
+
+async def _gather(
+    manager: Any,
+    by_node: Mapping[int, Collection[TopicPartitionId]],
+    requests: Mapping[int, Any],
+    timeout_ms: int,
+    read: Callable[[Any, Any], tuple[TopicPartitionId, int, V]],
+) -> tuple[dict[TopicPartitionId, V], dict[TopicPartitionId, BaseException]]:
+    """Send each node's request and read every partition of the answers with ``read(topic,
+    partition) -> (tp, error code, value)``: the values, and the partitions to ask again (a
+    retriable error, a request that failed whole, a partition the answer left out)."""
+    found: dict[TopicPartitionId, V] = {}
+    retry: dict[TopicPartitionId, BaseException] = {}
+    for node, answer in (await _send_each(manager, requests, timeout_ms)).items():
+        if isinstance(answer, BaseException):
+            retry.update({tp: answer for tp in by_node[node]})
+            continue
+        for topic in answer.topics:
+            for p in topic.partitions:
+                tp, error_code, value = read(topic, p)
+                error = _partition_error(error_code, tp)
+                if error is not None:
+                    retry[tp] = error
+                else:
+                    found[tp] = value
+        for tp in by_node[node]:
+            if tp not in found and tp not in retry:
+                retry[tp] = kafka_errors.UnknownTopicOrPartitionError(f"{tp}: not answered")
+    return found, retry
+
+
 def _partition_error(error_code: int, tp: TopicPartitionId) -> BaseException | None:
     error_type = kafka_errors.for_code(int(error_code))
     if error_type is kafka_errors.NoError:
@@ -175,22 +208,13 @@ async def list_offsets(
             topics=[item(name=t, partitions=ps) for t, ps in topics.items()],
             min_version=_LIST_OFFSETS_MIN_VERSION,
         )
-    found: dict[TopicPartitionId, int | None] = {}
-    for node, answer in (await _send_each(manager, requests, timeout_ms)).items():
-        if isinstance(answer, BaseException):
-            retry.update({tp: answer for tp in by_node[node]})
-            continue
-        for topic in answer.topics:
-            for p in topic.partitions:
-                tp = TopicPartitionId(topic.name, int(p.partition_index))
-                error = _partition_error(p.error_code, tp)
-                if error is not None:
-                    retry[tp] = error
-                else:
-                    found[tp] = None if int(p.offset) < 0 else int(p.offset)
-        for tp in by_node[node]:
-            if tp not in found and tp not in retry:
-                retry[tp] = kafka_errors.UnknownTopicOrPartitionError(f"{tp}: not answered")
+
+    def offset(topic: Any, p: Any) -> tuple[TopicPartitionId, int, int | None]:
+        tp = TopicPartitionId(topic.name, int(p.partition_index))
+        return tp, int(p.error_code), None if int(p.offset) < 0 else int(p.offset)
+
+    found, more = await _gather(manager, by_node, requests, timeout_ms, offset)
+    retry.update(more)
     return OffsetRound(found, retry)
 
 
@@ -222,19 +246,13 @@ async def epoch_end_offsets(
         requests[node] = OffsetForLeaderEpochRequest(
             replica_id=-1, topics=[item(topic=t, partitions=ps) for t, ps in topics.items()]
         )
-    answers: dict[TopicPartitionId, EpochEnd] = {}
-    for node, answer in (await _send_each(manager, requests, timeout_ms)).items():
-        if isinstance(answer, BaseException):
-            retry.update({tp: answer for tp in by_node[node]})
-            continue
-        for topic in answer.topics:
-            for p in topic.partitions:
-                tp = TopicPartitionId(topic.topic, int(p.partition))
-                error = _partition_error(p.error_code, tp)
-                if error is not None:
-                    retry[tp] = error
-                else:
-                    answers[tp] = EpochEnd(int(p.leader_epoch), int(p.end_offset))
+
+    def epoch_end(topic: Any, p: Any) -> tuple[TopicPartitionId, int, EpochEnd]:
+        tp = TopicPartitionId(topic.topic, int(p.partition))
+        return tp, int(p.error_code), EpochEnd(int(p.leader_epoch), int(p.end_offset))
+
+    answers, more = await _gather(manager, by_node, requests, timeout_ms, epoch_end)
+    retry.update(more)
     return answers, retry
 
 

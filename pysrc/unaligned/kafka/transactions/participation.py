@@ -22,13 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import kafka.errors as kafka_errors
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from unaligned.kafka.clients.admin_clients import ask_admin
+from unaligned.kafka.clients.admin_clients import ask_admin, ask_each_broker, broker_setting
 from unaligned.kafka.clients.client_internals import connection_manager
-from unaligned.kafka.clients.retries import is_retriable
 from unaligned.kafka.transactions.coordinator_requests import INIT_PRODUCER_ID_2PC_VERSION
 
 BROKER_SETTING = "transaction.two.phase.commit.enable"
@@ -55,34 +53,21 @@ def two_phase_commit_support(client_kwargs: Mapping[str, Any]) -> TwoPhaseSuppor
 
 def _ask(admin: KafkaAdminClient) -> TwoPhaseSupport:
     manager = connection_manager(admin)
+
+    def broker(node: int) -> tuple[int, str | None]:
+        version = manager.run(_init_producer_id_version, manager, node)
+        return version, broker_setting(admin, node, BROKER_SETTING)
+
     missing: list[str] = []
-    answered = 0
-    away: BaseException | None = None
-    for broker in manager.cluster.brokers():
-        node = int(broker.node_id)
-        try:
-            version = manager.run(_init_producer_id_version, manager, node)
-            described = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.BROKER, str(node), [BROKER_SETTING])],
-                config_filter="all",
-            )
-        except kafka_errors.KafkaError as exc:
-            if not is_retriable(exc):
-                raise
-            away = exc
-            continue
-        answered += 1
+    for node, (version, setting) in sorted(ask_each_broker(admin, broker).items()):
         if version < INIT_PRODUCER_ID_2PC_VERSION:
             missing.append(
                 f"broker {node} answers InitProducerId up to v{version}, not "
                 f"v{INIT_PRODUCER_ID_2PC_VERSION} (Kafka 4.4.0 advertises it only with "
                 "unstable.api.versions.enable=true)"
             )
-        entry = described.get("broker", {}).get(str(node), {}).get(BROKER_SETTING) or {}
-        if str(entry.get("value", "false")).lower() != "true":
-            missing.append(f"broker {node} has {BROKER_SETTING}={entry.get('value', 'false')}")
-    if answered == 0 and away is not None:
-        raise away
+        if str(setting or "false").lower() != "true":
+            missing.append(f"broker {node} has {BROKER_SETTING}={setting or 'false'}")
     return TwoPhaseSupport(tuple(missing))
 
 

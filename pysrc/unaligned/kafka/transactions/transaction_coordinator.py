@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
 from kafka.protocol.producer import EndTxnRequest
 
@@ -37,7 +37,12 @@ from unaligned.errors import (
     TransactionAbortError,
     TransactionCommitError,
 )
-from unaligned.kafka.clients.admin_clients import ask_admin, shared_admin_client
+from unaligned.kafka.clients.admin_clients import (
+    ask_admin,
+    ask_each_broker,
+    broker_setting,
+    shared_admin_client,
+)
 from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.clients.client_options import api_timeout_ms
 from unaligned.kafka.clients.connections import build_producer, describe_servers
@@ -352,32 +357,16 @@ def broker_max_transaction_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
     as one answers."""
     name = "transaction.max.timeout.ms"
 
-    def ask(admin: KafkaAdminClient) -> dict[str, int]:
-        values: dict[str, int] = {}
-        away: BaseException | None = None
-        for broker in admin.describe_cluster()["brokers"]:
-            broker_id = str(broker["broker_id"])
-            try:
-                described = admin.describe_configs(
-                    [ConfigResource(ConfigResourceType.BROKER, broker_id, [name])],
-                    config_filter="all",
-                )
-            except kafka_errors.KafkaError as exc:
-                if not is_retriable(exc):
-                    raise
-                away = exc
-                continue
-            entry = described.get("broker", {}).get(broker_id, {}).get(name) or {}
-            if entry.get("value") is None:
-                raise SinkConfigurationError(
-                    f"broker {broker_id} on {describe_servers(client_kwargs)} did not report {name}"
-                )
-            values[broker_id] = int(entry["value"])
-        if not values and away is not None:
-            raise away  # every broker away: asked again
-        if away is not None:
-            logger.info("%s: a broker away was left out (%r)", name, away)
-        return values
+    def value(admin: KafkaAdminClient, node: int) -> int:
+        setting = broker_setting(admin, node, name)
+        if setting is None:
+            raise SinkConfigurationError(
+                f"broker {node} on {describe_servers(client_kwargs)} did not report {name}"
+            )
+        return int(setting)
+
+    def ask(admin: KafkaAdminClient) -> dict[int, int]:
+        return ask_each_broker(admin, lambda node: value(admin, node))
 
     values = ask_admin(client_kwargs, f"asking the brokers' {name}", ask)
     if not values:
