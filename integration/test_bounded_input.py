@@ -114,10 +114,13 @@ def test_available_now_with_an_ending_timestamp_ends_by_itself(
     spark: Any, kafka: EmbeddedKafka, new_topic: Any, tmp_path: Path
 ) -> None:
     topic = new_topic(partitions=1)
-    kafka.produce(topic, [(0, None, b"early%d" % i, None, 1_000 + i) for i in range(10)])
-    kafka.produce(topic, [(0, None, b"late%d" % i, None, 5_000 + i) for i in range(10)])
+    # recent timestamps: records stamped in 1970 are past the topic's retention, and the
+    # broker's retention check (every 5 min of a long test run) would delete them
+    late = int(time.time() * 1000) - 60_000
+    kafka.produce(topic, [(0, None, b"early%d" % i, None, late - 10_000 + i) for i in range(10)])
+    kafka.produce(topic, [(0, None, b"late%d" % i, None, late + i) for i in range(10)])
     out, checkpoint = tmp_path / "out", tmp_path / "cp"
-    df = kafka_stream(spark, kafka, topic, endingTimestamp="5000")
+    df = kafka_stream(spark, kafka, topic, endingTimestamp=str(late))
     query = start_query(df, out, checkpoint, availableNow=True)
     assert query.awaitTermination(QUERY_TIMEOUT_S), "the bounded query did not end"
     assert offsets_read(spark, out) == [(0, o) for o in range(10)]
