@@ -12,13 +12,13 @@ from typing import Any
 
 from unaligned._fs import resolve_location
 from unaligned.kafka.transactions import transaction_coordinator
-from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR
-from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_items import prepared_from_json
-from unaligned.sink.kafka_task_writer import KafkaTaskWriter
+from unaligned.sink.files.committed_files import read_committed_files
+from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR
+from unaligned.sink.files.spark_metadata_log import LogSettings, SparkMetadataLog
 from unaligned.sink.options import KafkaTarget
-from unaligned.sink.spark_metadata_log import LogSettings, SparkMetadataLog
+from unaligned.sink.topics.kafka_columns import kafka_columns
+from unaligned.sink.topics.kafka_items import prepared_from_json
+from unaligned.sink.topics.kafka_task_writer import KafkaTaskWriter
 from unaligned.testing import EmbeddedKafka
 
 

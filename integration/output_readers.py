@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from unaligned._fs import resolve_location
-from unaligned.sink.committed_files import manifest_entries
+from unaligned.sink.files.committed_files import manifest_entries
 
 Values = list[bytes]
 

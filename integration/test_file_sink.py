@@ -19,7 +19,7 @@ import unaligned
 from harness import kafka_stream
 from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR, parse_manifest_name
+from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, parse_manifest_name
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

@@ -22,7 +22,7 @@ from output_readers import LISTING_READERS, batches_seen, committed_files, read_
 from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import kill_session
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.file_manifest import STAGING_DIR
+from unaligned.sink.files.file_manifest import STAGING_DIR
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from unaligned.sink.committed_files import read_committed_files
+from unaligned.sink.files.committed_files import read_committed_files
 
 ROWS = 2_000
 

@@ -19,9 +19,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructType
 
 from harness import kafka_stream
-from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_participant import KafkaParticipant
 from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.topics.kafka_columns import kafka_columns
+from unaligned.sink.topics.kafka_participant import KafkaParticipant
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

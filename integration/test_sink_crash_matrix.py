@@ -43,9 +43,9 @@ from crash_runs import (
 from harness import committed_values
 from output_readers import LISTING_READERS, batches_seen, committed_files, read_all
 from unaligned.checkpoint import Checkpoint
-from unaligned.sink import kafka_id_pool
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.file_manifest import STAGING_DIR
+from unaligned.sink.files.file_manifest import STAGING_DIR
+from unaligned.sink.topics import kafka_id_pool
 from unaligned.testing import EmbeddedKafka
 
 pytestmark = pytest.mark.slow

@@ -23,9 +23,9 @@ from unaligned.checkpoint import Checkpoint
 from unaligned.errors import TransactionExpiredError
 from unaligned.kafka.transactions import transaction_coordinator, transaction_states
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_participant import KafkaParticipant
 from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.topics.kafka_columns import kafka_columns
+from unaligned.sink.topics.kafka_participant import KafkaParticipant
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

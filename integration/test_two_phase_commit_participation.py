@@ -31,9 +31,9 @@ from harness import kcat_read_committed, wait_until
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.transactions import transaction_states
-from unaligned.sink.kafka_columns import kafka_columns
-from unaligned.sink.kafka_participant import KafkaParticipant
 from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.topics.kafka_columns import kafka_columns
+from unaligned.sink.topics.kafka_participant import KafkaParticipant
 from unaligned.testing import EmbeddedKafka
 from unaligned.testing.broker_config import TWO_PHASE_COMMIT
 
@@ -174,7 +174,7 @@ def test_auto_follows_the_brokers_and_true_refuses_a_cluster_without_it(
     on.check_at_query_start()
     assert on.client_kwargs().get(TWO_PHASE_COMMIT_KWARG) is True
     off = _participant(brokers["plain"], tmp_path / "b")
-    with caplog.at_level(logging.INFO, logger="unaligned.sink.kafka_checks"):
+    with caplog.at_level(logging.INFO, logger="unaligned.sink.topics.kafka_checks"):
         off.check_at_query_start()
         off.check_at_query_start()  # the next batch: said once
     assert TWO_PHASE_COMMIT_KWARG not in off.client_kwargs()

@@ -11,9 +11,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_manifest import MANIFEST_DIR
-from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.files.committed_files import read_committed_files
+from unaligned.sink.files.file_manifest import MANIFEST_DIR
+from unaligned.sink.files.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("s", StringType(), True)])

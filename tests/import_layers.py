@@ -40,6 +40,20 @@ SUBLAYERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
         ("fetch", "transactions"),
         ("produce",),
     ),
+    "sink": (
+        (
+            "__init__",
+            "options",
+            "commit_log",
+            "writer_role",
+            "participant",
+            "recovery",
+            "barrier_outcome",
+            "two_phase_commit",
+        ),
+        ("files", "topics"),
+        ("stream_writer_factory",),
+    ),
 }
 
 

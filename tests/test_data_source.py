@@ -19,8 +19,8 @@ import unaligned
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource
 from unaligned.errors import CommitLogError, OptionError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitRecord
-from unaligned.sink.committed_files import CommittedFilesReader
-from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.files.committed_files import CommittedFilesReader
+from unaligned.sink.files.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
 from unaligned.source.batch_reader import KafkaBatchReader

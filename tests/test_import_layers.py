@@ -47,15 +47,15 @@ def test_a_module_cycle_fails_also_within_a_package_and_under_type_checking(
     package = tree(
         tmp_path,
         {
-            "sink/__init__.py": "",
-            "sink/a.py": "from unaligned.sink.b import x\n",
-            "sink/b.py": (
+            "barriers/__init__.py": "",
+            "barriers/a.py": "from unaligned.barriers.b import x\n",
+            "barriers/b.py": (
                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                "    from unaligned.sink import a\nx = 1\n"
+                "    from unaligned.barriers import a\nx = 1\n"
             ),
         },
     )
-    assert check(package) == ["module cycle: unaligned.sink.a <-> unaligned.sink.b"]
+    assert check(package) == ["module cycle: unaligned.barriers.a <-> unaligned.barriers.b"]
 
 
 def test_an_import_of_a_higher_sub_package_fails(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 #: Modules only a sink task needs: Spark's planner and commit runner never load them.
 SINK_TASK_ONLY = frozenset(
     {
-        "unaligned.sink.kafka_task_writer",
+        "unaligned.sink.topics.kafka_task_writer",
         "unaligned.kafka.produce.produce_session",
         "pyarrow.compute",
     }

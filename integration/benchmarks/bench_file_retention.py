@@ -71,11 +71,11 @@ def _live_log_bytes(directory: Path) -> int:
 
 def run(batches: int, files: int, retention_s: int | None, marks: list[int]) -> list[dict]:
     from unaligned.sink.commit_log import CommitRecord
-    from unaligned.sink.committed_files import manifest_entries
-    from unaligned.sink.file_manifest import MANIFEST_DIR, final_name
-    from unaligned.sink.file_participant import FileParticipant
+    from unaligned.sink.files.committed_files import manifest_entries
+    from unaligned.sink.files.file_manifest import MANIFEST_DIR, final_name
+    from unaligned.sink.files.file_participant import FileParticipant
+    from unaligned.sink.files.spark_metadata_log import SPARK_METADATA_DIR
     from unaligned.sink.options import FileTarget
-    from unaligned.sink.spark_metadata_log import SPARK_METADATA_DIR
 
     with tempfile.TemporaryDirectory() as tmp, SimulatedClock() as clock:
         out = Path(tmp) / "out"

@@ -28,9 +28,9 @@ SCHEMA = StructType([StructField("value", BinaryType()), StructField("partition"
 def run(batches: int, tasks: int) -> dict[str, Any]:
     from unaligned.kafka.transactions import transaction_states
     from unaligned.sink.commit_log import CommitLog, CommitRecord
-    from unaligned.sink.kafka_columns import kafka_columns
-    from unaligned.sink.kafka_participant import KafkaParticipant
     from unaligned.sink.options import KafkaTarget, SinkOptions
+    from unaligned.sink.topics.kafka_columns import kafka_columns
+    from unaligned.sink.topics.kafka_participant import KafkaParticipant
     from unaligned.testing import EmbeddedKafka
 
     with EmbeddedKafka() as kafka, tempfile.TemporaryDirectory() as checkpoint:

@@ -146,7 +146,7 @@ def _run(spark: Any, kafka: Any, topic: str, target: str, work: Path) -> dict[st
         result["output_end_offsets"] = sum(end.values())
         result["output_visible_check"] = stable == end
     elif target == "files":
-        from unaligned.sink.committed_files import describe_committed
+        from unaligned.sink.files.committed_files import describe_committed
 
         result["committed"] = describe_committed(output)
     if rows != RECORDS:

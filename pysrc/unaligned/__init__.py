@@ -53,6 +53,6 @@ def __getattr__(name: str) -> Any:
 
 def read_committed_files(path: str, **kwargs: Any) -> pyarrow.Table:
     """Read every row the file sink committed under ``path`` (and nothing uncommitted)."""
-    from unaligned.sink.committed_files import read_committed_files as _read
+    from unaligned.sink.files.committed_files import read_committed_files as _read
 
     return _read(path, **kwargs)

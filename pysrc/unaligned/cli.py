@@ -242,7 +242,7 @@ def _inspect(args: argparse.Namespace) -> int:
         )
     except NotACheckpointError as exc:
         if args.command == "inspect":
-            from unaligned.sink.output_survey import is_file_sink_output
+            from unaligned.sink.files.output_survey import is_file_sink_output
 
             if is_file_sink_output(args.checkpoint):
                 return _inspect_output(args)
@@ -272,7 +272,7 @@ def _inspect_output(args: argparse.Namespace) -> int:
     """``unaligned inspect`` of a file sink's output path: 0, 1 for an unreadable output."""
     from unaligned.errors import UnalignedError
     from unaligned.inspection.output_text import render_output_text
-    from unaligned.sink.output_survey import survey_output
+    from unaligned.sink.files.output_survey import survey_output
 
     try:
         survey = survey_output(args.checkpoint)
@@ -292,7 +292,7 @@ def _remove_orphans(args: argparse.Namespace) -> int:
     """``unaligned remove-orphans``: 0, 2 for a path that is not a file sink's output, 1 for an
     unreadable one."""
     from unaligned.errors import UnalignedError
-    from unaligned.sink.output_survey import is_file_sink_output, remove_orphans
+    from unaligned.sink.files.output_survey import is_file_sink_output, remove_orphans
 
     if not is_file_sink_output(args.path):
         print(

@@ -7,7 +7,7 @@ One class serves three roles, chosen by what Spark asks for:
 - ``df.writeStream.format("unaligned")``: the two-phase-commit sink
   (:mod:`unaligned.sink.two_phase_commit`), to Kafka or to Parquet files.
 - ``spark.read.format("unaligned").option("path", ...)``: a batch read of the files the file
-  sink committed (:mod:`unaligned.sink.committed_files`); uncommitted files are never visible.
+  sink committed (:mod:`unaligned.sink.files.committed_files`); uncommitted files are never visible.
 - ``spark.read.format("unaligned")`` with a Kafka subscription: a batch read of
   ``[startingOffsets, endingOffsets)``, as Spark's ``format("kafka")``
   (:mod:`unaligned.source.batch_reader`).
@@ -56,7 +56,7 @@ class UnalignedDataSource(DataSource):
 
     def schema(self) -> StructType:
         if self._reads_files():
-            from unaligned.sink.committed_files import committed_files_schema
+            from unaligned.sink.files.committed_files import committed_files_schema
 
             return committed_files_schema(dict(self.options))
         from unaligned.kafka.records.source_schema import kafka_source_schema
@@ -98,7 +98,7 @@ class UnalignedDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if not {k.lower() for k in self.options} & _SUBSCRIPTION_KEYS:
-            from unaligned.sink.committed_files import CommittedFilesReader
+            from unaligned.sink.files.committed_files import CommittedFilesReader
 
             return CommittedFilesReader(dict(self.options), schema)
         from unaligned.source.batch_reader import KafkaBatchReader

@@ -10,7 +10,7 @@ import pytest
 from file_sink_steps import QUERY, commit_log, make_participant, prepare_item, publish_batch
 from unaligned import cli
 from unaligned.sink.commit_log import CommitRecord
-from unaligned.sink.file_manifest import final_name
+from unaligned.sink.files.file_manifest import final_name
 
 
 def _output_with_an_orphan(tmp_path: Path) -> Path:

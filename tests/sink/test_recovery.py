@@ -15,9 +15,9 @@ from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import CrashPoint
 from unaligned.errors import CommitLogError, TransactionCommitError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_manifest import STAGING_DIR
-from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.files.committed_files import read_committed_files
+from unaligned.sink.files.file_manifest import STAGING_DIR
+from unaligned.sink.files.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
 from unaligned.sink.recovery import commit_record, prepared_items, recover, roll_forward

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from unaligned.errors import SinkConfigurationError
-from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.files.file_participant import FileParticipant
 from unaligned.sink.stream_writer_factory import (
     build_stream_writer,
     default_transactional_id_prefix,

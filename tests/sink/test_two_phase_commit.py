@@ -21,8 +21,8 @@ from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, TransactionExpiredError
 from unaligned.sink import two_phase_commit as tpc
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.committed_files import read_committed_files
-from unaligned.sink.file_manifest import STAGING_DIR
+from unaligned.sink.files.committed_files import read_committed_files
+from unaligned.sink.files.file_manifest import STAGING_DIR
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
 from unaligned.sink.recovery import recover
 from unaligned.sink.stream_writer_factory import build_stream_writer

@@ -1,11 +1,12 @@
 """``unaligned inspect <file sink output>`` without ``--json``: the
-:class:`~unaligned.sink.output_survey.OutputSurvey` as text (queries, orphans, expired files)."""
+:class:`~unaligned.sink.files.output_survey.OutputSurvey` as text (queries, orphans, expired
+files)."""
 
 from __future__ import annotations
 
 from unaligned.inspection import formatting as fmt
 from unaligned.inspection.text import table
-from unaligned.sink.output_survey import DataFile, OutputSurvey
+from unaligned.sink.files.output_survey import DataFile, OutputSurvey
 
 QUERY_HEADERS = (
     "query id",

@@ -36,12 +36,13 @@ from unaligned.registry.options import (
     is_format_option,
     parse_formats,
 )
-from unaligned.sink.spark_metadata_log import DEFAULT_COMPACT_INTERVAL
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 DEFAULT_CHUNK_ROWS = 1000
 DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 4 * 1024 * 1024
 DEFAULT_MIN_BATCHES_TO_RETAIN = 100
+DEFAULT_COMPACT_INTERVAL = 10
+"""Spark's ``spark.sql.streaming.fileSink.log.compactInterval`` default."""
 DEFAULT_COMPRESSION = "snappy"
 PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
 DEFAULT_ALIGNED_CHECKPOINT_TIMEOUT = "30s"

@@ -1,9 +1,9 @@
 """The contract between the two-phase-commit core and its participants.
 
 A *participant* is a sink target that can prepare work in tasks and commit it later on the
-driver: Kafka transactions (:class:`unaligned.sink.kafka_participant.KafkaParticipant`) or
-staged Parquet files (:class:`unaligned.sink.file_participant.FileParticipant`). Both implement
-:class:`Participant` structurally; neither imports the core.
+driver: Kafka transactions (:class:`unaligned.sink.topics.kafka_participant.KafkaParticipant`) or
+staged Parquet files (:class:`unaligned.sink.files.file_participant.FileParticipant`). Both
+implement :class:`Participant` structurally; neither imports the core.
 
 Where the protocol steps use this contract:
 

@@ -66,13 +66,13 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPh
 def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
     target = options.target
     if isinstance(target, FileTarget):
-        from unaligned.sink.file_participant import FileParticipant
+        from unaligned.sink.files.file_participant import FileParticipant
 
         return FileParticipant.for_query(
             target, schema, options.checkpoint, log_retain_batches=options.min_batches_to_retain
         )
-    from unaligned.sink.kafka_columns import kafka_columns
-    from unaligned.sink.kafka_participant import KafkaParticipant
+    from unaligned.sink.topics.kafka_columns import kafka_columns
+    from unaligned.sink.topics.kafka_participant import KafkaParticipant
 
     columns = kafka_columns(schema, target)
     target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves

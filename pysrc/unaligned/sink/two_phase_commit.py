@@ -1,13 +1,13 @@
 """The exactly-once sink's writer: a two-phase commit with one durable decision per micro-batch.
 
 :class:`TwoPhaseCommitWriter` is what Spark calls for ``writeStream.format("unaligned")``, for
-Kafka transactions (:mod:`unaligned.sink.kafka_participant`) and Parquet files
-(:mod:`unaligned.sink.file_participant`) alike. It runs protocol steps 1 (pre-commit, in every
+Kafka transactions (:mod:`unaligned.sink.topics.kafka_participant`) and Parquet files
+(:mod:`unaligned.sink.files.file_participant`) alike. It runs protocol steps 1 (pre-commit, in every
 task), 2 (decide and commit, in the commit runner) and 4 (abort); step 3 (recovery, in Spark's
 planner) is :mod:`unaligned.sink.recovery`, called from
 :mod:`unaligned.sink.stream_writer_factory`. Steps are numbered where they run. The decision is
 the batch's commit record (:mod:`unaligned.sink.commit_log`); transactional ids come from
-:mod:`unaligned.sink.kafka_id_pool`; what a barrier publishes is
+:mod:`unaligned.sink.topics.kafka_id_pool`; what a barrier publishes is
 :mod:`unaligned.sink.barrier_outcome`. ARCHITECTURE.md, "The two-phase commit" and "Processes",
 has the protocol and which Spark process runs each step.
 """

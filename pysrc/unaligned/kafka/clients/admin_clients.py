@@ -6,7 +6,7 @@ block that runs while the kept client is lent to another thread.
 :func:`shared_admin_client` lends the process's kept client for the same cluster and settings
 instead. An executor's Python worker runs many tasks one after another, and every Kafka sink
 task asks the coordinator about its transactional id before it begins (``DescribeTransactions``,
-:mod:`unaligned.sink.kafka_participant`); Spark reuses the driver's planner and commit runner
+:mod:`unaligned.sink.topics.kafka_participant`); Spark reuses the driver's planner and commit runner
 processes across micro-batches, which list the sink's open transactions and commit the batch's
 (``ListTransactions``, ``EndTxn``) every batch; the planner also asks, once per process, for
 the brokers' ``transaction.max.timeout.ms`` and whether the sink's topic exists. A new client

@@ -13,7 +13,7 @@ transaction's producer id and epoch; the sink ends it by handle, ``EndTxn``, and
 
 :func:`two_phase_commit_support` asks every broker (``ApiVersions``, ``DescribeConfigs``) and
 says what is missing; the sink decides from it (``kafka.transaction.two.phase.commit.enable``:
-``auto``, ``true``, ``false``; :mod:`unaligned.sink.kafka_participant`).
+``auto``, ``true``, ``false``; :mod:`unaligned.sink.topics.kafka_participant`).
 """
 
 from __future__ import annotations

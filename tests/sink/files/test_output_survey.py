@@ -17,8 +17,8 @@ from file_sink_steps import (
     read_ids,
 )
 from unaligned.sink.commit_log import CommitRecord
-from unaligned.sink.file_manifest import STAGING_DIR, final_name
-from unaligned.sink.output_survey import is_file_sink_output, remove_orphans, survey_output
+from unaligned.sink.files.file_manifest import STAGING_DIR, final_name
+from unaligned.sink.files.output_survey import is_file_sink_output, remove_orphans, survey_output
 
 
 def _crash_during_the_renames_then_lose_the_checkpoint(tmp_path: Path) -> list[dict]:

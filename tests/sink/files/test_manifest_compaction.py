@@ -21,13 +21,13 @@ from file_sink_steps import (
 )
 from unaligned._fs import resolve_location
 from unaligned.sink.commit_log import CommitRecord
-from unaligned.sink.file_manifest import (
+from unaligned.sink.files.file_manifest import (
     MANIFEST_DIR,
     compacted_manifest_name,
     final_name,
     manifest_name,
 )
-from unaligned.sink.manifest_compaction import log_position
+from unaligned.sink.files.manifest_compaction import log_position
 
 
 def test_compaction_bounds_the_manifest_and_keeps_every_row(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_compaction_leaves_unfinished_batches(tmp_path: Path) -> None:
 def test_a_compaction_that_finds_a_listed_file_gone_deletes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from unaligned.sink import manifest_compaction
+    from unaligned.sink.files import manifest_compaction
 
     participant = make_participant(tmp_path, manifest_retain=1, compact_every=1)
     log = commit_log(tmp_path, "ck")

@@ -14,16 +14,16 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from unaligned import read_committed_files as public_read
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, OptionError
-from unaligned.sink import committed_files
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.committed_files import (
+from unaligned.sink.files import committed_files
+from unaligned.sink.files.committed_files import (
     CommittedFilesReader,
     committed_files_schema,
     describe_committed,
     read_committed_files,
 )
-from unaligned.sink.file_manifest import MANIFEST_DIR
-from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.files.file_manifest import MANIFEST_DIR
+from unaligned.sink.files.file_participant import FileParticipant
 from unaligned.sink.options import FileTarget
 
 SCHEMA = StructType(

@@ -1,12 +1,12 @@
 """A Kafka sink task attempt's transaction (step 1 of the protocol), apart from the driver side.
 
-:class:`KafkaTaskWriter` is what :meth:`unaligned.sink.kafka_participant.KafkaParticipant.
+:class:`KafkaTaskWriter` is what :meth:`unaligned.sink.topics.kafka_participant.KafkaParticipant.
 open_task` gives a task: its chunks are encoded as whole record batches
-(:mod:`unaligned.sink.kafka_batches`) and sent by a
+(:mod:`unaligned.sink.topics.kafka_batches`) and sent by a
 :class:`~unaligned.kafka.produce.produce_session.ProduceSession` on the worker process's kept
 connections; :meth:`KafkaTaskWriter.prepare` returns the commit-record item
-(:mod:`unaligned.sink.kafka_items`). Only task workers import this module: Spark's planner and
-the commit runner, which build the participant before every batch, load neither the encoder,
+(:mod:`unaligned.sink.topics.kafka_items`). Only task workers import this module: Spark's planner
+and the commit runner, which build the participant before every batch, load neither the encoder,
 ``pyarrow.compute`` nor the produce session.
 """
 
@@ -19,17 +19,17 @@ import pyarrow as pa
 
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka.produce.produce_session import ProduceSession
-from unaligned.sink.kafka_batches import BatchChunkWriter
-from unaligned.sink.kafka_columns import KafkaColumns
-from unaligned.sink.kafka_items import prepared_to_json
 from unaligned.sink.options import KafkaTarget
+from unaligned.sink.topics.kafka_batches import BatchChunkWriter
+from unaligned.sink.topics.kafka_columns import KafkaColumns
+from unaligned.sink.topics.kafka_items import prepared_to_json
 
 
 class KafkaTaskWriter:
     """Writes one task attempt's rows into one transaction (Step 1 of the protocol): chunks are
-    encoded as whole record batches (:class:`unaligned.sink.kafka_batches.BatchChunkWriter`) and
-    sent by a :class:`~unaligned.kafka.produce.produce_session.ProduceSession` on the process's kept
-    connections."""
+    encoded as whole record batches (:class:`unaligned.sink.topics.kafka_batches.BatchChunkWriter`)
+    and sent by a :class:`~unaligned.kafka.produce.produce_session.ProduceSession` on the process's
+    kept connections."""
 
     def __init__(
         self,

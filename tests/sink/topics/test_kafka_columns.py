@@ -19,9 +19,9 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
-from unaligned.sink.kafka_columns import KafkaColumns, kafka_columns
 from unaligned.sink.options import KafkaTarget, SinkOptions
 from unaligned.sink.stream_writer_factory import build_stream_writer
+from unaligned.sink.topics.kafka_columns import KafkaColumns, kafka_columns
 
 
 def _target(tmp_path: Path, topic: str | None = "t") -> KafkaTarget:

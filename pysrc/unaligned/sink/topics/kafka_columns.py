@@ -20,7 +20,7 @@ unchanged for rows whose ``value`` is null (the dead-letter route).
 :func:`kafka_columns` finds and type-checks them when the stream writer is built
 (:func:`unaligned.sink.stream_writer_factory.build_stream_writer`), before any data moves;
 nullability is ignored. Tasks encode them straight from Arrow
-(:mod:`unaligned.sink.kafka_batches`).
+(:mod:`unaligned.sink.topics.kafka_batches`).
 """
 
 from __future__ import annotations

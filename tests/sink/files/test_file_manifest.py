@@ -6,7 +6,7 @@ import pytest
 
 from file_sink_steps import QUERY
 from unaligned.errors import SinkConfigurationError
-from unaligned.sink.file_manifest import (
+from unaligned.sink.files.file_manifest import (
     check_query_id,
     compacted_manifest_name,
     manifest_name,

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from unaligned._fs import Location
 from unaligned.errors import CommitLogError
-from unaligned.sink.file_manifest import final_name, staged_name, staging_dir
+from unaligned.sink.files.file_manifest import final_name, staged_name, staging_dir
 
 logger = logging.getLogger(__name__)
 

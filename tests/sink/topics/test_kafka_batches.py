@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from unaligned.errors import SchemaMismatchError
-from unaligned.sink.kafka_batches import _checked_headers
+from unaligned.sink.topics.kafka_batches import _checked_headers
 
 _HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

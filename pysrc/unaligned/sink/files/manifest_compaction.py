@@ -6,7 +6,7 @@ with a ``retention`` leaves out every batch decided longer ago (Spark's file sin
 ``retention``, SPARK-27188). A compacted file keeps two marks of what it no longer lists
 (:class:`CompactedMarks`): the query's position in ``_spark_metadata`` and the newest expired
 batch; :func:`log_position` is where the query's next batch's search of that log starts.
-Names and entries: :mod:`unaligned.sink.file_manifest`.
+Names and entries: :mod:`unaligned.sink.files.file_manifest`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from unaligned._fs import Location, atomic_write, read_bytes
 from unaligned.errors import CommitLogError
-from unaligned.sink.file_manifest import (
+from unaligned.sink.files.file_manifest import (
     MANIFEST_DIR,
     MANIFEST_VERSION,
     ManifestEntry,

@@ -2,10 +2,10 @@
 
 :class:`FileTaskWriter` writes the attempt's rows, in row groups of at most
 :data:`ROW_GROUP_ROWS`, to a staged file of its own (named by
-:func:`unaligned.sink.file_manifest.staged_name`, ending in ``.parquet.staged``, under the
+:func:`unaligned.sink.files.file_manifest.staged_name`, ending in ``.parquet.staged``, under the
 batch's staging directory), closes it with a complete footer at ``prepare`` and describes it
 for the driver: staged path, final name, rows, bytes. The driver's steps are
-:mod:`unaligned.sink.file_participant`.
+:mod:`unaligned.sink.files.file_participant`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from unaligned._fs import Location
-from unaligned.sink.file_manifest import final_name, staged_name, staging_dir
+from unaligned.sink.files.file_manifest import final_name, staged_name, staging_dir
 
 ROW_GROUP_ROWS = 128 * 1024
 """Rows a task buffers before writing a Parquet row group (chunks are smaller)."""

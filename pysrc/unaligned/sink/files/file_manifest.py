@@ -6,9 +6,9 @@ committed data files (:func:`final_name`), manifest entries (:func:`manifest_nam
 compacted manifest files (:func:`compacted_manifest_name`), each with the query id
 (:func:`check_query_id`). It writes manifest entries (:func:`write_manifest_entry`) and reads
 one manifest file (:func:`read_manifest_file`; listing all of them once per batch is
-:mod:`unaligned.sink.committed_files`). Each entry also records the query's position in the
+:mod:`unaligned.sink.files.committed_files`). Each entry also records the query's position in the
 ``_spark_metadata`` log. Folding entries together (and ``retention``) is
-:mod:`unaligned.sink.manifest_compaction`. The layout and the protocol: ARCHITECTURE.md,
+:mod:`unaligned.sink.files.manifest_compaction`. The layout and the protocol: ARCHITECTURE.md,
 "Checkpoint layout" (file sink).
 """
 

@@ -1,15 +1,15 @@
 """The Kafka participant of the two-phase-commit sink: one transaction per task attempt.
 
-Input columns and their types: :mod:`unaligned.sink.kafka_columns`; the participant contract:
-:mod:`unaligned.sink.participant`. A task attempt writes into a transaction on an id of the
-query's pool ``<prefix>-<task>-<slot>`` that no other live attempt can claim
-(:mod:`unaligned.sink.kafka_id_pool`) through a :class:`~unaligned.sink.kafka_task_writer.
-KafkaTaskWriter` (imported by task workers only); items of commit records:
-:mod:`unaligned.sink.kafka_items`. The driver
-checks every prepared transaction can still commit, commits by handle
-(:mod:`unaligned.kafka.transactions.transaction_coordinator`) and fences the pool's leftovers. The
-default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be unique to
-the query on the cluster. A prepared transaction must be committed within
+Input columns and their types: :mod:`unaligned.sink.topics.kafka_columns`; the participant
+contract: :mod:`unaligned.sink.participant`. A task attempt writes into a transaction on an id
+of the query's pool ``<prefix>-<task>-<slot>`` that no other live attempt can claim
+(:mod:`unaligned.sink.topics.kafka_id_pool`) through a
+:class:`~unaligned.sink.topics.kafka_task_writer.KafkaTaskWriter` (imported by task workers
+only); items of commit records: :mod:`unaligned.sink.topics.kafka_items`. The driver checks
+every prepared transaction can still commit, commits by handle
+(:mod:`unaligned.kafka.transactions.transaction_coordinator`) and fences the pool's leftovers.
+The default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be
+unique to the query on the cluster. A prepared transaction must be committed within
 ``kafka.transaction.timeout.ms`` of its first record (ARCHITECTURE.md, "The two-phase commit";
 :func:`unaligned.sink.recovery.roll_forward` for a restart that comes later).
 """
@@ -37,15 +37,15 @@ from unaligned.errors import (
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.transactions import transaction_coordinator, transaction_states
 from unaligned.kafka.transactions.transactions import PreparedTransaction
-from unaligned.sink import kafka_id_pool
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.kafka_checks import check_cluster
-from unaligned.sink.kafka_columns import KafkaColumns
-from unaligned.sink.kafka_items import prepared_from_json
 from unaligned.sink.options import KafkaTarget
+from unaligned.sink.topics import kafka_id_pool
+from unaligned.sink.topics.kafka_checks import check_cluster
+from unaligned.sink.topics.kafka_columns import KafkaColumns
+from unaligned.sink.topics.kafka_items import prepared_from_json
 
 if TYPE_CHECKING:
-    from unaligned.sink.kafka_task_writer import KafkaTaskWriter
+    from unaligned.sink.topics.kafka_task_writer import KafkaTaskWriter
 
 logger = logging.getLogger(__name__)
 
@@ -106,17 +106,17 @@ class KafkaParticipant:
 
     # Step 3 precondition, at query start (before every batch's tasks, see stream_writer_factory).
     def check_at_query_start(self) -> None:
-        """The cluster checks of :func:`unaligned.sink.kafka_checks.check_cluster`; they also
+        """The cluster checks of :func:`unaligned.sink.topics.kafka_checks.check_cluster`; they also
         say whether this batch's transactions take part in two-phase commit (KIP-939)."""
         self._two_phase_commit = check_cluster(self._target, self.client_kwargs())
 
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> KafkaTaskWriter:
         """1. Pre-commit starts: claim the first free id of the attempt's lane of the pool
-        (:mod:`unaligned.sink.kafka_id_pool`), ``InitProducerId`` on it, begin."""
+        (:mod:`unaligned.sink.topics.kafka_id_pool`), ``InitProducerId`` on it, begin."""
         kwargs = self.client_kwargs()
         lane = kafka_id_pool.lane(batch_id, attempt_number)
         tid = kafka_id_pool.free_id(kwargs, partial(self.transactional_id, partition_id), lane)
-        from unaligned.sink.kafka_task_writer import KafkaTaskWriter  # task workers only
+        from unaligned.sink.topics.kafka_task_writer import KafkaTaskWriter  # task workers only
 
         writer = KafkaTaskWriter(self._target, self._columns, kwargs, tid, partition_id)
         writer.begin()

@@ -29,14 +29,13 @@ import pyarrow.fs as pafs
 
 from unaligned._fs import Location, create_exclusive, read_bytes
 from unaligned.errors import CommitLogError
+from unaligned.sink.options import DEFAULT_COMPACT_INTERVAL
 
 logger = logging.getLogger(__name__)
 
 SPARK_METADATA_DIR = "_spark_metadata"
 VERSION_LINE = b"v1"
 COMPACT_SUFFIX = ".compact"
-DEFAULT_COMPACT_INTERVAL = 10
-"""Spark's ``spark.sql.streaming.fileSink.log.compactInterval`` default."""
 CLEANUP_DELAY_MS = 10 * 60 * 1000
 """Spark's ``spark.sql.streaming.fileSink.log.cleanupDelay`` default: a log file is deleted only
 this long after it was written, so a reader that listed it can still read it."""

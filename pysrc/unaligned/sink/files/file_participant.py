@@ -3,8 +3,8 @@
 Layout under the output ``path``; every name carries the id of the query that wrote it (``<q>``,
 Spark's query id from ``<checkpoint>/metadata``, a UUID stable across restarts of one
 checkpoint), so queries with different checkpoints can write to the same ``path`` side by side.
-The names are built by :mod:`unaligned.sink.file_manifest` (compaction:
-:mod:`unaligned.sink.manifest_compaction`)::
+The names are built by :mod:`unaligned.sink.files.file_manifest` (compaction:
+:mod:`unaligned.sink.files.manifest_compaction`)::
 
     <path>/_unaligned_staging/<q>/<batchId>/part-<partition>-<attempt>-<random>.parquet.staged
     <path>/part-<q>-<batchId:010d>-<partition:05d>.parquet                              step 2c
@@ -12,15 +12,15 @@ The names are built by :mod:`unaligned.sink.file_manifest` (compaction:
     <path>/_unaligned_manifest/<q>-<batchId:010d>.json                                  step 2d
     <path>/_unaligned_manifest/<q>-<throughBatchId:010d>.compacted.json                compaction
 
-Step 1 (task, :mod:`unaligned.sink.file_task_writer`): rows go to a staged file unique to the
+Step 1 (task, :mod:`unaligned.sink.files.file_task_writer`): rows go to a staged file unique to the
 task attempt, whose name no ``*.parquet`` glob matches; the commit message carries its staged
 path, its final name and its row count.
 Step 2b (driver): with ``mergeFilesBelow``, a small batch's staged files become one
-(:mod:`unaligned.sink.file_merge`). Step 2c (after the commit record): each staged file is
+(:mod:`unaligned.sink.files.file_merge`). Step 2c (after the commit record): each staged file is
 renamed to its *deterministic* final name (so a repeated rename after a crash finds the final
 file and does nothing). Step 2d: the batch goes into ``_spark_metadata`` once
-(:mod:`unaligned.sink.spark_metadata_log`: what Spark's readers see), then its manifest entry
-is written atomically (what our readers see, :mod:`unaligned.sink.committed_files`). Neither
+(:mod:`unaligned.sink.files.spark_metadata_log`: what Spark's readers see), then its manifest entry
+is written atomically (what our readers see, :mod:`unaligned.sink.files.committed_files`). Neither
 kind of reader lists the data directory, so a final file whose batch is not logged is
 invisible to it, and so is every staged file.
 
@@ -43,18 +43,18 @@ from unaligned.checkpoint import Checkpoint
 from unaligned.crash_points import CrashPoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.file_manifest import (
+from unaligned.sink.files.file_manifest import (
     DEFAULT_COMPACT_EVERY,
     DEFAULT_MANIFEST_RETAIN,
     STAGING_DIR,
     check_query_id,
     write_manifest_entry,
 )
-from unaligned.sink.file_merge import merge_small_batch
-from unaligned.sink.file_task_writer import ROW_GROUP_ROWS, FileTaskWriter
-from unaligned.sink.manifest_compaction import compact_manifest, log_position
+from unaligned.sink.files.file_merge import merge_small_batch
+from unaligned.sink.files.file_task_writer import ROW_GROUP_ROWS, FileTaskWriter
+from unaligned.sink.files.manifest_compaction import compact_manifest, log_position
+from unaligned.sink.files.spark_metadata_log import LogSettings, SparkMetadataLog, spark_uri
 from unaligned.sink.options import FileTarget
-from unaligned.sink.spark_metadata_log import LogSettings, SparkMetadataLog, spark_uri
 
 PARTICIPANT = "files"
 
@@ -183,7 +183,7 @@ class FileParticipant:
         self, items: Sequence[Mapping[str, Any]], batch_id: int
     ) -> list[Mapping[str, Any]]:
         """Step 2b, before the decision: a small batch's staged files merged into one
-        (``mergeFilesBelow``, :mod:`unaligned.sink.file_merge`), else the items unchanged."""
+        (``mergeFilesBelow``, :mod:`unaligned.sink.files.file_merge`), else the items unchanged."""
         return merge_small_batch(
             self.output(),
             items,
@@ -280,9 +280,9 @@ class FileParticipant:
 
     def compact_manifest(self, unfinished: set[int], up_to_batch: int | None) -> int:
         """Compact this query's manifest entries
-        (:func:`unaligned.sink.manifest_compaction.compact_manifest`, which has the rules) with this
-        participant's ``manifest_retain`` and ``compact_every``. Returns how many entries were
-        folded."""
+        (:func:`unaligned.sink.files.manifest_compaction.compact_manifest`, which has the rules)
+        with this participant's ``manifest_retain`` and ``compact_every``. Returns how many entries
+        were folded."""
         return compact_manifest(
             self.output(),
             self._query_id,
@@ -295,7 +295,7 @@ class FileParticipant:
 
     def committed_batch_ids(self) -> list[int]:
         """Batches this participant's query published."""
-        from unaligned.sink.committed_files import manifest_entries
+        from unaligned.sink.files.committed_files import manifest_entries
 
         return sorted(
             e.batch_id for e in manifest_entries(self.output()) if e.query_id == self._query_id
@@ -305,7 +305,7 @@ class FileParticipant:
 def _committed_before_the_log(output: Location) -> list[tuple[str, int, int]]:
     """Every file the manifest names (every query's), for a log that does not exist yet: an
     output written before this version kept ``_spark_metadata``."""
-    from unaligned.sink.committed_files import manifest_entries
+    from unaligned.sink.files.committed_files import manifest_entries
 
     return [(f.path, f.bytes, e.expiry_base_ms) for e in manifest_entries(output) for f in e.files]
 

@@ -23,10 +23,10 @@ from file_sink_steps import (
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
-from unaligned.sink.file_participant import FileParticipant
+from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
+from unaligned.sink.files.file_participant import FileParticipant
+from unaligned.sink.files.spark_metadata_log import SPARK_METADATA_DIR
 from unaligned.sink.options import FileTarget
-from unaligned.sink.spark_metadata_log import SPARK_METADATA_DIR
 
 
 def _logged(participant: FileParticipant) -> list[str]:

@@ -9,8 +9,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from file_sink_steps import QUERY, chunk, make_participant, prepare_item
-from unaligned.sink.file_manifest import STAGING_DIR, final_name
-from unaligned.sink.file_task_writer import ROW_GROUP_ROWS
+from unaligned.sink.files.file_manifest import STAGING_DIR, final_name
+from unaligned.sink.files.file_task_writer import ROW_GROUP_ROWS
 
 
 def test_prepare_stages_a_complete_parquet_file(tmp_path: Path) -> None:

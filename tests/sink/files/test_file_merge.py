@@ -10,7 +10,7 @@ import pytest
 
 from file_sink_steps import QUERY, commit_log, make_participant, prepare_item, publish_batch
 from unaligned.errors import CommitLogError
-from unaligned.sink.file_manifest import STAGING_DIR, final_name
+from unaligned.sink.files.file_manifest import STAGING_DIR, final_name
 
 
 def test_a_small_batch_is_committed_as_one_file_in_partition_order(tmp_path: Path) -> None:

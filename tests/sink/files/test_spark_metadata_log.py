@@ -14,8 +14,8 @@ import pytest
 
 from unaligned._fs import resolve_location
 from unaligned.errors import CommitLogError
-from unaligned.sink import spark_metadata_log
-from unaligned.sink.spark_metadata_log import (
+from unaligned.sink.files import spark_metadata_log
+from unaligned.sink.files.spark_metadata_log import (
     BLOCK_SIZE,
     CLEANUP_DELAY_MS,
     SPARK_METADATA_DIR,

@@ -33,8 +33,8 @@ from unaligned.kafka.produce.produce_queue import RecordOrigin
 from unaligned.kafka.produce.produce_session import ProduceSession
 from unaligned.kafka.produce.row_routing import route_rows
 from unaligned.kafka.records.record_encoder import encode_record_batches, oversized_row
-from unaligned.sink.kafka_columns import KafkaColumns
 from unaligned.sink.options import KafkaTarget
+from unaligned.sink.topics.kafka_columns import KafkaColumns
 
 
 def _checked_headers(column: pa.Array | None) -> pa.Array | None:

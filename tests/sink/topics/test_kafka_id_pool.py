@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from unaligned.kafka.transactions import transaction_states
-from unaligned.sink import kafka_id_pool
-from unaligned.sink.kafka_id_pool import free_id, lane, slot
+from unaligned.sink.topics import kafka_id_pool
+from unaligned.sink.topics.kafka_id_pool import free_id, lane, slot
 
 
 def test_a_query_without_failures_uses_slot_0_and_1_by_batch_parity() -> None:

@@ -1,8 +1,8 @@
 """Read back exactly what the file sink committed: the files its manifest names, nothing else.
 
 Readers list the manifest directory ``<path>/_unaligned_manifest/`` (names and format:
-:mod:`unaligned.sink.file_manifest`), never the data directory, so staged files and final files
-whose entry is not written yet are invisible. Every committed batch of every query that wrote
+:mod:`unaligned.sink.files.file_manifest`), never the data directory, so staged files and final
+files whose entry is not written yet are invisible. Every committed batch of every query that wrote
 to ``path`` is read once, keyed by ``(query id, batch id)`` (a batch may be listed both in a
 compacted file and as an entry not deleted yet); a file that disappears between the listing and
 the read makes the reader list again. Order: by query id, then batch, then file.
@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 
 from unaligned._fs import Location, absolute_path, resolve_location
 from unaligned.errors import CommitLogError, OptionError
-from unaligned.sink.file_manifest import (
+from unaligned.sink.files.file_manifest import (
     MANIFEST_DIR,
     ManifestEntry,
     list_manifest,
