@@ -7,9 +7,10 @@ own (``InitProducerId`` without a transactional id:
 encoding as the exactly-once sink (:func:`unaligned.sink.kafka_task_writer.
 at_least_once_task_writer`, imported by task workers only), ``acks=all``; its item
 (:func:`unaligned.sink.kafka_items.written_to_json`) names the producer and how many records it
-wrote, all acknowledged before the task reports. The driver's protocol is unchanged: its decision, the commit record, carries
-the barrier's channel state, so unaligned barriers spill and replay as with exactly-once. It has
-nothing to commit or abort: the records are visible once acknowledged.
+wrote, all acknowledged before the task reports. The driver's protocol is unchanged: its
+decision, the commit record, carries the barrier's channel state, so unaligned barriers spill
+and replay as with exactly-once. It has nothing to commit or abort: the records are visible once
+acknowledged.
 
 What a failure costs: a task attempt that fails, or a batch not decided before a crash, is
 written again when it runs again, so readers may see some records twice; none is lost (a batch

@@ -15,9 +15,7 @@ to commit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 

@@ -11,9 +11,9 @@ HTTP Basic header or in the form, an optional ``scope``); a wrong client or secr
 401 ``invalid_client``. :meth:`OidcIssuer.mint` signs a token directly (an expired one, say).
 
 Tokens carry ``iss``, ``sub`` (the client id), ``aud``, ``iat``, ``exp`` (after
-:attr:`OidcIssuer.lifetime_s`), ``jti`` and, when one is asked for, ``scope``; :attr:`OidcIssuer.issued` counts the tokens
-the endpoint gave out. Listens on 127.0.0.1 only, in a daemon thread, between ``__enter__`` and
-``__exit__``.
+:attr:`OidcIssuer.lifetime_s`), ``jti`` and, when one is asked for, ``scope``;
+:attr:`OidcIssuer.issued` counts the tokens the endpoint gave out. Listens on 127.0.0.1 only, in
+a daemon thread, between ``__enter__`` and ``__exit__``.
 """
 
 from __future__ import annotations

@@ -239,8 +239,9 @@ def test_msk_iam_options_reach_kafka_pythons_signed_login(
     mechanism = sasl_mechanism("AWS_MSK_IAM", "b-1.msk.example", config.client_kwargs)
     first = json.loads(mechanism.auth_bytes())
     assert first["host"] == "b-1.msk.example" and first["action"] == "kafka-cluster:Connect"
-    assert first["x-amz-credential"].startswith("AKIDEXAMPLE/") and "/eu-west-1/" in (
-        first["x-amz-credential"]
+    assert (
+        first["x-amz-credential"].startswith("AKIDEXAMPLE/")
+        and "/eu-west-1/" in (first["x-amz-credential"])
     )
     assert len(first["x-amz-signature"]) == 64
     assert "wJalrXUtnFEMI-secret" not in json.dumps(first)
