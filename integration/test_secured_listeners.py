@@ -180,7 +180,7 @@ def test_stores_as_spark_takes_them_reach_the_mutual_tls_listener(
 
     dropped = ("ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password")
     chosen = {name: given(name, value) for name, value in stores.items()}
-    options = secured_kafka.options("mtls", **{k: "" for k in dropped}, **chosen)
+    options = secured_kafka.options("mtls", **{**{k: "" for k in dropped}, **chosen})
     topic = _topic(secured_kafka)
     kwargs = _client_kwargs(options)
     assert topic in ask_admin(kwargs, "listing topics", lambda admin: admin.list_topics())
@@ -198,7 +198,7 @@ def test_oauth_with_kip_768_option_names_and_with_a_users_token_provider(
             ),
             "sasl.oauthbearer.client.credentials.client.id": OAUTH_CLIENT,
             "sasl.oauthbearer.client.credentials.client.secret": OAUTH_SECRET,
-            "sasl.oauthbearer.scope": "kafka",
+            "sasl.oauthbearer.scope": "kafka.admin",  # a source of its own in this process
         },
     )
     issued = secured_kafka.issuer.issued
