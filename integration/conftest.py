@@ -1,5 +1,6 @@
 """Shared fixtures for the end-to-end tests: one real Kafka broker and one Spark session per
-test session, and a factory for fresh topics."""
+test session, a factory for fresh topics, and the secured broker (TLS, SASL, OAuth listeners:
+secured_cluster.py), started only by the tests that ask for it."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServe
     """One Schema Registry (Apicurio, Confluent's API; basic auth) for the session's tests."""
     with RegistryServer(tmp_path_factory.mktemp("registry")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One broker with SSL, mutual TLS, SASL_SSL (PLAIN, SCRAM-SHA-512) and OAUTHBEARER
+    listeners, shared by every test of the secured listeners (:mod:`secured_cluster`)."""
+    from secured_cluster import secured_cluster
+
+    with secured_cluster(tmp_path_factory.mktemp("secured")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

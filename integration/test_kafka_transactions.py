@@ -23,6 +23,7 @@ import pytest
 from harness import wait_until
 from unaligned.errors import TransactionAbortError, TransactionCommitError, TransactionWriteError
 from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.produce.producer_modes import InTransaction
 from unaligned.kafka.records.record_encoder import encode_record_batches
 from unaligned.kafka.transactions import transaction_coordinator as tc
 from unaligned.kafka.transactions import transaction_states
@@ -47,7 +48,7 @@ def _values(kafka: EmbeddedKafka, topic: str) -> list[bytes]:
 def _prepare_here(
     client_kwargs: dict[str, Any], topic: str, transactional_id: str, count: int, partitions: int
 ) -> PreparedTransaction:
-    session = ProduceSession(client_kwargs, transactional_id)
+    session = ProduceSession(client_kwargs, InTransaction(transactional_id))
     try:
         session.begin()
         for partition in range(partitions):
@@ -65,11 +66,13 @@ _PREPARE_AND_DIE = textwrap.dedent(
     import dataclasses, json, os, sys
     import pyarrow as pa
     from unaligned.kafka.produce.produce_session import ProduceSession
+    from unaligned.kafka.produce.producer_modes import InTransaction
     from unaligned.kafka.records.record_encoder import encode_record_batches
 
     servers, topic, transactional_id, count, partitions = sys.argv[1:]
     session = ProduceSession(
-        {"bootstrap_servers": servers, "transaction_timeout_ms": 60000}, transactional_id
+        {"bootstrap_servers": servers, "transaction_timeout_ms": 60000},
+        InTransaction(transactional_id),
     )
     session.begin()
     for p in range(int(partitions)):
@@ -217,12 +220,14 @@ def test_broker_max_transaction_timeout_is_what_the_broker_enforces(
 ) -> None:
     maximum = tc.broker_max_transaction_timeout_ms(client_kwargs)
     assert maximum > 0
-    at_max = ProduceSession({**client_kwargs, "transaction_timeout_ms": maximum}, _txn_id("max"))
+    at_max = ProduceSession(
+        {**client_kwargs, "transaction_timeout_ms": maximum}, InTransaction(_txn_id("max"))
+    )
     with at_max:
         at_max.begin()
         at_max.abort()
     above = ProduceSession(
-        {**client_kwargs, "transaction_timeout_ms": maximum + 1}, _txn_id("above")
+        {**client_kwargs, "transaction_timeout_ms": maximum + 1}, InTransaction(_txn_id("above"))
     )
     with above, pytest.raises(TransactionWriteError, match="InvalidTransactionTimeout"):
         above.begin()

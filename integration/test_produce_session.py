@@ -21,6 +21,7 @@ from harness import wait_until
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka.produce.produce_requests import MAX_IN_FLIGHT
 from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.produce.producer_modes import InTransaction
 from unaligned.kafka.records.record_encoder import encode_record_batches
 from unaligned.kafka.transactions import transaction_coordinator as tc
 from unaligned.kafka.transactions.transactions import PreparedTransaction
@@ -66,7 +67,7 @@ def test_batches_are_committed_exactly_once_and_in_order(
     """Three partitions, many more batches than requests in flight (small batches): each
     partition holds its rows once, in the order sent, once the driver's commit ran."""
     topic = new_topic(partitions=3)
-    session = ProduceSession(client_kwargs, _tid("order"))
+    session = ProduceSession(client_kwargs, InTransaction(_tid("order")))
     sent: dict[int, list[bytes]] = {}
     try:
         session.begin()
@@ -94,7 +95,10 @@ def test_a_newer_session_on_the_id_fences_the_older_one(
     can neither write nor prepare, the second commits alone."""
     topic = new_topic(partitions=1)
     tid = _tid("fence")
-    older, newer = ProduceSession(client_kwargs, tid), ProduceSession(client_kwargs, tid)
+    older, newer = (
+        ProduceSession(client_kwargs, InTransaction(tid)),
+        ProduceSession(client_kwargs, InTransaction(tid)),
+    )
     try:
         older.begin()
         _send_rows(older, topic, 0, _values(0, 100), batch_size=4096)
@@ -121,7 +125,7 @@ def test_the_broker_stopped_mid_write_costs_no_record_and_no_duplicate(
     each."""
     topic = new_topic(partitions=2)
     kwargs = {**client_kwargs, "request_timeout_ms": 1500}
-    session = ProduceSession(kwargs, _tid("stopped"))
+    session = ProduceSession(kwargs, InTransaction(_tid("stopped")))
     sent: dict[int, list[bytes]] = {0: [], 1: []}
     resume = threading.Timer(4.0, os.kill, (kafka.broker_pid, signal.SIGCONT))
     try:
@@ -154,7 +158,7 @@ def test_waiting_for_acknowledgements_stops_at_the_bound_not_at_zero(
     at once while the broker is stopped if the bytes in flight are within it, on timeout with
     the bytes outstanding named if not; once the broker answers again, everything commits."""
     topic = new_topic(partitions=1)
-    session = ProduceSession(client_kwargs, _tid("bound"))
+    session = ProduceSession(client_kwargs, InTransaction(_tid("bound")))
     try:
         session.begin()
         _send_rows(session, topic, 0, _values(0, 100), batch_size=4096)
@@ -182,7 +186,7 @@ def test_abort_leaves_nothing_visible(
     kafka: EmbeddedKafka, new_topic: TopicFactory, client_kwargs: dict[str, Any]
 ) -> None:
     topic = new_topic(partitions=2)
-    session = ProduceSession(client_kwargs, _tid("abort"))
+    session = ProduceSession(client_kwargs, InTransaction(_tid("abort")))
     try:
         session.begin()
         _send_rows(session, topic, 0, _values(0, 200), batch_size=4096)
@@ -202,7 +206,7 @@ def test_batches_refused_as_too_large_are_split_and_written_once_in_order(
     one is split and its halves sent from the same base sequence, those behind it sent again
     after them (OUT_OF_ORDER_SEQUENCE_NUMBER); every record once, in order."""
     topic = new_topic(partitions=1, config={"max.message.bytes": "2048"})
-    session = ProduceSession(client_kwargs, _tid("split"))
+    session = ProduceSession(client_kwargs, InTransaction(_tid("split")))
     values = _values(0, 400)
     try:
         session.begin()
@@ -222,7 +226,7 @@ def test_a_refused_record_poisons_the_session_and_stops_its_partition(
     prepare raises naming it, and the batches queued behind it on that partition are not
     written."""
     topic = new_topic(partitions=1, config={"max.message.bytes": "2048"})
-    session = ProduceSession(client_kwargs, _tid("refused"))
+    session = ProduceSession(client_kwargs, InTransaction(_tid("refused")))
     try:
         session.begin()
         big = encode_record_batches(None, pa.array([b"x" * 3000]), batch_size=64 * 1024)
@@ -239,7 +243,7 @@ def test_a_refused_record_poisons_the_session_and_stops_its_partition(
 
 
 def test_an_unknown_topic_is_refused_by_name(client_kwargs: dict[str, Any]) -> None:
-    session = ProduceSession(client_kwargs, _tid("unknown"))
+    session = ProduceSession(client_kwargs, InTransaction(_tid("unknown")))
     try:
         session.begin()
         with pytest.raises(TransactionWriteError, match="no-such-topic-ps"):
@@ -257,7 +261,7 @@ def test_prepared_handle_names_the_epoch_the_coordinator_gave(
     tid = _tid("epoch")
     handles: list[PreparedTransaction] = []
     for _ in range(2):
-        session = ProduceSession(client_kwargs, tid)
+        session = ProduceSession(client_kwargs, InTransaction(tid))
         try:
             session.begin()
             _send_rows(session, topic, 0, _values(0, 5), batch_size=4096)

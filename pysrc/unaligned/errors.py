@@ -53,6 +53,18 @@ class KafkaUnavailableError(UnalignedError, ConnectionError):
     """The Kafka cluster could not be reached within the configured time."""
 
 
+class KafkaAuthenticationError(UnalignedError, PermissionError):
+    """A broker refused the client's login (a wrong password, an expired or rejected token, a
+    refused certificate); the message names the mechanism, the servers and the broker's
+    reason, never a secret. Never asked again: another attempt would be refused the same way."""
+
+
+class OAuthTokenError(UnalignedError):
+    """No OAUTHBEARER token could be had: the token endpoint refused the client or could not be
+    reached, or the token file could not be read; the message names the endpoint and the client
+    id, never the secret."""
+
+
 class KafkaClientVersionError(UnalignedError, ImportError):
     """The installed kafka-python is not the one whose private names the package uses
     (``unaligned.kafka.clients.client_internals.PINNED_KAFKA_PYTHON``); raised on import."""

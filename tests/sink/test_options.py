@@ -9,6 +9,7 @@ import pytest
 from unaligned.errors import OptionError, SinkConfigurationError
 from unaligned.sink.options import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    DeliveryGuarantee,
     FileTarget,
     KafkaTarget,
     SinkOptions,
@@ -252,6 +253,7 @@ def test_secrets_never_in_repr() -> None:
     options = SinkOptions.parse(
         {
             **KAFKA,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
             "kafka.sasl.mechanism": "PLAIN",
             "kafka.sasl.jaas.config": (
                 'x.PlainLoginModule required username="u" password="hunter2";'
@@ -270,3 +272,58 @@ def test_schema_registry_formats_are_kafka_sink_options() -> None:
     assert target.formats is not None and not target.formats.auto_register
     with pytest.raises(SinkConfigurationError, match="applies to the Kafka sink only"):
         SinkOptions.parse({**CHECKPOINT, "path": "/tmp/out", **registry})
+
+
+@pytest.mark.parametrize(
+    ("raw", "guarantee"),
+    [
+        (None, DeliveryGuarantee.EXACTLY_ONCE),
+        ("exactly-once", DeliveryGuarantee.EXACTLY_ONCE),
+        ("AT_LEAST_ONCE", DeliveryGuarantee.AT_LEAST_ONCE),
+        ("at-least-once", DeliveryGuarantee.AT_LEAST_ONCE),
+    ],
+)
+def test_delivery_guarantee(raw: str | None, guarantee: DeliveryGuarantee) -> None:
+    options = {**KAFKA} if raw is None else {**KAFKA, "deliveryGuarantee": raw}
+    target = SinkOptions.parse(options).target
+    assert isinstance(target, KafkaTarget) and target.delivery_guarantee is guarantee
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"deliveryGuarantee": "none"},
+            "deliveryGuarantee' must be one of 'exactly-once', 'at-least-once'",
+        ),
+        (
+            {"deliveryGuarantee": "at-least-once", "transactionalIdPrefix": "p"},
+            "'transactionalIdPrefix' applies to deliveryGuarantee=exactly-once only",
+        ),
+        (
+            {"deliveryGuarantee": "at-least-once", "kafka.transaction.timeout.ms": "60000"},
+            "'kafka.transaction.timeout.ms' applies to deliveryGuarantee=exactly-once only",
+        ),
+        (
+            {
+                "deliveryGuarantee": "at-least-once",
+                "kafka.transaction.two.phase.commit.enable": "true",
+            },
+            "'kafka.transaction.two.phase.commit.enable' applies to",
+        ),
+        (
+            {"deliveryGuarantee": "at-least-once", "kafka.enable.idempotence": "false"},
+            "both delivery guarantees write with the idempotent producer",
+        ),
+    ],
+)
+def test_at_least_once_refuses_what_only_transactions_read(
+    extra: dict[str, str], message: str
+) -> None:
+    with pytest.raises(OptionError, match=message):
+        SinkOptions.parse({**KAFKA, **extra})
+
+
+def test_delivery_guarantee_is_a_kafka_option() -> None:
+    with pytest.raises(SinkConfigurationError, match="'deliveryGuarantee' applies to the Kafka"):
+        SinkOptions.parse({**CHECKPOINT, "path": "/tmp/out", "deliveryGuarantee": "at-least-once"})

@@ -54,10 +54,10 @@ def test_kafka_sink_columns_include_topic_only_without_option_topic(tmp_path: Pa
     with_topic = build_stream_writer(
         _kafka_options(tmp_path, topic="t", transactionalidprefix="p"), VALUE_ONLY
     )
-    assert with_topic._sink_columns == {"value", "key", "partition", "headers"}
+    assert with_topic._sink_columns == {"value", "key", "partition", "headers", "timestamp"}
     schema = StructType([StructField("value", StringType()), StructField("topic", StringType())])
     per_row = build_stream_writer(_kafka_options(tmp_path, transactionalidprefix="p"), schema)
-    assert per_row._sink_columns == {"value", "key", "partition", "headers", "topic"}
+    assert per_row._sink_columns == {"value", "key", "partition", "headers", "timestamp", "topic"}
 
 
 def test_file_sink_writes_every_column(tmp_path: Path) -> None:

@@ -4,9 +4,11 @@ Spark hands the stream writer the user's options with lower-cased keys, plus
 ``checkpointlocation`` (resolved once into a :class:`~unaligned.checkpoint.Checkpoint`) and
 ``queryname``. Exactly one target is chosen: Kafka (``kafka.bootstrap.servers`` and a ``topic``
 option or column; other ``kafka.*`` options pass to the producer, those that would break
-exactly-once are refused) or files (``path``). An unknown option, or one only the other target
-reads, is refused naming it; sizes and durations go through :mod:`unaligned._parsing`. What
-each option means: README.md, "Sink options" (the known ones are ``_OPTIONS``).
+exactly-once are refused; ``deliveryGuarantee`` ``exactly-once``, transactions, or
+``at-least-once``, an idempotent producer without them) or files (``path``). An unknown option,
+or one only the other target reads, is refused naming it; sizes and durations go through
+:mod:`unaligned._parsing`. What each option means: README.md, "Sink options" (the known ones
+are ``_OPTIONS``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,27 @@ _FORBIDDEN_KAFKA = {
 }
 
 
+class DeliveryGuarantee(enum.Enum):
+    """``deliveryGuarantee`` of the Kafka sink."""
+
+    EXACTLY_ONCE = "exactly-once"
+    """Each task's records in a Kafka transaction the driver commits with the batch
+    (:mod:`unaligned.sink.topics.kafka_participant`)."""
+    AT_LEAST_ONCE = "at-least-once"
+    """Each task's records written by an idempotent producer without a transaction, visible
+    once acknowledged; a batch written again after a crash shows its records twice, none is
+    lost (:mod:`unaligned.sink.topics.kafka_at_least_once`). For clusters without transactions
+    (Azure Event Hubs)."""
+
+
+#: Options that only transactions read: refused with ``deliveryGuarantee=at-least-once``.
+_TRANSACTION_ONLY = (
+    "transactionalIdPrefix",
+    "kafka.transaction.timeout.ms",
+    "kafka.transaction.two.phase.commit.enable",
+)
+
+
 class TwoPhaseCommitMode(enum.Enum):
     """``kafka.transaction.two.phase.commit.enable`` (KIP-939): whether the sink's transactions
     take part in two-phase commit, so that the broker never aborts a prepared one on its
@@ -90,6 +113,7 @@ class KafkaTarget:
     formats: RecordFormats | None = None
     """Schema Registry formats of ``key``/``value`` (:mod:`unaligned.registry`); ``None``:
     both written as the bytes the rows hold."""
+    delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE
 
     @property
     def bootstrap_servers(self) -> str:
@@ -137,6 +161,7 @@ _OPTIONS: dict[str, _Option] = {
         _Option("topic", "Kafka"),
         _Option("transactionalIdPrefix", "Kafka"),
         _Option("maxUnacknowledgedBytes", "Kafka"),
+        _Option("deliveryGuarantee", "Kafka"),
         _Option("chunkRows"),
         _Option("minBatchesToRetain"),
         _Option("checkpointMode"),
@@ -307,15 +332,39 @@ def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
     return _parse_kafka(opts, kafka)
 
 
+def _delivery_guarantee(
+    opts: Mapping[str, str], kafka_params: Mapping[str, str]
+) -> DeliveryGuarantee:
+    raw = opts.get("deliveryguarantee", DeliveryGuarantee.EXACTLY_ONCE.value)
+    guarantee = DeliveryGuarantee(
+        parse_choice(
+            "deliveryGuarantee",
+            raw.strip().lower().replace("_", "-"),
+            [g.value for g in DeliveryGuarantee],
+        )
+    )
+    if guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+        for name in _TRANSACTION_ONLY:
+            key = name[len(KAFKA_PREFIX) :] if name.startswith(KAFKA_PREFIX) else None
+            if (key in kafka_params) if key is not None else (name.lower() in opts):
+                raise SinkConfigurationError(
+                    f"option '{name}' applies to deliveryGuarantee=exactly-once only: the "
+                    "at-least-once sink writes without transactions"
+                )
+    return guarantee
+
+
 def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> KafkaTarget:
+    guarantee = _delivery_guarantee(opts, kafka_params)
     for name, why in _FORBIDDEN_KAFKA.items():
         if name in kafka_params:
             raise SinkConfigurationError(f"option 'kafka.{name}' is not allowed: {why}")
     idempotence = kafka_params.get("enable.idempotence", "true").strip().lower()
     if idempotence != "true":
         raise SinkConfigurationError(
-            f"option 'kafka.enable.idempotence' = {kafka_params['enable.idempotence']!r} makes "
-            "exactly-once impossible: transactions need the idempotent producer"
+            f"option 'kafka.enable.idempotence' = {kafka_params['enable.idempotence']!r} is not "
+            "supported: both delivery guarantees write with the idempotent producer (records "
+            "in order, a retried batch written once)"
         )
     acks = kafka_params.get("acks", "all").strip().lower()
     if acks not in ("all", "-1"):
@@ -358,6 +407,7 @@ def _parse_kafka(opts: Mapping[str, str], kafka_params: dict[str, str]) -> Kafka
     return KafkaTarget(
         kafka_params=dict(kafka_params),
         two_phase_commit=two_phase,
+        delivery_guarantee=guarantee,
         topic=topic,
         transaction_timeout_ms=timeout_ms,
         transactional_id_prefix=prefix,

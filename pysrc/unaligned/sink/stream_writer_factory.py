@@ -7,9 +7,11 @@ garbage collection. Which Spark process calls it, and why recovery runs only in 
 :mod:`unaligned.sink.two_phase_commit` (the writer it returns, steps 1, 2 and 4) and
 :mod:`unaligned.sink.writer_role`.
 
-The Kafka participant's transactional ids share one prefix per query: the option
-``transactionalIdPrefix``, else :func:`default_transactional_id_prefix` of the query id that
-Spark keeps in the checkpoint.
+The Kafka participant is the exactly-once one (transactions,
+:mod:`unaligned.sink.topics.kafka_participant`) or, with ``deliveryGuarantee=at-least-once``, the
+at-least-once one (:mod:`unaligned.sink.topics.kafka_at_least_once`). The exactly-once participant's
+transactional ids share one prefix per query: the option ``transactionalIdPrefix``, else
+:func:`default_transactional_id_prefix` of the query id that Spark keeps in the checkpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from unaligned.barriers.barrier import wall_clock_ms
 from unaligned.errors import BarrierError, SinkConfigurationError
 from unaligned.sink.barrier_outcome import collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.options import FileTarget, KafkaTarget, SinkOptions
+from unaligned.sink.options import DeliveryGuarantee, FileTarget, KafkaTarget, SinkOptions
 from unaligned.sink.participant import Participant
 from unaligned.sink.recovery import recover
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
@@ -72,10 +74,18 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
             target, schema, options.checkpoint, log_retain_batches=options.min_batches_to_retain
         )
     from unaligned.sink.topics.kafka_columns import kafka_columns
-    from unaligned.sink.topics.kafka_participant import KafkaParticipant
 
     columns = kafka_columns(schema, target)
     target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
+    if target.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+        from unaligned.sink.topics.kafka_at_least_once import KafkaAtLeastOnceParticipant
+
+        # its client ids: producer-<prefix>-<pid>, as the exactly-once sink's
+        return KafkaAtLeastOnceParticipant(
+            target, columns, _transactional_id_prefix(options, target)
+        )
+    from unaligned.sink.topics.kafka_participant import KafkaParticipant
+
     return KafkaParticipant(target, columns, _transactional_id_prefix(options, target))
 
 
@@ -112,7 +122,7 @@ def _sink_columns(options: SinkOptions) -> frozenset[str] | None:
     target = options.target
     if isinstance(target, FileTarget):
         return None
-    names = {"value", "key", "partition", "headers"}
+    names = {"value", "key", "partition", "headers", "timestamp"}
     if target.formats is not None:
         names |= {f"{c.column}Raw" for c in target.formats.columns}
     return frozenset(names if target.topic is not None else names | {"topic"})

@@ -7,7 +7,10 @@ and the internal topics get replication factor 3 and ``min.insync.replicas`` 2, 
 can be lost (killed, frozen, restarted) and every write with ``acks=all`` still succeeds; with
 one node, everything is 1. Timing settings are Kafka's defaults except where a test would wait
 for nothing (the first consumer group rebalance, client quota windows), and those are named
-below. ``overrides`` win over every default.
+below. A node with :class:`~unaligned.testing.secured_listeners.BrokerSecurity` also opens its
+secured listeners (TLS, mutual TLS, SASL_SSL, OAUTHBEARER) after the ``PLAINTEXT`` one, which
+stays first (inter-broker traffic and the test kit's own clients). ``overrides`` win over every
+default.
 
 :func:`render_properties` writes them as a Java ``.properties`` file;
 :func:`free_loopback_port` and :func:`new_cluster_id` pick the ports and the KRaft cluster id.
@@ -19,8 +22,10 @@ import base64
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from unaligned.testing.secured_listeners import BrokerSecurity
 
 #: Server properties that let transactions take part in two-phase commit (KIP-939) on Apache
 #: Kafka 4.4.0, which advertises ``InitProducerId`` v6 (``enable2Pc``) only with unstable API
@@ -39,11 +44,13 @@ FULL_MIN_INSYNC = 2
 
 @dataclass(frozen=True)
 class NodePorts:
-    """Where one node listens on 127.0.0.1: its broker (client) and controller ports."""
+    """Where one node listens on 127.0.0.1: its broker (client) and controller ports, and the
+    port of each secured listener by name (none without security)."""
 
     node_id: int
     broker_port: int
     controller_port: int
+    secured_ports: Mapping[str, int] = field(default_factory=dict)
 
 
 def free_loopback_port() -> int:
@@ -85,27 +92,41 @@ def broker_properties(
     node_id: int = 1,
     voters: Sequence[NodePorts] = (),
     overrides: Mapping[str, str] | None = None,
+    security: BrokerSecurity | None = None,
+    secured_ports: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
     """Server properties of node ``node_id`` on loopback only.
 
     ``voters``: every node of the cluster (this one included); empty means a cluster of this
-    node alone. Internal topics get few partitions for a quick start; client quotas act within
+    node alone. ``security``: the secured listeners to open, on ``secured_ports`` (listener name
+    -> port). Internal topics get few partitions for a quick start; client quotas act within
     about a second. ``overrides`` win over the defaults.
     """
     nodes = list(voters) or [NodePorts(node_id, broker_port, controller_port)]
     if node_id not in {n.node_id for n in nodes}:
         raise ValueError(f"node {node_id} is not among the voters {[n.node_id for n in nodes]}")
+    secured = security.listeners if security is not None else ()
+    ports = secured_ports or {}
+    missing = [listener.name for listener in secured if listener.name not in ports]
+    if missing:
+        raise ValueError(f"node {node_id} has no port for its secured listener(s) {missing}")
+    client_listeners = [f"PLAINTEXT://127.0.0.1:{broker_port}"] + [
+        f"{listener.name}://127.0.0.1:{ports[listener.name]}" for listener in secured
+    ]
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
         "controller.quorum.voters": ",".join(
             f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in nodes
         ),
-        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+        "listeners": ",".join([*client_listeners, f"CONTROLLER://127.0.0.1:{controller_port}"]),
+        "advertised.listeners": ",".join(client_listeners),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(
+            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+            + [f"{listener.name}:{listener.protocol}" for listener in secured]
+        ),
         "log.dirs": str(log_dir),
         "num.partitions": "1",
         **replication_settings(len(nodes)),
@@ -122,6 +143,8 @@ def broker_properties(
         "num.io.threads": "4",
         "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
     }
+    if security is not None:
+        props.update(security.server_properties())
     if overrides:
         props.update({str(key): str(value) for key, value in overrides.items()})
     return props

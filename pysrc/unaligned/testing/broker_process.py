@@ -9,6 +9,9 @@ admin commands on stdin that kafka-python cannot send (default client quotas).
 Launch protocol (stdout of the java process, one line each, every line starts with
 ``UNALIGNED-SHIM``):
 
+Command line: ``EmbeddedBroker <server.properties> <cluster id> [format arguments...]``; the
+format arguments go to the log directory's format step (``--add-scram`` creates SCRAM users).
+
 1. ``UNALIGNED-SHIM READY <host:port>`` once the broker answers metadata requests.
 2. For every command line written to stdin, one ``UNALIGNED-SHIM OK <text>`` or
    ``UNALIGNED-SHIM ERROR <text>`` line.
@@ -248,13 +251,15 @@ def launch_broker(
     log_file: Path,
     heap: str = DEFAULT_HEAP,
     extra_jvm_options: Sequence[str] = (),
+    format_arguments: Sequence[str] = (),
 ) -> BrokerProcess:
     """Start ``EmbeddedBroker`` with ``properties_file``; stderr (the broker log) goes to
-    ``log_file``. The caller waits with :meth:`BrokerProcess.wait_ready`."""
+    ``log_file``. ``format_arguments``: more arguments of the log directory's format step
+    (``--add-scram ...``). The caller waits with :meth:`BrokerProcess.wait_ready`."""
     command = java_command(
         build,
         BROKER_MAIN_CLASS,
-        [str(properties_file), cluster_id],
+        [str(properties_file), cluster_id, *format_arguments],
         heap=heap,
         extra_options=extra_jvm_options,
     )

@@ -4,7 +4,9 @@
 properties (:mod:`unaligned.testing.broker_config`: a static controller quorum of every node)
 into its own directory under ``data_dir`` (``node-<id>/``), launches them all and waits until
 each answers metadata requests. A port taken between choosing and binding it makes it try again
-with new ports.
+with new ports. With :class:`~unaligned.testing.secured_listeners.BrokerSecurity` every node
+also gets a port for each secured listener, its SCRAM users at format time and the JVM options
+its OIDC validator needs.
 
 A node can then be faulted and brought back by id, as a rolling upgrade or a lost host would:
 
@@ -26,6 +28,7 @@ from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing import broker_config, broker_process
 from unaligned.testing.broker_config import NodePorts
 from unaligned.testing.broker_process import BrokerProcess, ShimBuild
+from unaligned.testing.secured_listeners import BrokerSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +56,14 @@ class KafkaNode:
         directory: Path,
         cluster_id: str,
         heap: str = broker_process.DEFAULT_HEAP,
+        security: BrokerSecurity | None = None,
     ) -> None:
         self.ports = ports
         self.directory = directory
         self._build = build
         self._cluster_id = cluster_id
         self._heap = heap
+        self._security = security
         self._process: BrokerProcess | None = None
 
     @property
@@ -69,6 +74,16 @@ class KafkaNode:
     def bootstrap(self) -> str:
         """``127.0.0.1:<broker port>``."""
         return f"127.0.0.1:{self.ports.broker_port}"
+
+    def listener_bootstrap(self, listener: str) -> str:
+        """``127.0.0.1:<port>`` of the secured listener named ``listener`` (``SSL``...)."""
+        port = self.ports.secured_ports.get(listener)
+        if port is None:
+            raise EmbeddedKafkaError(
+                f"Kafka node {self.node_id} has no listener {listener!r} (secured listeners: "
+                f"{sorted(self.ports.secured_ports) or 'none'})"
+            )
+        return f"127.0.0.1:{port}"
 
     @property
     def log_file(self) -> Path:
@@ -94,6 +109,8 @@ class KafkaNode:
             node_id=self.node_id,
             voters=voters,
             overrides=overrides,
+            security=self._security,
+            secured_ports=self.ports.secured_ports,
         )
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / PROPERTIES_FILE).write_text(broker_config.render_properties(props))
@@ -108,6 +125,8 @@ class KafkaNode:
             cluster_id=self._cluster_id,
             log_file=self.log_file,
             heap=self._heap,
+            extra_jvm_options=self._security.jvm_options() if self._security else (),
+            format_arguments=self._security.format_arguments() if self._security else (),
         )
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -160,9 +179,11 @@ def start_nodes(
     *,
     first_broker_port: int | None = None,
     overrides: Mapping[str, str] | None = None,
+    security: BrokerSecurity | None = None,
 ) -> list[KafkaNode]:
     """Start ``count`` nodes (ids 1..count) under ``data_dir`` and wait until every one is ready.
-    ``first_broker_port``: node 1's client port (a free one when ``None``)."""
+    ``first_broker_port``: node 1's client port (a free one when ``None``); ``security``: the
+    secured listeners every node opens besides its plaintext one."""
     if count < 1:
         raise ValueError(f"a Kafka cluster needs at least one node, got {count}")
     heap = broker_process.DEFAULT_HEAP if count == 1 else CLUSTER_NODE_HEAP
@@ -175,11 +196,16 @@ def start_nodes(
                 if node_id == 1 and first_broker_port
                 else broker_config.free_loopback_port(),
                 broker_config.free_loopback_port(),
+                {
+                    listener.name: broker_config.free_loopback_port()
+                    for listener in (security.listeners if security else ())
+                },
             )
             for node_id in range(1, count + 1)
         ]
         nodes = [
-            KafkaNode(build, p, data_dir / f"node-{p.node_id}", cluster_id, heap) for p in ports
+            KafkaNode(build, p, data_dir / f"node-{p.node_id}", cluster_id, heap, security)
+            for p in ports
         ]
         try:
             for node in nodes:

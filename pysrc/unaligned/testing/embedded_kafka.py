@@ -16,6 +16,9 @@ Everything listens on 127.0.0.1 only.
     with EmbeddedKafka(brokers=3) as kafka:        # replication 3, min.insync.replicas 2
         kafka.node(kafka.leader("in", 0)).kill()   # or stop(), freeze(); then restart()
 
+    with EmbeddedKafka(security=BrokerSecurity(tls, users={"alice": "pw"})) as kafka:
+        kafka.listener_bootstrap("SASL_SSL")      # also SSL, MTLS (and OAUTH with an issuer)
+
 Offsets follow Kafka's rules: an "end offset" is the offset the next record will get
 (exclusive end); ``delete_records(topic, p, before_offset)`` makes ``before_offset`` the first
 readable offset of partition ``p``.
@@ -37,6 +40,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from unaligned.errors import EmbeddedKafkaError
 from unaligned.testing import cluster_nodes, cluster_roles, shim_build, topic_records
 from unaligned.testing.cluster_nodes import KafkaNode
+from unaligned.testing.secured_listeners import BrokerSecurity
 from unaligned.testing.topic_admin import CLIENT_TIMEOUT_S, TopicAdmin
 from unaligned.testing.topic_records import Header, ProduceRecord
 
@@ -51,8 +55,11 @@ class EmbeddedKafka(TopicAdmin):
     ``data_dir``: where the nodes keep their files (a temporary directory when ``None``).
     ``port``: node 1's client port on 127.0.0.1 (a free one when ``None``).
     ``broker_properties``: server properties that override the defaults of
-    :func:`unaligned.testing.broker_config.broker_properties` on every node. The constructor has
-    no side effects; the cluster runs between ``__enter__`` and ``__exit__``.
+    :func:`unaligned.testing.broker_config.broker_properties` on every node. ``security``:
+    secured listeners every node opens besides its plaintext one
+    (:mod:`unaligned.testing.secured_listeners`; the test kit's own clients keep to plaintext).
+    The constructor has no side effects; the cluster runs between ``__enter__`` and
+    ``__exit__``.
     """
 
     def __init__(
@@ -62,6 +69,7 @@ class EmbeddedKafka(TopicAdmin):
         broker_properties: Mapping[str, str] | None = None,
         port: int | None = None,
         brokers: int = 1,
+        security: BrokerSecurity | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"EmbeddedKafka needs at least one broker, got {brokers}")
@@ -69,6 +77,7 @@ class EmbeddedKafka(TopicAdmin):
         self._requested_port = port
         self._overrides = dict(broker_properties or {})
         self._broker_count = brokers
+        self._security = security
         self._data_dir: Path | None = None
         self._owns_data_dir = False
         self._nodes: list[KafkaNode] = []
@@ -91,6 +100,7 @@ class EmbeddedKafka(TopicAdmin):
                 self._broker_count,
                 first_broker_port=self._requested_port,
                 overrides=self._overrides,
+                security=self._security,
             )
             self._bootstrap = ",".join(node.bootstrap for node in self._nodes)
             self._admin = self._connect_admin()
@@ -179,6 +189,11 @@ class EmbeddedKafka(TopicAdmin):
         if self._bootstrap is None:
             raise EmbeddedKafkaError("EmbeddedKafka is not running (use it as a context manager)")
         return self._bootstrap
+
+    def listener_bootstrap(self, listener: str) -> str:
+        """The bootstrap servers of the secured listener named ``listener`` on every node
+        (``SSL``, ``MTLS``, ``SASL_SSL``, ``OAUTH``: :mod:`unaligned.testing.secured_listeners`)."""
+        return ",".join(node.listener_bootstrap(listener) for node in self.nodes)
 
     @property
     def broker_pid(self) -> int:

@@ -16,6 +16,7 @@ import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kafka.cluster import ClusterMetadata
 from kafka.net.manager import KafkaConnectionManager
+from kafka.net.sasl.oauth import AbstractTokenProvider
 from kafka.net.selector import NetworkSelector
 from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 
@@ -152,3 +153,45 @@ def test_build_producer_gives_the_metadata_the_producers_retry_backoff() -> None
     finally:
         plain.close(timeout=0)
         built.close(timeout=0)
+
+
+def test_sasl_mechanisms_give_the_messages_the_own_logins_send() -> None:
+    """kafka.net.sasl's mechanisms, as unaligned.kafka.clients.socket_login drives them: the
+    first message, what the broker's answer does, when the exchange is done."""
+    plain = client_internals.sasl_mechanism(
+        "PLAIN",
+        "broker",
+        {
+            "security_protocol": "SASL_SSL",
+            "sasl_plain_username": "u",
+            "sasl_plain_password": "p",
+        },
+    )
+    assert plain.auth_bytes() == b"u\x00u\x00p" and not plain.is_done()
+    plain.receive(b"")
+    assert plain.is_done() and plain.is_authenticated()
+    scram = client_internals.sasl_mechanism(
+        "SCRAM-SHA-512",
+        "broker",
+        {
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": "u",
+            "sasl_plain_password": "p",
+        },
+    )
+    assert scram.auth_bytes().startswith(b"n,,n=u,r=") and not scram.is_done()
+
+    class Tokens(AbstractTokenProvider):  # type: ignore[misc]
+        def token(self) -> str:
+            return "tok"
+
+        def extensions(self) -> dict[str, str]:
+            return {"logicalCluster": "lkc-1"}
+
+    oauth = client_internals.sasl_mechanism(
+        "OAUTHBEARER", "broker", {"sasl_oauth_token_provider": Tokens()}
+    )
+    assert oauth.auth_bytes() == b"n,,\x01auth=Bearer tok\x01logicalCluster=lkc-1\x01\x01"
+    oauth.receive(b"")
+    assert oauth.is_done() and oauth.is_authenticated()

@@ -11,8 +11,11 @@ from unaligned.kafka.clients.client_options import (
     is_secret,
     redact,
 )
+from unaligned.kafka.clients.tls_options import TLS_KWARG
+from unaligned.kafka.clients.tls_stores import ClientIdentity, StoreFile, TlsSettings
 
 SERVERS = {"bootstrap.servers": "127.0.0.1:9092"}
+SASL = {**SERVERS, "security.protocol": "SASL_SSL"}
 
 
 def test_java_names_map_to_kafka_python_keywords() -> None:
@@ -47,12 +50,16 @@ def test_java_names_map_to_kafka_python_keywords() -> None:
         100,
         True,
     )
-    assert (kw["security_protocol"], kw["ssl_cafile"], kw["ssl_certfile"]) == (
-        "SSL",
-        "/etc/ca.pem",
-        "/etc/client.pem",
+    assert kw["security_protocol"] == "SSL"
+    assert kw[TLS_KWARG] == TlsSettings(
+        trust=StoreFile("kafka.ssl.truststore.location", "/etc/ca.pem", "PEM"),
+        identity=ClientIdentity(
+            StoreFile("kafka.ssl.keystore.location", "/etc/client.pem", "PEM"),
+            key_password="k3y",
+        ),
+        check_hostname=False,
     )
-    assert kw["ssl_password"] == "k3y" and kw["ssl_check_hostname"] is False
+    assert "k3y" not in repr(kw[TLS_KWARG])
     assert config.read_committed and config.request_timeout_ms == 15000
 
 
@@ -75,37 +82,46 @@ def test_sasl_plain_jaas_maps_to_username_and_password() -> None:
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"sasl.mechanism": "PLAIN"}, "kafka.sasl.jaas.config"),
+        ({**SASL, "sasl.mechanism": "PLAIN"}, "kafka.sasl.jaas.config"),
         (
             {
+                **SASL,
                 "sasl.mechanism": "GSSAPI",
                 "sasl.jaas.config": (
                     "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"
                 ),
             },
-            "kafka.sasl.jaas.config.*Krb5LoginModule",
+            "kafka.sasl.jaas.config.*useKeyTab.*kinit",
         ),
         (
-            {"sasl.mechanism": "PLAIN", "sasl.jaas.config": "not a jaas entry"},
+            {**SASL, "sasl.mechanism": "PLAIN", "sasl.jaas.config": "not a jaas entry"},
             "kafka.sasl.jaas.config",
         ),
         (
             {
+                **SASL,
                 "sasl.mechanism": "PLAIN",
                 "sasl.jaas.config": 'x.PlainLoginModule required username="u";',
             },
             "kafka.sasl.jaas.config.*username and password",
         ),
-        ({"sasl.mechanism": "MAGIC"}, "kafka.sasl.mechanism"),
+        ({**SASL, "sasl.mechanism": "MAGIC"}, "kafka.sasl.mechanism"),
+        ({"sasl.mechanism": "PLAIN"}, "kafka.sasl.mechanism.*kafka.security.protocol"),
         ({"security.protocol": "TLS"}, "kafka.security.protocol"),
-        ({"ssl.truststore.location": "/etc/ts.jks"}, "kafka.ssl.truststore.location.*PEM"),
         (
-            {"ssl.truststore.type": "JKS", "ssl.truststore.location": "/etc/ts.jks"},
-            "kafka.ssl.truststore.type",
+            {"security.protocol": "SSL", "ssl.truststore.type": "JKS"},
+            "kafka.ssl.truststore.location.*keytool -importkeystore",
         ),
-        ({"ssl.truststore.password": "pw"}, "kafka.ssl.truststore.password"),
         (
-            {"ssl.endpoint.identification.algorithm": "http"},
+            {"ssl.truststore.location": "/etc/ca.pem"},
+            "kafka.ssl.truststore.location.*set it to SSL or SASL_SSL",
+        ),
+        (
+            {"security.protocol": "SSL", "ssl.truststore.password": "pw"},
+            "kafka.ssl.truststore.password",
+        ),
+        (
+            {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "http"},
             "kafka.ssl.endpoint.identification.algorithm",
         ),
         ({"ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"}, "kafka.ssl.cipher.suites"),
@@ -126,7 +142,7 @@ def test_jaas_errors_do_not_echo_the_password() -> None:
     with pytest.raises(OptionError) as excinfo:
         client_config_from_options(
             {
-                **SERVERS,
+                **SASL,
                 "sasl.mechanism": "SCRAM-SHA-256",
                 "sasl.jaas.config": (
                     'x.PlainLoginModule required username="u" password="topsecret";'
@@ -143,6 +159,15 @@ def test_redaction() -> None:
         and is_secret("SSL.KEYSTORE.PASSWORD")
     )
     assert not is_secret("bootstrap.servers")
+    new_secrets = (
+        "ssl.keystore.key",
+        "kafka.ssl.keystore.key",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+    )
+    assert all(is_secret(name) for name in new_secrets)
+    assert not is_secret("ssl.keystore.certificate.chain")
+    assert not is_secret("ssl.truststore.certificates")
     assert redact({"ssl.truststore.password": "x", "client.id": "c"}) == {
         "ssl.truststore.password": REDACTED,
         "client.id": "c",

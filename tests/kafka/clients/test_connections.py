@@ -11,6 +11,7 @@ import pytest
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG
 from unaligned.kafka.clients.connections import build_producer, describe_servers, settings_key
+from unaligned.kafka.clients.tls_stores import ClientIdentity, InlinePem, TlsSettings
 
 
 def _closed_port() -> int:
@@ -34,6 +35,15 @@ def test_an_unreachable_cluster_fails_the_producer_naming_the_servers_in_bounded
 
 
 def test_settings_keys_and_server_names() -> None:
-    assert settings_key({"b": 1, "a": [2]}) == (("a", "[2]"), ("b", "1"))
+    assert settings_key({"b": 1, "a": [2], "c": {"x": 1}}) == (
+        ("a", (2,)),
+        ("b", 1),
+        ("c", "{'x': 1}"),
+    )
+    # settings whose repr hides a secret still tell two secrets apart
+    first = TlsSettings(identity=ClientIdentity(InlinePem("o", "k"), key_password="one"))
+    second = TlsSettings(identity=ClientIdentity(InlinePem("o", "k"), key_password="two"))
+    assert repr(first) == repr(second)
+    assert settings_key({"tls": first}) != settings_key({"tls": second})
     assert describe_servers({"bootstrap_servers": ["h1:1", "h2:2"]}) == "h1:1,h2:2"
     assert describe_servers({"bootstrap_servers": "h:1"}) == "h:1"

@@ -1,5 +1,6 @@
-"""Which clusters the read path's own connections serve (plaintext, brokers since 2.3), and
-what a connection does when it cannot connect (a retriable error naming the broker)."""
+"""Which clusters the read path's own connections serve (brokers since 2.3; plaintext, TLS, and
+SASL but GSSAPI and AWS_MSK_IAM), and what a connection does when it cannot connect (a
+retriable error naming the broker)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ from unaligned.kafka.fetch.fetch_connections import direct_connections
     [
         ({}, (4, 2), True),
         ({"security_protocol": "PLAINTEXT"}, (2, 3), True),
-        ({"security_protocol": "SSL"}, (4, 2), False),
-        ({"security_protocol": "SASL_PLAINTEXT"}, (4, 2), False),
-        ({"security_protocol": "SASL_SSL"}, (4, 2), False),
+        ({"security_protocol": "SSL"}, (4, 2), True),
+        ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}, (4, 2), True),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512"}, (4, 2), True),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER"}, (4, 2), True),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI"}, (4, 2), False),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "AWS_MSK_IAM"}, (4, 2), False),
         ({}, (2, 2), False),  # no Fetch v11 before Kafka 2.3
         ({}, None, False),  # not known yet
     ],
 )
-def test_own_connections_only_for_plaintext_brokers_that_answer_v11(
+def test_own_connections_for_brokers_that_answer_v11_but_gssapi_and_iam(
     kwargs: dict[str, str], version: tuple[int, int] | None, direct: bool
 ) -> None:
     assert (direct_connections(kwargs, version) is not None) is direct

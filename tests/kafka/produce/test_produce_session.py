@@ -13,6 +13,7 @@ from unaligned.errors import OptionError, TransactionWriteError
 from unaligned.kafka.produce import produce_session
 from unaligned.kafka.produce.produce_requests import CONNECTION_IN_FLIGHT, MAX_IN_FLIGHT_PER_NODE
 from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.produce.producer_modes import InTransaction
 
 
 class _Unreachable(Exception):
@@ -33,7 +34,7 @@ def test_sessions_borrow_a_kept_client_of_their_own(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(produce_session, "shared_admin_client", lend)
     with pytest.raises(_Unreachable):
-        ProduceSession({"bootstrap_servers": "b:1"}, "t-0-0").begin()
+        ProduceSession({"bootstrap_servers": "b:1"}, InTransaction("t-0-0")).begin()
     assert asked == [
         {"kwargs": {"bootstrap_servers": "b:1"}, "max_in_flight": CONNECTION_IN_FLIGHT}
     ]
@@ -42,8 +43,8 @@ def test_sessions_borrow_a_kept_client_of_their_own(monkeypatch: pytest.MonkeyPa
 
 def test_a_session_refuses_work_out_of_order() -> None:
     with pytest.raises(OptionError, match="non-empty transactional id"):
-        ProduceSession({}, "")
-    session = ProduceSession({"bootstrap_servers": "b:1"}, "t-0-0")
+        ProduceSession({}, InTransaction(""))
+    session = ProduceSession({"bootstrap_servers": "b:1"}, InTransaction("t-0-0"))
     with pytest.raises(TransactionWriteError, match="cannot send transaction 't-0-0'.*new"):
         session.send_batch("x", 0, b"", 1, 1)
     with pytest.raises(

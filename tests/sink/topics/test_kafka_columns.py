@@ -16,6 +16,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
@@ -52,9 +53,10 @@ def test_columns_are_found_case_insensitively_and_others_ignored(tmp_path: Path)
         ("Partition", IntegerType()),
         ("Headers", headers),
         ("TOPIC", StringType()),
+        ("Timestamp", TimestampType()),
     )
     assert kafka_columns(schema, _target(tmp_path, topic=None)) == KafkaColumns(
-        value=1, key=2, topic=5, partition=3, headers=4
+        value=1, key=2, topic=5, partition=3, headers=4, timestamp=6
     )
     assert kafka_columns(_schema(("value", StringType())), _target(tmp_path)) == KafkaColumns(
         value=0, key=None, topic=None, partition=None, headers=None
@@ -95,6 +97,12 @@ def test_the_value_column_is_required(tmp_path: Path) -> None:
             "partition",
             LongType(),
             "'partition' has type bigint; it must be int: convert it with CAST(partition AS INT)",
+        ),
+        (
+            "timestamp",
+            LongType(),
+            "'timestamp' has type bigint; it must be timestamp: convert it with "
+            "CAST(timestamp AS TIMESTAMP)",
         ),
         (
             "headers",

@@ -43,9 +43,11 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from unaligned._process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.clients.client_internals import connection_manager
-from unaligned.kafka.clients.client_options import api_timeout_ms
+from unaligned.kafka.clients.client_login import LOGIN_KWARGS
+from unaligned.kafka.clients.client_options import api_timeout_ms, kafka_python_kwargs
 from unaligned.kafka.clients.connections import SettingsKey, describe_servers, settings_key
 from unaligned.kafka.clients.retries import Backoff, call_until, is_retriable
+from unaligned.kafka.clients.socket_login import explain_bootstrap_failure
 
 T = TypeVar("T")
 
@@ -62,20 +64,27 @@ _KEPT_LOCK = threading.Lock()  # lend and drop: a look-up and a change as one st
 
 
 def admin_client_kwargs(client_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The producer kwargs a ``KafkaAdminClient`` accepts (it rejects unknown keys)."""
-    return {k: v for k, v in client_kwargs.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
+    """The producer kwargs a ``KafkaAdminClient`` accepts (it rejects unknown keys), with the
+    login settings (made into login material when the client is built)."""
+    accepted = KafkaAdminClient.DEFAULT_CONFIG
+    return {k: v for k, v in client_kwargs.items() if k in accepted or k in LOGIN_KWARGS}
 
 
 def _build(client_kwargs: Mapping[str, Any], max_in_flight: int | None) -> KafkaAdminClient:
-    kwargs = admin_client_kwargs(client_kwargs)
+    kwargs = kafka_python_kwargs(client_kwargs, KafkaAdminClient.DEFAULT_CONFIG)
     if max_in_flight is not None:
         kwargs["max_in_flight_requests_per_connection"] = max_in_flight
     try:
         return KafkaAdminClient(**kwargs)
     except kafka_errors.KafkaTimeoutError as exc:
+        explain_bootstrap_failure(client_kwargs, _request_timeout_s(client_kwargs))
         raise KafkaUnavailableError(
             f"could not reach Kafka at {describe_servers(client_kwargs)}: {exc!r}"
         ) from exc
+
+
+def _request_timeout_s(client_kwargs: Mapping[str, Any]) -> float:
+    return int(client_kwargs.get("request_timeout_ms", 30_000)) / 1000
 
 
 @contextmanager
@@ -83,7 +92,8 @@ def admin_client(
     client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
 ) -> Iterator[KafkaAdminClient]:
     """A new admin client for the block, closed after it; bootstrap failing raises
-    :class:`KafkaUnavailableError` naming the bootstrap servers."""
+    :class:`KafkaUnavailableError` naming the bootstrap servers, or
+    :class:`~unaligned.errors.KafkaAuthenticationError` when the brokers refused the login."""
     admin = _build(client_kwargs, max_in_flight)
     try:
         yield admin

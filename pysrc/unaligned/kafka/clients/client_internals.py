@@ -13,6 +13,9 @@ supported version, so nothing below runs against names it was not checked with.
 - :func:`event_loop`: the manager's loop ``_manager._net`` (``call_soon``, ``call_later``,
   ``sleep``): the produce session's retries and back-offs;
 - :func:`give_metadata_retry_backoff`: writes ``KafkaProducer._metadata.config``;
+- :func:`sasl_mechanism`: ``kafka.net.sasl.get_sasl_mechanism`` and the mechanism objects'
+  ``auth_bytes`` / ``receive`` / ``is_done`` / ``is_authenticated`` (kafka-python's plugin
+  interface, not a documented API): the messages of the read path's own SASL logins;
 - :func:`read_sockets_in_large_pieces`: replaces ``KafkaTCPTransport._sock_recv`` in read-task
   workers whose records come over kafka-python's connections (SASL on plain TCP; a plaintext
   cluster's come over :mod:`unaligned.kafka.fetch.fetch_connections`) with one that reads up to
@@ -25,10 +28,13 @@ still behaves and that ARCHITECTURE.md's table of private APIs names each.
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
+from kafka.net.connection import KafkaConnection
+from kafka.net.sasl import get_sasl_mechanism
 from kafka.net.transport import KafkaTCPTransport
 
 import kafka
@@ -45,7 +51,10 @@ PRIVATE_ACCESSES = (
     "_manager._net",
     "KafkaProducer._metadata",
     "KafkaTCPTransport._sock_recv",
+    "kafka.net.sasl.get_sasl_mechanism",
 )
+#: kafka-python's defaults of the settings its SASL mechanisms read.
+_SASL_DEFAULTS = {k: v for k, v in KafkaConnection.DEFAULT_CONFIG.items() if k.startswith("sasl_")}
 
 if kafka.__version__ != PINNED_KAFKA_PYTHON:
     raise KafkaClientVersionError(
@@ -98,3 +107,10 @@ def _large_recv(self: Any) -> tuple[bytes, BaseException | None]:
 def read_sockets_in_large_pieces() -> None:
     """Install :func:`_large_recv` for plain-TCP connections in this process (idempotent)."""
     KafkaTCPTransport._sock_recv = _large_recv
+
+
+def sasl_mechanism(name: str, host: str, config: Mapping[str, Any]) -> Any:
+    """kafka-python's SASL mechanism ``name`` for a login to ``host`` with the client's
+    ``config`` (``auth_bytes``, ``receive``, ``is_done``, ``is_authenticated``): the messages of
+    the read path's own logins (:mod:`unaligned.kafka.clients.socket_login`)."""
+    return get_sasl_mechanism(name)(host=host, **{**_SASL_DEFAULTS, **config})

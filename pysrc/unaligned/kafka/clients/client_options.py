@@ -7,16 +7,12 @@ producer-only names: :mod:`unaligned.kafka.clients.producer_options`), rejects w
 Messages name the option and never echo a secret. Connecting:
 :mod:`unaligned.kafka.clients.connections`.
 
-Java name -> kafka-python, where the translation is not just dots to underscores:
-
-- ``sasl.jaas.config`` with ``PlainLoginModule`` / ``ScramLoginModule``: ``username`` and
-  ``password`` -> ``sasl_plain_username`` / ``sasl_plain_password``.
-- ``ssl.truststore.location`` (``ssl.truststore.type=PEM`` required) -> ``ssl_cafile``;
-  ``ssl.keystore.location`` (``ssl.keystore.type=PEM``, key and certificate chain in one PEM
-  file) -> ``ssl_certfile``; ``ssl.key.password`` / ``ssl.keystore.password`` ->
-  ``ssl_password``; ``ssl.endpoint.identification.algorithm`` (``https`` or empty) ->
-  ``ssl_check_hostname``. kafka-python's own PEM names ``ssl.cafile``, ``ssl.certfile``,
-  ``ssl.keyfile``, ``ssl.crlfile`` are accepted too. JKS / PKCS12 stores cannot be read.
+Logging in (security protocol, SASL mechanisms, OAuth, TLS stores) is mapped by
+:mod:`unaligned.kafka.clients.sasl_options` and :mod:`unaligned.kafka.clients.tls_options`, into
+plain settings that travel with the kwargs; :func:`kafka_python_kwargs` makes what they stand for
+(an ``SSLContext``, a token provider) in the process that builds a client
+(:mod:`unaligned.kafka.clients.client_login`). :func:`is_secret` names every option whose value
+is never shown (passwords, JAAS entries, client secrets, tokens, inline private keys).
 
 Defaults that differ from kafka-python's: ``max.partition.fetch.bytes`` 8 MiB (one partition per
 reader: fewer round trips), ``allow.auto.create.topics`` false, ``retry.backoff.ms`` 10
@@ -27,7 +23,6 @@ extension is installed (pure-Python CRC-32C would cost most of the read throughp
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +36,8 @@ from unaligned._parsing import (
     parse_non_negative,
 )
 from unaligned.errors import OptionError
+from unaligned.kafka.clients.sasl_options import MECHANISMS, SASL_OPTIONS, map_sasl
+from unaligned.kafka.clients.tls_options import TLS_OPTIONS, map_tls
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +56,9 @@ def _fast_crc32c() -> bool:
     return record_util.crc32c_c is not None
 
 
-_SECRET_WORDS = ("password", "jaas", "secret", "token", "credential")
+_SECRET_WORDS = ("password", "jaas", "secret", "token", "credential", "private.key")
+#: Secret options no word of :data:`_SECRET_WORDS` names: an inline private key.
+_SECRET_NAMES = frozenset({"ssl.keystore.key"})
 
 # Spark's KafkaSourceProvider rejects these (reasons as Spark gives them).
 _REJECTED: dict[str, str] = {
@@ -138,10 +137,7 @@ _MAPPED: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         "security_protocol",
         _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
     ),
-    "sasl.mechanism": (
-        "sasl_mechanism",
-        _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER", upper=True),
-    ),
+    "sasl.mechanism": ("sasl_mechanism", _choice(*MECHANISMS, upper=True)),
     "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _as_str),
     "fetch.max.bytes": ("fetch_max_bytes", _as_size),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _as_size),
@@ -164,40 +160,18 @@ _MAPPED: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         "client_dns_lookup",
         _choice("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
     ),
-    # kafka-python's own spellings for PEM files (no Java equivalent).
-    "ssl.cafile": ("ssl_cafile", _as_str),
-    "ssl.certfile": ("ssl_certfile", _as_str),
-    "ssl.keyfile": ("ssl_keyfile", _as_str),
-    "ssl.crlfile": ("ssl_crlfile", _as_str),
 }
 
-_SPECIAL = frozenset(
-    {
-        "sasl.jaas.config",
-        "ssl.truststore.location",
-        "ssl.truststore.type",
-        "ssl.truststore.password",
-        "ssl.keystore.location",
-        "ssl.keystore.type",
-        "ssl.keystore.password",
-        "ssl.key.password",
-        "ssl.endpoint.identification.algorithm",
-    }
-)
-
-_JAAS = re.compile(
-    r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b"
-    r"(?P<opts>.*?);?\s*$",
-    re.S,
-)
-_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
-_PASSWORD_MODULES = ("PlainLoginModule", "ScramLoginModule")
+#: Names read by the login mappings (sasl_options, tls_options), not through ``_MAPPED``.
+_SPECIAL = SASL_OPTIONS | TLS_OPTIONS
 
 
 def is_secret(key: str) -> bool:
     """Whether the value of ``key`` (a Kafka config name) must never be shown."""
     lowered = key.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
+    if lowered.startswith(KAFKA_PREFIX):
+        lowered = lowered[len(KAFKA_PREFIX) :]
+    return lowered in _SECRET_NAMES or any(word in lowered for word in _SECRET_WORDS)
 
 
 def redact(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -266,87 +240,13 @@ def api_timeout_ms(client_kwargs: Mapping[str, Any]) -> int:
 def kafka_python_kwargs(
     client_kwargs: Mapping[str, Any], accepted: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """``client_kwargs`` without what the kafka-python client whose ``DEFAULT_CONFIG`` is
-    ``accepted`` does not take (the package's own settings, another client's names)."""
-    return {k: v for k, v in client_kwargs.items() if k in accepted}
+    """``client_kwargs`` as the kafka-python client whose ``DEFAULT_CONFIG`` is ``accepted``
+    takes them: the login material made in this process (``ssl_context``, the OAuth token
+    provider: :func:`unaligned.kafka.clients.client_login.login_kwargs`), without what that
+    client does not take (the package's own settings, another client's names)."""
+    from unaligned.kafka.clients.client_login import login_kwargs  # here: parsing needs no ssl
 
-
-def _parse_jaas(text: str) -> tuple[str, dict[str, str]]:
-    match = _JAAS.match(text)
-    if match is None:
-        raise OptionError(
-            "option 'kafka.sasl.jaas.config' is not a JAAS entry like "
-            '\'<LoginModule> required username="..." password="...";\' (value not shown)'
-        )
-    options = {
-        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).replace('\\"', '"')
-        for m in _JAAS_OPTION.finditer(match.group("opts"))
-    }
-    return match.group("module"), options
-
-
-def _map_special(params: Mapping[str, str], kwargs: dict[str, Any]) -> None:
-    jaas = params.get("sasl.jaas.config")
-    mechanism = kwargs.get("sasl_mechanism")
-    if jaas is not None:
-        module, jaas_options = _parse_jaas(jaas)
-        short = module.rsplit(".", 1)[-1]
-        if short not in _PASSWORD_MODULES:
-            raise OptionError(
-                f"option 'kafka.sasl.jaas.config': login module {short} cannot be mapped to "
-                "kafka-python (only PlainLoginModule and ScramLoginModule, i.e. username/password)"
-            )
-        expected = "PLAIN" if short == "PlainLoginModule" else "SCRAM"
-        if mechanism is None or not mechanism.startswith(expected):
-            raise OptionError(
-                f"option 'kafka.sasl.jaas.config' uses {short}, which contradicts "
-                f"kafka.sasl.mechanism={mechanism or '(not set)'}"
-            )
-        if "username" not in jaas_options or "password" not in jaas_options:
-            raise OptionError(
-                "option 'kafka.sasl.jaas.config' must give both username and password "
-                "(value not shown)"
-            )
-        kwargs["sasl_plain_username"] = jaas_options["username"]
-        kwargs["sasl_plain_password"] = jaas_options["password"]
-    elif mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-        raise OptionError(
-            f"kafka.sasl.mechanism={mechanism} needs option 'kafka.sasl.jaas.config' with a "
-            "username and password"
-        )
-
-    for store, target in (("truststore", "ssl_cafile"), ("keystore", "ssl_certfile")):
-        location = params.get(f"ssl.{store}.location")
-        store_type = params.get(f"ssl.{store}.type")
-        if store_type is not None and store_type.strip().upper() != "PEM":
-            raise OptionError(
-                f"option 'kafka.ssl.{store}.type' is {store_type!r}: kafka-python reads PEM files "
-                "only; convert the store to PEM and set it to PEM"
-            )
-        if location is not None:
-            if store_type is None:
-                raise OptionError(
-                    f"option 'kafka.ssl.{store}.location' needs kafka.ssl.{store}.type=PEM: "
-                    "kafka-python cannot read JKS or PKCS12 stores"
-                )
-            kwargs[target] = _as_str(f"ssl.{store}.location", location)
-    if "ssl.truststore.password" in params:
-        raise OptionError(
-            "option 'kafka.ssl.truststore.password' cannot be used: PEM trust stores have no "
-            "password"
-        )
-    password = params.get("ssl.key.password", params.get("ssl.keystore.password"))
-    if password is not None:
-        kwargs["ssl_password"] = password
-    algorithm = params.get("ssl.endpoint.identification.algorithm")
-    if algorithm is not None:
-        lowered = algorithm.strip().lower()
-        if lowered not in ("", "https"):
-            raise OptionError(
-                "option 'kafka.ssl.endpoint.identification.algorithm' must be 'https' or empty, "
-                f"got {algorithm!r}"
-            )
-        kwargs["ssl_check_hostname"] = lowered == "https"
+    return {k: v for k, v in login_kwargs(client_kwargs).items() if k in accepted}
 
 
 def client_config_from_options(params: Mapping[str, str]) -> KafkaClientConfig:
@@ -368,7 +268,8 @@ def client_config_from_options(params: Mapping[str, str]) -> KafkaClientConfig:
             )
         name, parse = _MAPPED[key]
         kwargs[name] = parse(key, raw)
-    _map_special(params, kwargs)
+    map_sasl(params, kwargs)
+    map_tls(params, kwargs)
     if "group.id" in params:
         logger.warning(
             "kafka.group.id is set: the source reads with assign(), never joins the group, and "

@@ -10,7 +10,7 @@ id; :func:`settings_key` makes client settings a key for what a process keeps pe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from kafka import KafkaProducer
@@ -18,6 +18,7 @@ from kafka import errors as kafka_errors
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.clients.client_internals import give_metadata_retry_backoff
 from unaligned.kafka.clients.client_options import kafka_python_kwargs
+from unaligned.kafka.clients.socket_login import explain_bootstrap_failure
 
 
 def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
@@ -31,6 +32,8 @@ def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
     try:
         producer = KafkaProducer(**kafka_python_kwargs(kwargs, KafkaProducer.DEFAULT_CONFIG))
     except kafka_errors.KafkaTimeoutError as exc:
+        timeout_s = int(kwargs.get("request_timeout_ms", 30_000)) / 1000
+        explain_bootstrap_failure(kwargs, timeout_s)  # a refused login says so
         raise KafkaUnavailableError(
             f"could not reach Kafka at {describe_servers(kwargs)}: {exc!r}"
         ) from exc
@@ -38,12 +41,26 @@ def build_producer(kwargs: Mapping[str, Any]) -> KafkaProducer:
     return producer
 
 
-SettingsKey = tuple[tuple[str, str], ...]
+SettingsKey = tuple[tuple[str, Hashable], ...]
 
 
 def settings_key(client_kwargs: Mapping[str, Any]) -> SettingsKey:
-    """``client_kwargs`` as a hashable key, for what a process keeps per cluster and settings."""
-    return tuple(sorted((k, repr(v)) for k, v in client_kwargs.items()))
+    """``client_kwargs`` as a hashable key, for what a process keeps per cluster and settings.
+
+    Hashable values stand for themselves (login settings compare by every field, secrets
+    included, though their ``repr`` hides them); lists become tuples, anything else its
+    ``repr``."""
+    return tuple(sorted((k, _key_value(v)) for k, v in client_kwargs.items()))
+
+
+def _key_value(value: Any) -> Hashable:
+    if isinstance(value, (list, tuple)):
+        return tuple(_key_value(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value  # type: ignore[no-any-return]
 
 
 def describe_servers(client_kwargs: Mapping[str, Any]) -> str:

@@ -43,6 +43,7 @@ from unaligned.kafka.clients.cluster_requests import (
     topics_of,
 )
 from unaligned.kafka.clients.retries import Backoff, call_until, remaining_ms
+from unaligned.kafka.clients.socket_login import explain_bootstrap_failure
 from unaligned.kafka.partitions import TopicPartitionId
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class OffsetLookup:
             try:
                 self._admin = KafkaAdminClient(**kwargs)
             except kafka_errors.KafkaTimeoutError as exc:  # bootstrap: no broker answered
+                consumer = self._config.consumer_kwargs()
+                explain_bootstrap_failure(consumer, self._config.request_timeout_ms / 1000)
                 raise kafka_errors.NodeNotReadyError(f"bootstrap: {exc}") from exc
         return connection_manager(self._admin)
 

@@ -23,6 +23,8 @@ from unaligned._parsing import (
 )
 from unaligned.errors import OptionError
 from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG, client_config_from_options
+from unaligned.kafka.clients.sasl_options import TOKEN_SOURCE_KWARG
+from unaligned.kafka.clients.tls_options import TLS_KWARG
 
 # Producer-only Java client names -> kafka-python keyword (shared ones: client_options._MAPPED).
 _PRODUCER_ONLY: dict[str, str] = {
@@ -42,6 +44,8 @@ _PRODUCER_CHECKED = frozenset(
 #: ``InitProducerId`` v6 with ``enable2Pc``); set by the sink once the brokers support it.
 #: kafka-python has no such setting: it is taken out before any kafka-python client is built.
 TWO_PHASE_COMMIT_KWARG = "transaction_two_phase_commit"
+#: The package's own kwargs (not kafka-python names) that pass from the shared options.
+_OWN_KWARGS = frozenset({API_TIMEOUT_KWARG, TLS_KWARG, TOKEN_SOURCE_KWARG})
 PRODUCER_DEFAULTS: Mapping[str, Any] = {
     "linger_ms": 5,
     # The fast path encodes each chunk's batches up front: one request per batch, so fuller
@@ -73,7 +77,7 @@ def producer_kwargs(kafka_params: Mapping[str, str]) -> dict[str, Any]:
 
     kwargs: dict[str, Any] = dict(PRODUCER_DEFAULTS)
     for name, value in config.client_kwargs.items():
-        if name not in KafkaProducer.DEFAULT_CONFIG and name != API_TIMEOUT_KWARG:
+        if name not in KafkaProducer.DEFAULT_CONFIG and name not in _OWN_KWARGS:
             raise OptionError(
                 f"option 'kafka.{name.replace('_', '.')}' is a consumer setting; the sink's "
                 "producer has no such setting"

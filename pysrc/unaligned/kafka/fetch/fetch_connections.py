@@ -1,37 +1,44 @@
-"""The read path's own plaintext connections: one blocking socket per broker, kept per process.
+"""The read path's own connections: one blocking socket per broker, kept per process.
 
 A read task's ``Fetch`` answers are most of what an executor's Python worker receives. Through
 kafka-python's connections each byte is copied about five times on the client's I/O thread
-(socket reads, framing, response decoding), and the task thread waits on that thread for every
-answer. :class:`FetchConnection` instead sends the request (:mod:`unaligned.kafka.fetch.fetch_wire`)
-on a socket of its own and reads the answer with ``recv_into`` into one buffer it keeps and
-grows, in the task's thread; the answer is parsed in place. Only ``PLAINTEXT`` clusters: TLS and
-SASL (handshakes, re-authentication) stay with kafka-python's connections
-(:func:`direct_connections` says which). Cluster metadata (who leads what, where a broker
-listens) still comes from the worker's kept admin client.
+(socket reads, framing, response decoding; TLS in 4 KiB reads), and the task thread waits on
+that thread for every answer. :class:`FetchConnection` instead sends the request
+(:mod:`unaligned.kafka.fetch.fetch_wire`) on a socket of its own and reads the answer with
+``recv_into`` into one buffer it keeps and grows, in the task's thread; the answer is parsed in
+place. The socket logs in as kafka-python's connections would with the same options
+(:func:`unaligned.kafka.clients.socket_login.open_logged_in`: TLS with the same ``SSLContext``,
+SASL ``PLAIN``, ``SCRAM-*`` or ``OAUTHBEARER`` with the same messages); ``GSSAPI`` and
+``AWS_MSK_IAM`` clusters stay with kafka-python's connections (:func:`direct_connections` says
+which). Cluster metadata (who leads what, where a broker listens) still comes from the worker's
+kept admin client.
 
 Guarantees: a connection serves one task's round at a time (a lock, held from its first request
 to its last answer); any socket error, timeout or wrong correlation id closes it and raises a
 retriable ``KafkaConnectionError`` / ``RequestTimedOutError``, and the next request opens a new
-one; a kept connection the broker closed meanwhile (``connections.max.idle.ms``) is replaced
-before it is used; a connection opened in another process (a fork) is never used.
+one; a kept connection the broker closed meanwhile (``connections.max.idle.ms``), or whose SASL
+session is near its end (KIP-368), is replaced before it is used; a connection opened in another
+process (a fork) is never used. A refused login raises
+:class:`~unaligned.errors.KafkaAuthenticationError` (never asked again).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kafka.errors as kafka_errors
 
 from unaligned._process_memo import ProcessMemo
 from unaligned.kafka.clients.connections import SettingsKey, settings_key
+from unaligned.kafka.clients.socket_login import open_logged_in
 from unaligned.kafka.fetch.fetch_wire import (
     FetchResponse,
     PartitionFetch,
@@ -55,12 +62,9 @@ class FetchConnection:
         self._buffer = bytearray(INITIAL_BUFFER_BYTES)
         self._next_id = 0
         self._throttled_until = 0.0
-        timeout = config.request_timeout_ms / 1000
-        try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise kafka_errors.KafkaConnectionError(f"connecting to {host}:{port}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        opened = open_logged_in(host, port, config.login, config.request_timeout_ms / 1000)
+        self._sock = opened.sock
+        self._login_ends = opened.expires_at
         if config.receive_buffer_bytes:
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.receive_buffer_bytes)
         self.address = f"{host}:{port}"
@@ -69,11 +73,17 @@ class FetchConnection:
         self._sock.close()
 
     def is_open(self) -> bool:
-        """False once the broker has closed the kept connection (its idle timeout, a restart):
-        between requests nothing is owed to it, so anything readable is its end."""
+        """False once the broker has closed the kept connection (its idle timeout, a restart),
+        or its SASL session is near its end: between requests nothing is owed to it, so
+        anything readable (a TLS alert, the end of the stream) is its end."""
+        if self._login_ends is not None and time.monotonic() >= self._login_ends:
+            return False
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return False
         try:
             self._sock.setblocking(False)  # the next request sets its timeout again
-            self._sock.recv(1, socket.MSG_PEEK)
+            # the raw socket's recv: a TLS socket takes no flags, and peeks at records anyway
+            socket.socket.recv(self._sock, 1, socket.MSG_PEEK)
         except BlockingIOError:
             return True
         except OSError:
@@ -152,12 +162,14 @@ class FetchConnection:
 
 @dataclass(frozen=True)
 class FetchConnectionConfig:
-    """What a connection takes from the consumer options."""
+    """What a connection takes from the consumer options; ``login``: the consumer kwargs it
+    logs in with (:func:`unaligned.kafka.clients.socket_login.open_logged_in`)."""
 
     client_id: str
     request_timeout_ms: int
     receive_buffer_bytes: int | None
     rack_id: str = ""
+    login: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -200,15 +212,21 @@ _OPEN: ProcessMemo[tuple[SettingsKey, int], FetchConnection] = ProcessMemo()
 
 #: The first broker version that answers ``Fetch`` v11.
 DIRECT_SINCE = (2, 3)
+#: SASL mechanisms the own connections log in with (the others are not tested here).
+DIRECT_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"})
 
 
 def direct_connections(
     consumer_kwargs: Mapping[str, Any], broker_version: tuple[int, ...] | None
 ) -> FetchConnections | None:
-    """Own connections for a ``PLAINTEXT`` cluster whose brokers answer ``Fetch`` v11
-    (``broker_version``: what the admin client learned); ``None`` for TLS or SASL, or older
-    brokers (kafka-python's connections then carry the fetches)."""
-    if str(consumer_kwargs.get("security_protocol", "PLAINTEXT")).upper() != "PLAINTEXT":
+    """Own connections for a cluster whose brokers answer ``Fetch`` v11 (``broker_version``:
+    what the admin client learned), in plaintext, TLS, or SASL with one of
+    :data:`DIRECT_MECHANISMS`; ``None`` for ``GSSAPI`` or ``AWS_MSK_IAM``, or older brokers
+    (kafka-python's connections then carry the fetches)."""
+    protocol = str(consumer_kwargs.get("security_protocol", "PLAINTEXT")).upper()
+    if protocol.startswith("SASL_") and consumer_kwargs.get("sasl_mechanism") not in (
+        DIRECT_MECHANISMS
+    ):
         return None
     if broker_version is None or tuple(broker_version[:2]) < DIRECT_SINCE:
         return None
@@ -217,5 +235,6 @@ def direct_connections(
         request_timeout_ms=int(consumer_kwargs.get("request_timeout_ms", 30_000)),
         receive_buffer_bytes=consumer_kwargs.get("receive_buffer_bytes"),
         rack_id=str(consumer_kwargs.get("client_rack") or ""),
+        login=dict(consumer_kwargs),
     )
     return FetchConnections(config, settings_key(consumer_kwargs))

@@ -120,11 +120,14 @@ def split_refused(batch: QueuedBatch) -> tuple[QueuedBatch, QueuedBatch]:
     )
 
 
-def record_too_large(batch: QueuedBatch, error: BaseException, tid: str) -> TransactionWriteError:
-    """The failure of a one-record batch the broker refused as too large."""
+def record_too_large(
+    batch: QueuedBatch, error: BaseException, session: str
+) -> TransactionWriteError:
+    """The failure of a one-record batch the broker refused as too large (``session``: the
+    session in words, ``transaction 'id'``)."""
     origin = "" if batch.origin is None else f" ({batch.origin(batch.first_record)})"
     return TransactionWriteError(
-        f"transaction {tid!r}: a record is too large for topic {batch.topic!r} (partition "
+        f"{session}: a record is too large for topic {batch.topic!r} (partition "
         f"{batch.partition}): the broker refused its {len(batch.data)}-byte record batch even "
         f"with that record alone{origin}: {error!r}. The topic's max.message.bytes was lowered "
         "below it (or is below it): raise the topic's max.message.bytes (and "

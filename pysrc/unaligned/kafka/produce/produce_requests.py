@@ -1,14 +1,17 @@
-"""The requests of one transactional produce session, run on a kept admin client's I/O thread.
+"""The requests of one produce session, run on a kept admin client's I/O thread.
 
 :class:`Requests` is the I/O half of
 :class:`unaligned.kafka.produce.produce_session.ProduceSession`: it queues and sends the ``Produce``
 requests, and has :class:`~unaligned.kafka.transactions.coordinator_requests.CoordinatorRequests`
-ask ``InitProducerId``, ``Metadata`` and ``AddPartitionsToTxn``. The task thread calls the public
+ask ``InitProducerId``, ``Metadata`` and ``AddPartitionsToTxn``, as the session's
+:class:`~unaligned.kafka.produce.producer_modes.ProducerMode` says (a transaction, or an
+idempotent producer without one). The task thread calls the public
 methods; everything that touches a connection runs on the I/O thread of the connection manager
 (:mod:`unaligned.kafka.clients.client_internals`). Sending rules (Kafka's idempotent producer, at
 most :data:`MAX_IN_FLIGHT` per partition):
 
-- a partition's batches go out in sequence order, only after ``AddPartitionsToTxn``;
+- a partition's batches go out in sequence order, only after the mode joined it
+  (``AddPartitionsToTxn`` in a transaction);
 - a retriable answer holds the partition: once nothing of it is in flight, every unacknowledged
   batch is sent again in order with the same sequence, after a doubling back-off;
   ``OUT_OF_ORDER_SEQUENCE_NUMBER`` behind such a failure is retriable, ``DUPLICATE_SEQUENCE_
@@ -49,6 +52,7 @@ from unaligned.kafka.produce.produce_queue import (
     record_too_large,
     split_refused,
 )
+from unaligned.kafka.produce.producer_modes import ProducerMode
 from unaligned.kafka.transactions.coordinator_requests import (
     FIRST_BACKOFF_S,
     MAX_BACKOFF_S,
@@ -72,17 +76,18 @@ _PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION = 3, 9  # 3: transactional; 9: as kaf
 
 class Requests:
     """The session's requests (module docstring). ``manager``: a started admin client's
-    connection manager; ``settings``: ``KafkaProducer`` settings with defaults filled in."""
+    connection manager; ``mode``: how the producer writes; ``settings``: ``KafkaProducer``
+    settings with defaults filled in."""
 
-    def __init__(self, manager: Any, transactional_id: str, settings: Mapping[str, Any]) -> None:
+    def __init__(self, manager: Any, mode: ProducerMode[Any], settings: Mapping[str, Any]) -> None:
         self._manager = manager
         self._net = event_loop(manager)
-        self._tid = transactional_id
+        self._mode = mode
         self._request_timeout_ms = int(settings["request_timeout_ms"])
         self._retry_backoff_s = max(int(settings["retry_backoff_ms"]), 1) / 1000
         self._calls = CoordinatorRequests(
             manager,
-            transactional_id,
+            mode.transactional_id,
             self._request_timeout_ms,
             int(settings["transaction_timeout_ms"]),
             bool(settings.get(TWO_PHASE_COMMIT_KWARG, False)),
@@ -115,10 +120,13 @@ class Requests:
         return self._producer_id_and_epoch
 
     def init_producer_id(self, timeout_s: float) -> None:
-        """Step 1 of the session: the coordinator bumps the id's epoch (fencing older
-        attempts, aborting what they left open); raises the refusal or a timeout."""
+        """Step 1 of the session, as the mode does it (in a transaction the coordinator bumps
+        the id's epoch, fencing older attempts and aborting what they left open); raises the
+        refusal or a timeout."""
         deadline = time.monotonic() + timeout_s
-        self._producer_id_and_epoch = self._manager.run(self._calls.init_producer_id, deadline)
+        self._producer_id_and_epoch = self._manager.run(
+            self._mode.init_producer_id, self._calls, deadline
+        )
 
     def partition_count(self, topic: str, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -187,9 +195,9 @@ class Requests:
         return leaders
 
     async def _pump(self) -> None:
-        """Take the queued batches, make their partitions ready (leader known, registered with
-        the transaction) and send what the in-flight bounds allow. One pump runs at a time; a
-        pump asked for meanwhile makes the running one go round again."""
+        """Take the queued batches, make their partitions ready (leader known, joined by the
+        mode: registered with the transaction) and send what the in-flight bounds allow. One
+        pump runs at a time; a pump asked for meanwhile makes the running one go round again."""
         if self._pumping:
             self._pump_again = True
             return
@@ -228,7 +236,7 @@ class Requests:
             self._pumping = False
 
     async def _make_ready(self, parts: list[PartitionQueue]) -> None:
-        """Look up unknown leaders and register new partitions, retrying until the first
+        """Look up unknown leaders and join new partitions, retrying until the first
         waiting batch's ``delivery.timeout.ms`` passes."""
         if not parts:
             return
@@ -251,7 +259,7 @@ class Requests:
             by_topic: dict[str, list[int]] = {}
             for part in new:
                 by_topic.setdefault(part.topic, []).append(part.partition)
-            await self._calls.add_partitions(self._producer_id_and_epoch, by_topic, deadline)
+            await self._mode.join(self._calls, self._producer_id_and_epoch, by_topic, deadline)
             for part in new:
                 part.added = True
 
@@ -272,7 +280,7 @@ class Requests:
             self._node_in_flight[leader] = self._node_in_flight.get(leader, 0) + 1
             topic_data = ProduceRequest.TopicProduceData
             request = ProduceRequest(
-                transactional_id=self._tid,
+                transactional_id=self._mode.transactional_id,
                 acks=-1,
                 timeout_ms=self._request_timeout_ms,
                 topic_data=[
@@ -332,7 +340,7 @@ class Requests:
                 self._leader_cache.pop(part.topic, None)
         else:
             if isinstance(error, TOO_LARGE) and not stopped:
-                error = record_too_large(batch, error, self._tid)
+                error = record_too_large(batch, error, self._mode.describe())
                 with self._lock:
                     self._refused_topics.add(batch.topic)
             elif not stopped and isinstance(error, kafka_errors.RetriableError):

@@ -1,19 +1,23 @@
-"""A task's Kafka transaction written as encoded record batches on the process's kept connections.
+"""A sink task's records written as encoded record batches on the process's kept connections.
 
-:class:`ProduceSession` does what Kafka's idempotent transactional producer does, for batches
-encoded ahead of time (:mod:`unaligned.kafka.records.record_encoder`), over the connections of the
+:class:`ProduceSession` does what Kafka's idempotent producer does (in a transaction, or without
+one: its :class:`~unaligned.kafka.produce.producer_modes.ProducerMode`), for batches encoded ahead
+of time (:mod:`unaligned.kafka.records.record_encoder`), over the connections of the
 worker process's kept admin client (lent from :meth:`~ProduceSession.begin` to
 :meth:`~ProduceSession.close`; :mod:`unaligned.kafka.clients.admin_clients`): no ``KafkaProducer``,
 no sender thread. The requests run on that client's I/O thread (:mod:`.produce_requests`); the task
 thread only encodes and waits. The protocol, numbered where it runs:
 
-1. :meth:`~ProduceSession.begin`: ``InitProducerId`` (an older attempt on the id is fenced).
+1. :meth:`~ProduceSession.begin`: ``InitProducerId`` (in a transaction an older attempt on the
+   id is fenced).
 2. :meth:`~ProduceSession.send_batch`: producer id, epoch and the partition's next sequence
-   stamped, batch queued; ``AddPartitionsToTxn`` before a partition's first batch.
+   stamped, batch queued; in a transaction ``AddPartitionsToTxn`` before a partition's first
+   batch.
 3. ``Produce`` (``acks=all``, in sequence order, retried with the same sequences; a batch
    refused as too large split, :meth:`~ProduceSession.take_refused_topics`).
-4. :meth:`~ProduceSession.prepare`: every record acknowledged; the transaction stays open for
-   the driver (:func:`unaligned.kafka.transactions.transaction_coordinator.commit_prepared`).
+4. :meth:`~ProduceSession.prepare`: every record acknowledged; a transaction stays open for
+   the driver (:func:`unaligned.kafka.transactions.transaction_coordinator.commit_prepared`),
+   an idempotent session's records are visible already.
 
 A non-retriable failure poisons the session (:meth:`prepare` refuses). ARCHITECTURE.md ("The
 two-phase commit") has the rest.
@@ -24,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import kafka.errors as kafka_errors
 
@@ -36,32 +40,34 @@ from unaligned.kafka.clients.connections import describe_servers
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.produce.produce_queue import QueuedBatch, RecordOrigin
 from unaligned.kafka.produce.produce_requests import CONNECTION_IN_FLIGHT, Requests
+from unaligned.kafka.produce.producer_modes import ProducerMode
 from unaligned.kafka.records.record_batch_layout import (
     ProducerState,
     has_producer_state,
     increment_sequence,
     with_producer_state,
 )
-from unaligned.kafka.transactions import transaction_coordinator
-from unaligned.kafka.transactions.transactions import PreparedTransaction, WriterState
+from unaligned.kafka.transactions.transactions import WriterState
 
 #: How long past ``delivery.timeout.ms`` :meth:`ProduceSession.flush` waits for the last answer.
 _FLUSH_SLACK_S = 5.0
+W = TypeVar("W")
 
 
-class ProduceSession:
-    """One sink task attempt's transaction (the module docstring has the protocol).
+class ProduceSession(Generic[W]):
+    """One sink task attempt's writes (the module docstring has the protocol).
 
-    :meth:`begin` -> :meth:`send_batch`... -> :meth:`prepare` (stays open for the driver) or
-    :meth:`abort`; then :meth:`close`, which never ends the transaction. ``client_kwargs`` are
-    the sink's ``KafkaProducer`` kwargs; the constructor touches no network.
+    :meth:`begin` -> :meth:`send_batch`... -> :meth:`prepare` (a transaction stays open for the
+    driver) or :meth:`abort`; then :meth:`close`, which never ends a transaction.
+    ``client_kwargs`` are the sink's ``KafkaProducer`` kwargs; ``mode``: in a transaction or
+    idempotent only (``W``: what :meth:`prepare` returns). The constructor touches no network.
     """
 
-    def __init__(self, client_kwargs: Mapping[str, Any], transactional_id: str) -> None:
-        if not transactional_id:
+    def __init__(self, client_kwargs: Mapping[str, Any], mode: ProducerMode[W]) -> None:
+        if mode.transactional_id == "":
             raise OptionError("a ProduceSession needs a non-empty transactional id")
         self._kwargs = dict(client_kwargs)
-        self._transactional_id = transactional_id
+        self._mode = mode
         self._settings = {**KafkaProducer.DEFAULT_CONFIG, **self._kwargs}
         self._lent: contextlib.ExitStack | None = None
         self._requests: Requests | None = None
@@ -70,8 +76,12 @@ class ProduceSession:
         self._state = WriterState.NEW
 
     @property
-    def transactional_id(self) -> str:
-        return self._transactional_id
+    def transactional_id(self) -> str | None:
+        return self._mode.transactional_id
+
+    def describe(self) -> str:
+        """The session in messages: ``transaction 'id'`` or ``the idempotent producer``."""
+        return self._mode.describe()
 
     def begin(self) -> None:
         """1. Lend the kept client and run ``InitProducerId`` (bounded by ``max_block_ms``)."""
@@ -80,13 +90,12 @@ class ProduceSession:
         admin = lent.enter_context(
             shared_admin_client(self._kwargs, max_in_flight=CONNECTION_IN_FLIGHT)
         )
-        requests = Requests(connection_manager(admin), self._transactional_id, self._settings)
+        requests = Requests(connection_manager(admin), self._mode, self._settings)
         try:
             requests.init_producer_id(self._settings["max_block_ms"] / 1000)
         except kafka_errors.KafkaError as exc:
             failure = TransactionWriteError(
-                f"could not open a transaction for transactional id {self._transactional_id!r} "
-                f"on {describe_servers(self._kwargs)}: {exc!r}"
+                f"could not open {self.describe()} on {describe_servers(self._kwargs)}: {exc!r}"
             )
             lent.__exit__(TransactionWriteError, failure, None)  # drops the kept client
             raise failure from exc
@@ -111,8 +120,7 @@ class ProduceSession:
             count = requests.partition_count(topic, self._settings["max_block_ms"] / 1000)
         except kafka_errors.KafkaError as exc:
             raise TransactionWriteError(
-                f"could not find the partitions of topic {topic!r} for transaction "
-                f"{self._transactional_id!r}: {exc!r}"
+                f"could not find the partitions of topic {topic!r} for {self.describe()}: {exc!r}"
             ) from exc
         self._partition_counts[topic] = count
         return count
@@ -161,7 +169,9 @@ class ProduceSession:
         is; any other batch is rewritten by :meth:`send_batch`."""
         producer_id, epoch = self._open_requests("encode for").producer_id_and_epoch
         sequence = self._sequences.get((topic, partition), 0)
-        return ProducerState(producer_id, epoch, sequence, transactional=True)
+        return ProducerState(
+            producer_id, epoch, sequence, transactional=self._mode.transactional_batches
+        )
 
     def wake_sender(self) -> None:
         """Hand what :meth:`send_batch` queued to the I/O thread."""
@@ -201,8 +211,8 @@ class ProduceSession:
         requests.pump()
         if not requests.wait_settled(timeout_s, at_most_bytes):
             raise TransactionWriteError(
-                f"records of transaction {self._transactional_id!r} were not acknowledged within "
-                f"{timeout_s} s ({requests.unacknowledged_bytes()} bytes outstanding)"
+                f"records of {self.describe()} were not acknowledged within {timeout_s} s "
+                f"({requests.unacknowledged_bytes()} bytes outstanding)"
             )
         failure = requests.first_failure()
         if isinstance(failure, TransactionWriteError):  # worded already (a record too large)
@@ -210,40 +220,40 @@ class ProduceSession:
         if failure is not None:
             sent, acknowledged = requests.record_counts()
             raise TransactionWriteError(
-                f"{sent - acknowledged} record(s) of transaction {self._transactional_id!r} were "
-                f"not written: {failure!r}"
+                f"{sent - acknowledged} record(s) of {self.describe()} were not written: "
+                f"{failure!r}"
             ) from failure
 
-    def prepare(self) -> PreparedTransaction:
-        """4. Pre-commit: every record acknowledged; the transaction stays open.
+    def prepare(self) -> W:
+        """4. Pre-commit: every record acknowledged; a transaction stays open.
 
-        Batches go out only after ``AddPartitionsToTxn`` registered their partition, so the
-        coordinator knows every partition written. The broker aborts the transaction by itself
-        once it is older than ``transaction_timeout_ms``.
+        In a transaction batches go out only after ``AddPartitionsToTxn`` registered their
+        partition, so the coordinator knows every partition written; the broker aborts the
+        transaction by itself once it is older than ``transaction_timeout_ms`` (unless it takes
+        part in two-phase commit). Returns what the mode makes of the records
+        (:meth:`~unaligned.kafka.produce.producer_modes.ProducerMode.written`).
         """
         self.flush()
         requests = self._open_requests("prepare")
         sent, acknowledged = requests.record_counts()
         if acknowledged != sent:
             raise TransactionWriteError(
-                f"transaction {self._transactional_id!r}: {sent - acknowledged} of {sent} "
-                "record(s) not acknowledged after flush"
+                f"{self.describe()}: {sent - acknowledged} of {sent} record(s) not acknowledged "
+                "after flush"
             )
         self._state = WriterState.PREPARED
-        producer_id, epoch = requests.producer_id_and_epoch
-        return PreparedTransaction(
-            self._transactional_id,
-            producer_id,
-            epoch,
+        return self._mode.written(
+            requests.producer_id_and_epoch,
             acknowledged,
             bool(self._settings.get(TWO_PHASE_COMMIT_KWARG, False)),
         )
 
     def abort(self) -> None:
-        """Abort the transaction (open or prepared): wait for the requests in flight, then
-        ``EndTxn(abort)``
-        (:func:`~unaligned.kafka.transactions.transaction_coordinator.abort_prepared`) if any
-        partition may have joined it. No-op before :meth:`begin`."""
+        """Give up the session (open or prepared): wait for the requests in flight, then have
+        the mode end what it leaves if any partition may have joined it (a transaction:
+        ``EndTxn(abort)``, :func:`~unaligned.kafka.transactions.transaction_coordinator.
+        abort_prepared`; an idempotent producer's acknowledged records stay). No-op before
+        :meth:`begin`."""
         if self._state in (WriterState.NEW, WriterState.ABORTED):
             return
         requests = self._open_requests("abort", (WriterState.OPEN, WriterState.PREPARED))
@@ -252,11 +262,8 @@ class ProduceSession:
         self._state = WriterState.ABORTED
         if not requests.may_have_partitions:
             return
-        producer_id, epoch = requests.producer_id_and_epoch
         sent, _ = requests.record_counts()  # >= 1: partitions join with a batch queued
-        transaction_coordinator.abort_prepared(
-            self._kwargs, PreparedTransaction(self._transactional_id, producer_id, epoch, sent)
-        )
+        self._mode.abandon(self._kwargs, requests.producer_id_and_epoch, sent)
 
     def close(self) -> None:
         """Give the kept client back. Never commits or aborts: a prepared transaction stays
@@ -275,7 +282,7 @@ class ProduceSession:
         else:
             lent.close()
 
-    def __enter__(self) -> ProduceSession:
+    def __enter__(self) -> ProduceSession[W]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -291,6 +298,5 @@ class ProduceSession:
     def _require(self, states: tuple[WriterState, ...], action: str) -> None:
         if self._state not in states:
             raise TransactionWriteError(
-                f"cannot {action} transaction {self._transactional_id!r}: the session is "
-                f"{self._state.value}"
+                f"cannot {action} {self.describe()}: the session is {self._state.value}"
             )

@@ -1,4 +1,4 @@
-"""The requests around a transactional producer's ``Produce`` requests, for one transactional id.
+"""The requests around a producer's ``Produce`` requests, for one transactional id (or none).
 
 :class:`CoordinatorRequests` asks the transaction coordinator (``FindCoordinator``,
 ``InitProducerId``, ``AddPartitionsToTxn``) and any broker for partition leaders
@@ -34,17 +34,20 @@ INIT_PRODUCER_ID_MAX_VERSION = 4
 #: without it refuses the request instead of dropping the flag.
 INIT_PRODUCER_ID_2PC_VERSION = 6
 ADD_PARTITIONS_MAX_VERSION = 3
+#: What Java's idempotent producer sends as ``transactionTimeoutMs`` without a transaction.
+IDEMPOTENT_TRANSACTION_TIMEOUT_MS = 2**31 - 1
 _MOVED = (kafka_errors.NotCoordinatorError, kafka_errors.CoordinatorNotAvailableError)
 
 
 class CoordinatorRequests:
     """One transactional id's coordinator and metadata requests on ``manager`` (a started admin
-    client's connection manager; see the module docstring)."""
+    client's connection manager; see the module docstring). ``transactional_id`` ``None``: an
+    idempotent producer's, which asks no coordinator."""
 
     def __init__(
         self,
         manager: Any,
-        transactional_id: str,
+        transactional_id: str | None,
         request_timeout_ms: int,
         transaction_timeout_ms: int,
         two_phase_commit: bool = False,
@@ -84,6 +87,36 @@ class CoordinatorRequests:
 
         response = await self._ask_coordinator(request, _error_code, deadline)
         return int(response.producer_id), int(response.producer_epoch)
+
+    async def init_idempotent_producer_id(self, deadline: float) -> tuple[int, int]:
+        """``(producer id, epoch)`` of a new idempotent producer, from any broker (no
+        transactional id: nothing is fenced, nothing is aborted)."""
+        backoff = FIRST_BACKOFF_S
+        while True:
+            request = InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout_ms=IDEMPOTENT_TRANSACTION_TIMEOUT_MS,
+                producer_id=-1,
+                producer_epoch=-1,
+                max_version=INIT_PRODUCER_ID_MAX_VERSION,
+            )
+            error: BaseException
+            try:
+                response = await self._manager.send(
+                    request, request_timeout_ms=self._timeout_ms(deadline)
+                )
+            except kafka_errors.KafkaError as exc:
+                if not is_retriable(exc):
+                    raise
+                error = exc
+            else:
+                error_type = kafka_errors.for_code(response.error_code)
+                if error_type is kafka_errors.NoError:
+                    return int(response.producer_id), int(response.producer_epoch)
+                if not is_retriable(error_type):
+                    raise error_type()
+                error = error_type()
+            backoff = await self._back_off(error, backoff, deadline)
 
     async def add_partitions(
         self,

@@ -11,14 +11,17 @@ partition's rows as v2 record batches straight from the Arrow buffers
 partition. A batch the broker refuses as too large all the same is split by the session and the
 next chunk asks its topic's limit again; a record too large alone raises
 :class:`TransactionWriteError` naming the limit and the input row. Record timestamps are the
-time the chunk is encoded. With Schema Registry formats (``valueFormat``/``keyFormat``) the
-columns are encoded and framed first (:mod:`unaligned.registry.record_encoding`).
-ARCHITECTURE.md ("Processes", executor workers) has the rest.
+input's ``timestamp`` column where it has one (milliseconds, as Spark's sink writes them), else
+(and for a null) the time the chunk is encoded. With Schema Registry formats
+(``valueFormat``/``keyFormat``) the columns are encoded and framed first
+(:mod:`unaligned.registry.record_encoding`). ARCHITECTURE.md ("Processes", executor workers)
+has the rest.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -78,12 +81,15 @@ def _record_origin(chunk: pa.RecordBatch, take: pa.Array | None, rows_before: in
 
 
 class BatchChunkWriter:
-    """Writes chunks into ``writer``'s open transaction as encoded batches (module docstring).
+    """Writes chunks into ``writer``'s session (an open transaction, or an idempotent
+    producer's) as encoded batches (module docstring).
 
     Keeps each topic's sticky partition across chunks; one instance per task attempt.
     """
 
-    def __init__(self, target: KafkaTarget, columns: KafkaColumns, writer: ProduceSession) -> None:
+    def __init__(
+        self, target: KafkaTarget, columns: KafkaColumns, writer: ProduceSession[Any]
+    ) -> None:
         self._target = target
         self._columns = columns
         self._writer = writer
@@ -118,9 +124,7 @@ class BatchChunkWriter:
                 self._sticky,
             )
         except ValueError as exc:
-            raise TransactionWriteError(
-                f"transaction {self._writer.transactional_id!r}: {exc}"
-            ) from exc
+            raise TransactionWriteError(f"{self._writer.describe()}: {exc}") from exc
         compression, batch_size, max_request_size = self._writer.batch_settings()
         topic_bound = self._topic_bound({group.topic for group in groups}, compression)
         if topic_bound is not None and topic_bound[0] < max_request_size:
@@ -143,6 +147,7 @@ class BatchChunkWriter:
                 _rows_of(keys, take),
                 _rows_of(values, take),
                 headers=_rows_of(headers, take),
+                timestamps=_rows_of(_column(chunk, cols.timestamp), take),
                 compression=compression,
                 batch_size=batch_size,
                 max_request_size=max_request_size,
@@ -155,19 +160,17 @@ class BatchChunkWriter:
             where = "" if row is None else f" ({_record_origin(chunk, take, rows_before)(row)})"
             if topic_bound is None or topic_bound[0] != max_request_size:
                 raise TransactionWriteError(
-                    f"could not encode {rows} record(s) in transaction "
-                    f"{self._writer.transactional_id!r}: {exc}{where}"
+                    f"could not encode {rows} record(s) for {self._writer.describe()}: {exc}{where}"
                 ) from exc
             raise TransactionWriteError(
-                f"transaction {self._writer.transactional_id!r}: a record is too large for "
+                f"{self._writer.describe()}: a record is too large for "
                 f"{topic_bound[1]}{where}: its record batch would exceed {topic_bound[0]} bytes "
                 "(the limit less room for the codec). Raise the topic's max.message.bytes (and "
                 "kafka.max.request.size if needed), or write smaller records"
             ) from exc
         except Exception as exc:  # a codec failing...
             raise TransactionWriteError(
-                f"could not encode {rows} record(s) in transaction "
-                f"{self._writer.transactional_id!r}: {exc!r}"
+                f"could not encode {rows} record(s) for {self._writer.describe()}: {exc!r}"
             ) from exc
         group_of = np.searchsorted(firsts, [b.start for b in batches], "right") - 1
         origin = _record_origin(chunk, take, rows_before)

@@ -43,7 +43,7 @@ def check_cluster(target: KafkaTarget, kwargs: Mapping[str, Any]) -> bool:
             f"{target.bootstrap_servers}: lower the option or raise the broker setting"
         )
     if target.topic is not None:
-        _require_topic(kwargs, target.topic, target.bootstrap_servers)
+        require_topic(kwargs, target.topic, target.bootstrap_servers)
     return _two_phase_commit(target, kwargs)
 
 
@@ -98,7 +98,8 @@ _TOPICS_FOUND: ProcessMemo[tuple[SettingsKey, str], bool] = ProcessMemo()
 again)."""
 
 
-def _require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
+def require_topic(kwargs: Mapping[str, Any], topic: str, servers: str) -> None:
+    """Raise :class:`TopicNotFoundError` unless ``topic`` exists (found once per process)."""
     key = (settings_key(kwargs), topic)
     if _TOPICS_FOUND.get(key):
         return

@@ -10,6 +10,8 @@ ignored):
                                                          the option wins when both are given
 ``partition``    int                                     the partition (null: the partitioner)
 ``headers``      array<struct<key string, value binary>>  record headers
+``timestamp``    timestamp                               the record timestamp (null: the time the
+                                                         task encodes the row's chunk)
 ===============  ======================================  =========================================
 
 With option ``valueFormat`` (``keyFormat``) set to a Schema Registry format, ``value``
@@ -35,6 +37,7 @@ from pyspark.sql.types import (
     IntegerType,
     StringType,
     StructType,
+    TimestampType,
 )
 
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
@@ -59,6 +62,7 @@ class KafkaColumns:
     headers: int | None
     value_raw: int | None = None
     key_raw: int | None = None
+    timestamp: int | None = None
 
 
 def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
@@ -108,6 +112,7 @@ def kafka_columns(schema: StructType, target: KafkaTarget) -> KafkaColumns:
         headers=column("headers", (_HEADERS_TYPE,), "array<struct<key: string, value: binary>>"),
         value_raw=column("valueraw", (BinaryType(),), "binary") if "value" in encoded else None,
         key_raw=column("keyraw", (BinaryType(),), "binary") if "key" in encoded else None,
+        timestamp=column("timestamp", (TimestampType(),), "timestamp"),
     )
 
 

@@ -1,4 +1,4 @@
-"""A prepared Kafka transaction as an item of the sink's commit messages and commit records.
+"""A Kafka sink task's prepared work as an item of its commit message and the commit record.
 
 A task's commit message carries its :class:`~unaligned.kafka.transactions.transactions.
 PreparedTransaction` as a JSON object (:func:`prepared_to_json`), which the driver's commit
@@ -6,14 +6,21 @@ record keeps and any later process reads back (:func:`prepared_from_json`) to co
 the transaction by handle. Keys: ``transactionalId``, ``producerId``, ``epoch``,
 ``recordCount``, ``partition`` (the task), and ``twoPhaseCommit`` (only when true: the
 transaction takes part in two-phase commit, KIP-939); records written before it lack the key.
+
+The at-least-once sink's items (:func:`written_to_json`) name the idempotent producer that wrote
+a task's records (``producerId``, ``epoch``) and ``recordCount``, ``partition``: nothing is left
+to commit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unaligned.kafka.transactions.transactions import PreparedTransaction
+
+if TYPE_CHECKING:  # the planner and the commit runner load no produce-side module
+    from unaligned.kafka.produce.producer_modes import WrittenRecords
 
 
 def prepared_to_json(prepared: PreparedTransaction, partition_id: int) -> dict[str, Any]:
@@ -37,3 +44,12 @@ def prepared_from_json(item: Mapping[str, Any]) -> PreparedTransaction:
         record_count=int(item["recordCount"]),
         two_phase_commit=bool(item.get("twoPhaseCommit", False)),
     )
+
+
+def written_to_json(written: WrittenRecords, partition_id: int) -> dict[str, Any]:
+    return {
+        "producerId": written.producer_id,
+        "epoch": written.epoch,
+        "recordCount": written.record_count,
+        "partition": partition_id,
+    }

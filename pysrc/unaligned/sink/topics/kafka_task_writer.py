@@ -1,68 +1,75 @@
-"""A Kafka sink task attempt's transaction (step 1 of the protocol), apart from the driver side.
+"""A Kafka sink task attempt's writes (step 1 of the protocol), apart from the driver side.
 
-:class:`KafkaTaskWriter` is what :meth:`unaligned.sink.topics.kafka_participant.KafkaParticipant.
-open_task` gives a task: its chunks are encoded as whole record batches
-(:mod:`unaligned.sink.topics.kafka_batches`) and sent by a
+:class:`SessionTaskWriter` is the task writer of both Kafka participants: its chunks are encoded
+as whole record batches (:mod:`unaligned.sink.topics.kafka_batches`) and sent by a
 :class:`~unaligned.kafka.produce.produce_session.ProduceSession` on the worker process's kept
-connections; :meth:`KafkaTaskWriter.prepare` returns the commit-record item
-(:mod:`unaligned.sink.topics.kafka_items`). Only task workers import this module: Spark's planner
-and the commit runner, which build the participant before every batch, load neither the encoder,
-``pyarrow.compute`` nor the produce session.
+connections, at most ``maxUnacknowledgedBytes`` unacknowledged between chunks; its
+:meth:`~SessionTaskWriter.prepare` returns the commit-record item
+(:mod:`unaligned.sink.topics.kafka_items`) of what the session prepared. The session's mode makes
+the difference (:mod:`unaligned.kafka.produce.producer_modes`):
+
+- :class:`KafkaTaskWriter`: a transaction on the attempt's transactional id, which the driver
+  commits (:meth:`unaligned.sink.topics.kafka_participant.KafkaParticipant.open_task`);
+- :func:`at_least_once_task_writer`: an idempotent producer's records, visible once
+  acknowledged (:mod:`unaligned.sink.topics.kafka_at_least_once`).
+
+Only task workers import this module: Spark's planner and the commit runner, which build the
+participant before every batch, load neither the encoder, ``pyarrow.compute`` nor the produce
+session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka.produce.produce_session import ProduceSession
+from unaligned.kafka.produce.producer_modes import Idempotent, InTransaction, WrittenRecords
+from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink.options import KafkaTarget
 from unaligned.sink.topics.kafka_batches import BatchChunkWriter
 from unaligned.sink.topics.kafka_columns import KafkaColumns
-from unaligned.sink.topics.kafka_items import prepared_to_json
+from unaligned.sink.topics.kafka_items import prepared_to_json, written_to_json
+
+W = TypeVar("W")
 
 
-class KafkaTaskWriter:
-    """Writes one task attempt's rows into one transaction (Step 1 of the protocol): chunks are
-    encoded as whole record batches (:class:`unaligned.sink.topics.kafka_batches.BatchChunkWriter`)
-    and sent by a :class:`~unaligned.kafka.produce.produce_session.ProduceSession` on the process's
-    kept connections."""
+class SessionTaskWriter(Generic[W]):
+    """One task attempt's writes through ``session`` (module docstring): :meth:`begin` opens
+    it (``InitProducerId``), :meth:`prepare` flushes it and returns ``item`` of what it
+    prepared."""
 
     def __init__(
         self,
         target: KafkaTarget,
         columns: KafkaColumns,
-        client_kwargs: Mapping[str, Any],
-        transactional_id: str,
-        partition_id: int,
+        session: ProduceSession[W],
+        item: Callable[[W], dict[str, Any]],
     ) -> None:
         self._target = target
         self._columns = columns
-        self._client_kwargs = client_kwargs
-        self._transactional_id = transactional_id
-        self._writer: ProduceSession | None = None
-        self._partition_id = partition_id
+        self._session = session
+        self._item = item
+        self._writer: ProduceSession[W] | None = None
         self._batches: BatchChunkWriter | None = None
 
     def begin(self) -> None:
-        session = ProduceSession(self._client_kwargs, self._transactional_id)
-        self._writer = session
-        session.begin()
-        self._batches = BatchChunkWriter(self._target, self._columns, session)
+        self._writer = self._session
+        self._session.begin()
+        self._batches = BatchChunkWriter(self._target, self._columns, self._session)
 
     def write_chunk(self, chunk: pa.RecordBatch) -> None:
         self._open_writer()
         assert self._batches is not None
         self._batches.write_chunk(chunk)
 
-    def _open_writer(self) -> ProduceSession:
+    def _open_writer(self) -> ProduceSession[W]:
         if self._writer is None:
-            raise TransactionWriteError(
-                f"transaction {self._transactional_id!r} was not begun before writing"
-            )
+            raise TransactionWriteError(f"{self._session.describe()} was not begun before writing")
         return self._writer
 
     def between_chunks(self) -> None:
@@ -75,7 +82,7 @@ class KafkaTaskWriter:
         finally:
             if self._batches is not None:  # the next task of the process asks the limit again
                 self._batches.forget_refused_limits()
-        return prepared_to_json(prepared, self._partition_id)
+        return self._item(prepared)
 
     def abort(self) -> None:
         if self._writer is not None:
@@ -84,3 +91,36 @@ class KafkaTaskWriter:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+
+
+class KafkaTaskWriter(SessionTaskWriter[PreparedTransaction]):
+    """Writes one task attempt's rows into one transaction on ``transactional_id``; its item is
+    the prepared transaction (:func:`unaligned.sink.topics.kafka_items.prepared_to_json`)."""
+
+    def __init__(
+        self,
+        target: KafkaTarget,
+        columns: KafkaColumns,
+        client_kwargs: Mapping[str, Any],
+        transactional_id: str,
+        partition_id: int,
+    ) -> None:
+        super().__init__(
+            target,
+            columns,
+            ProduceSession(client_kwargs, InTransaction(transactional_id)),
+            partial(prepared_to_json, partition_id=partition_id),
+        )
+
+
+def at_least_once_task_writer(
+    target: KafkaTarget, columns: KafkaColumns, client_kwargs: Mapping[str, Any], partition_id: int
+) -> SessionTaskWriter[WrittenRecords]:
+    """One task attempt's rows written by an idempotent producer of its own; its item names the
+    producer and the records (:func:`unaligned.sink.topics.kafka_items.written_to_json`)."""
+    return SessionTaskWriter(
+        target,
+        columns,
+        ProduceSession(client_kwargs, Idempotent()),
+        partial(written_to_json, partition_id=partition_id),
+    )

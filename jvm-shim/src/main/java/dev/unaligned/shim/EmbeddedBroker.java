@@ -9,6 +9,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
@@ -22,13 +24,16 @@ import org.apache.kafka.common.utils.Time;
 /**
  * Runs ONE single-node KRaft Kafka server (process.roles=broker,controller) in this JVM.
  *
- * <p>Usage: {@code java dev.unaligned.shim.EmbeddedBroker <server.properties> <cluster-id>}.
- * {@code unaligned.testing.broker_process} writes the properties file: the listeners (loopback
- * only), the log directory and the single-node replication settings.
+ * <p>Usage: {@code java dev.unaligned.shim.EmbeddedBroker <server.properties> <cluster-id>
+ * [format arguments...]}. {@code unaligned.testing.broker_config} writes the properties file: the
+ * listeners (loopback only), the log directory and the replication settings. The format arguments
+ * go to the storage tool's format step ({@code --add-scram SCRAM-SHA-512=[name=...,password=...]}
+ * creates SCRAM users).
  *
  * <p>Steps:
  * <ol>
- *   <li>Format the log directory with Kafka's own storage tool (skipped when already formatted).</li>
+ *   <li>Format the log directory with Kafka's own storage tool and the format arguments (skipped
+ *       when already formatted).</li>
  *   <li>Start the server and wait until its broker listener answers a describe-cluster call.</li>
  *   <li>Print exactly one line {@code UNALIGNED-SHIM READY 127.0.0.1:<port>} on stdout.</li>
  *   <li>Serve commands read line by line from stdin (see {@link ShimCommands}); every reply is
@@ -47,8 +52,9 @@ public final class EmbeddedBroker {
     }
 
     public static void main(String[] args) {
-        if (args.length != 2) {
-            System.err.println("usage: EmbeddedBroker <server.properties> <cluster-id>");
+        if (args.length < 2) {
+            System.err.println(
+                    "usage: EmbeddedBroker <server.properties> <cluster-id> [format arguments...]");
             System.exit(2);
         }
         try {
@@ -72,7 +78,7 @@ public final class EmbeddedBroker {
         }
 
         // 1. Format (idempotent: --ignore-formatted keeps an existing, matching directory).
-        format(propertiesFile, clusterId);
+        format(propertiesFile, clusterId, Arrays.asList(args).subList(2, args.length));
 
         // 2. Start the server; its shutdown runs from a JVM shutdown hook (SIGTERM, exit).
         KafkaConfig config = KafkaConfig.fromProps(props, false);
@@ -114,14 +120,15 @@ public final class EmbeddedBroker {
         System.out.flush();
     }
 
-    private static void format(Path propertiesFile, String clusterId) {
+    private static void format(Path propertiesFile, String clusterId, List<String> extra) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
+        List<String> command = new ArrayList<>(List.of(
+                "format", "--config", propertiesFile.toString(), "--cluster-id", clusterId,
+                "--ignore-formatted"));
+        command.addAll(extra);
         int rc;
         try (PrintStream print = new PrintStream(out, true, StandardCharsets.UTF_8)) {
-            rc = StorageTool.execute(new String[] {
-                "format", "--config", propertiesFile.toString(), "--cluster-id", clusterId,
-                "--ignore-formatted"
-            }, print);
+            rc = StorageTool.execute(command.toArray(new String[0]), print);
         } catch (Exception e) {
             throw new IllegalStateException("formatting the log directory failed: " + e
                     + " " + out.toString(StandardCharsets.UTF_8), e);

@@ -1,0 +1,76 @@
+"""OAuth token sources: when a kept token is refreshed (Java's refresh rule), a token's expiry,
+and the client-credentials grant against a real token endpoint on loopback
+(unaligned.testing.oidc_issuer): the token, a refused secret, a token file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unaligned.errors import OAuthTokenError, OptionError
+from unaligned.kafka.clients.oauth_tokens import (
+    ClientCredentials,
+    RefreshRule,
+    client_credentials_fetch,
+    jwt_expiry,
+    load_attribute,
+)
+from unaligned.testing.oidc_issuer import OidcIssuer
+
+
+def test_refresh_rule_as_javas() -> None:
+    rule = RefreshRule()  # 0.8, buffer 300 s, at least 60 s after it was issued
+    assert rule.refresh_at(0, 3600) == 2880  # 80% of an hour
+    assert rule.refresh_at(0, 1000) == 700  # at least 300 s before it expires
+    assert rule.refresh_at(0, 370) == 70  # ... and no earlier than 60 s after it was issued
+    assert rule.refresh_at(0, 100) == 80  # shorter than buffer + min period: the factor alone
+
+
+def test_jwt_expiry() -> None:
+    with OidcIssuer({}, lifetime_s=50) as issuer:
+        token = issuer.mint("app", now=1000)
+    assert jwt_expiry(token) == 1050
+    assert jwt_expiry("opaque-token") is None
+
+
+def test_client_credentials_give_the_endpoints_token() -> None:
+    with OidcIssuer({"app": "s3cret"}, lifetime_s=120) as issuer:
+        source = ClientCredentials(issuer.token_url, "app", "s3cret", "kafka")
+        token = client_credentials_fetch(source)()
+        assert issuer.issued == 1
+    assert token.expires_at - token.issued_at == pytest.approx(120, abs=2)
+    assert token.value.count(".") == 2
+
+
+def test_a_refused_secret_names_the_client_and_never_the_secret() -> None:
+    with OidcIssuer({"app": "s3cret"}) as issuer:
+        source = ClientCredentials(issuer.token_url, "app", "wrong-s3cret")
+        with pytest.raises(OAuthTokenError, match="refused client 'app'.*401 invalid_client") as e:
+            client_credentials_fetch(source)()
+    assert "s3cret" not in str(e.value)
+
+
+def test_an_unreachable_endpoint_is_asked_again_then_refused() -> None:
+    source = ClientCredentials(
+        "http://127.0.0.1:9/token", "app", "x", retry_backoff_ms=1, retry_backoff_max_ms=4
+    )
+    with pytest.raises(OAuthTokenError, match="no OAuth token for client 'app'"):
+        client_credentials_fetch(source)()
+
+
+def test_a_token_file(tmp_path: Path) -> None:
+    with OidcIssuer({}, lifetime_s=60) as issuer:
+        token = issuer.mint("app", now=5000)
+    path = tmp_path / "token.jwt"
+    path.write_text(token + "\n")
+    got = client_credentials_fetch(ClientCredentials(path.as_uri()))()
+    assert got.value == token and got.expires_at == 5060
+
+
+def test_import_strings() -> None:
+    assert load_attribute("json:loads", "o") is load_attribute("json.loads", "o")
+    with pytest.raises(OptionError, match="'o' must name a token provider"):
+        load_attribute("nothing", "o")
+    with pytest.raises(OptionError, match="is not callable"):
+        load_attribute("json:__doc__", "o")
