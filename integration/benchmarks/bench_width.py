@@ -11,6 +11,7 @@ partitioner); every contender reads it from the earliest offsets with ``maxOffse
 other in the same session:
 
 - ``ours``: ``format("unaligned")`` with its default ``readTasks`` (the driver's cores);
+- ``ours readTasks=4xcores``: four read tasks per core;
 - ``ours readTasks=P``: one read task per partition (Spark's own layout);
 - ``spark``: ``format("kafka")`` with its defaults (one task per partition);
 - ``spark minPartitions=16``: Spark splits partitions into about 16 tasks when it has fewer
@@ -46,7 +47,13 @@ RECORDS_PER_BATCH = 100_000
 DEFAULT_WIDTHS = (8, 1_000, 4_000)
 DEFAULT_BATCHES = 4
 SPLIT_INTO = 16
-CONTENDERS = ("ours", "ours readTasks=P", "spark", f"spark minPartitions={SPLIT_INTO}")
+CONTENDERS = (
+    "ours",
+    "ours readTasks=4xcores",
+    "ours readTasks=P",
+    "spark",
+    f"spark minPartitions={SPLIT_INTO}",
+)
 
 
 def produce_keyed(bootstrap: str, topic: str, records: int) -> float:
@@ -65,6 +72,8 @@ def contender(name: str, partitions: int) -> tuple[connectors.Connector, dict[st
     would plan exactly what another contender plans)."""
     if name == "ours":
         return connectors.OURS, {}
+    if name == "ours readTasks=4xcores":
+        return connectors.OURS, {"readTasks": str(4 * (os.cpu_count() or 1))}
     if name == "ours readTasks=P":
         return connectors.OURS, {"readTasks": str(partitions)}
     if name == "spark":
