@@ -3,15 +3,17 @@
 Run: ``python -m benchmarks endurance`` (``./dev bench endurance``). Prints the figures and
 writes ``integration/benchmarks/results/endurance.json``. ``UNALIGNED_BENCH_ENDURANCE_BATCHES``
 sets the batch count (default 2,100), ``UNALIGNED_BENCH_ENDURANCE_SINKS`` the sinks (``kafka``,
-``files``; both by default).
+``files``, ``files-retention``; all by default).
 
 Setup: one embedded broker, Spark ``local[2]`` in this process. The input topic (8 partitions)
 holds more records than the run reads (``BACKLOG_RECORDS_PER_BATCH`` per batch, 100-byte
 values); each query reads it with ``format("unaligned")``, ``maxOffsetsPerTrigger=1100`` and
 the default trigger (the next batch as soon as the last one ends), and writes ``key``,
 ``value``, ``partition`` with ``format("unaligned")`` to an 8-partition topic or, for ``files``,
-to Parquet (``path``). Sink options: ``alignedCheckpointTimeout=0`` (every barrier is past its
-deadline once a task wrote its first chunk) and ``chunkRows=500``: each of the 2 sink tasks
+to Parquet (``path``; ``files-retention`` also with ``retention`` 60 s, so the output's
+``_spark_metadata`` compactions keep a minute of batches). Sink options:
+``alignedCheckpointTimeout=0`` (every barrier is past its deadline once a task wrote its first
+chunk) and ``chunkRows=500``: each of the 2 sink tasks
 writes one chunk a barrier, 1,000 rows, a little less than the 1,100 the source offers. So
 every barrier cuts, the rest of each task's input becomes channel state, the next barrier
 replays it first, and the source's backlog limit (``source/backlog_limit.py``) halves its batch
@@ -30,7 +32,8 @@ batch, polled from ``recentProgress``): planning (``latestOffset`` + ``queryPlan
 offset log (``walCommit``), the batch (``addBatch``, which includes the sink's ``commit``),
 Spark's commit log (``commitOffsets``) and the whole trigger; the sink's own commit time is the
 done markers' ``commitMs``. Each is the median of the ``SAMPLE_EVERY`` batches up to the mark;
-the slope (least squares, ms per 1,000 batches) is over every batch from ``SLOPE_FROM`` on.
+the slope (least squares, ms per 1,000 batches) is over every batch from ``SLOPE_FROM`` on;
+every batch's durations are in the JSON (``duration_ms``).
 Exactly-once is not checked here (the integration tests do); the figures are for growth only.
 """
 
@@ -49,12 +52,15 @@ from benchmarks.compare.inputs import PARTITIONS, prepare_process, produce, unif
 
 DEFAULT_BATCHES = 2_100
 MAX_OFFSETS = 1_100
+RETENTION = "60s"
 CHUNK_ROWS = 500
 BACKLOG_RECORDS_PER_BATCH = MAX_OFFSETS
+EXTRA_OPTIONS = {"files-retention": {"retention": RETENTION}}
 SAMPLE_EVERY = 100
 SLOPE_FROM = 300
 MARKS = (100, 1_000, 2_000)
 TIMINGS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+SINKS = ("kafka", "files", "files-retention")
 SINK_OPTIONS = {
     "alignedCheckpointTimeout": "0",
     "chunkRows": str(CHUNK_ROWS),
@@ -182,7 +188,7 @@ def slope_per_1000(points: Sequence[tuple[int, float]]) -> float | None:
 
 def _run(spark: Any, kafka: Any, topic: str, sink: str, work: Path, batches: int) -> dict[str, Any]:
     checkpoint = work / f"checkpoint-{sink}"
-    output = work / f"output-{sink}" if sink == "files" else None
+    output = work / f"output-{sink}" if sink.startswith("files") else None
     source = (
         spark.readStream.format("unaligned")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
@@ -200,7 +206,7 @@ def _run(spark: Any, kafka: Any, topic: str, sink: str, work: Path, batches: int
         writer = writer.option("topic", out_topic)
     else:
         writer = writer.option("path", str(output))
-    for key, value in SINK_OPTIONS.items():
+    for key, value in {**SINK_OPTIONS, **EXTRA_OPTIONS.get(sink, {})}.items():
         writer = writer.option(key, value)
     started = time.monotonic()
     query = writer.start()
@@ -251,6 +257,10 @@ def _run(spark: Any, kafka: Any, topic: str, sink: str, work: Path, batches: int
         "wall_s": round(time.monotonic() - started, 1),
         "samples": samples,
         "slopes_per_1000_batches": slopes,
+        "duration_ms": {
+            key: [int(p["durationMs"].get(key, 0)) for _, p in sorted(progress.items())]
+            for key in (*TIMINGS, "triggerExecution")
+        },
     }
 
 
@@ -302,7 +312,7 @@ def main() -> dict[str, Any]:
     batches = int(os.environ.get("UNALIGNED_BENCH_ENDURANCE_BATCHES", DEFAULT_BATCHES))
     sinks = [
         s.strip()
-        for s in os.environ.get("UNALIGNED_BENCH_ENDURANCE_SINKS", "kafka,files").split(",")
+        for s in os.environ.get("UNALIGNED_BENCH_ENDURANCE_SINKS", ",".join(SINKS)).split(",")
         if s.strip()
     ]
     results = []
