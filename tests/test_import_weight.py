@@ -217,7 +217,7 @@ def test_read_task_conversion_imports_no_pandas() -> None:
             values=binary(n),
             headers=None,
         )
-        (batch,) = to_arrow_batches(columns, TopicPartitionId("t", 1), False)
+        (batch,) = to_arrow_batches(columns, [(TopicPartitionId("t", 1), n)], False)
         batch.validate(full=True)
         assert batch.num_rows == n
         """

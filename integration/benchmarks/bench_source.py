@@ -85,24 +85,24 @@ def python_read_in_ranges(
     bootstrap: str, topic: str, end_offsets: dict[int, int]
 ) -> tuple[float, float]:
     """Seconds to read every partition in ranges of ``RANGE_OFFSETS``, and the records decoded
-    per record returned (from each decode's ``records_decoded``)."""
+    per record returned (from each answer's ``records_decoded``)."""
     from unaligned.kafka.partitions import TopicPartitionId
-    from unaligned.kafka.records.record_decoder import DecodedFetch
+    from unaligned.kafka.records.record_decoder import FetchDecoder, ScannedFetch
     from unaligned.source import partition_reader
     from unaligned.source.offset_ranges import OffsetRange
     from unaligned.source.options import SourceOptions
 
     decoded = 0
-    decode = partition_reader.decode_record_batches
+    add = FetchDecoder.add
 
-    def counting(*args: Any, **kwargs: Any) -> DecodedFetch:
+    def counting(self: FetchDecoder, *args: Any, **kwargs: Any) -> ScannedFetch:
         nonlocal decoded
-        result = decode(*args, **kwargs)
+        result = add(self, *args, **kwargs)
         decoded += result.records_decoded
         return result
 
     options = SourceOptions.parse({"subscribe": topic, "kafka.bootstrap.servers": bootstrap})
-    partition_reader.decode_record_batches = counting  # type: ignore[assignment]
+    FetchDecoder.add = counting  # type: ignore[method-assign]
     try:
         started = time.monotonic()
         rows = 0
@@ -116,7 +116,7 @@ def python_read_in_ranges(
                 rows += sum(b.num_rows for b in partition_reader.read_partition(part))
         elapsed = time.monotonic() - started
     finally:
-        partition_reader.decode_record_batches = decode
+        FetchDecoder.add = add  # type: ignore[method-assign]
     if rows != RECORDS:
         raise RuntimeError(f"the Python reader read {rows} records, expected {RECORDS}")
     return elapsed, decoded / rows

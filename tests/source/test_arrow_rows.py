@@ -69,7 +69,9 @@ def test_record_batches_have_sparks_schema_and_bounded_size() -> None:
         [5_000 + i for i in range(500)],
     )
     batches = list(
-        to_arrow_batches(columns, TP, include_headers=False, max_rows=128, max_bytes=50_000)
+        to_arrow_batches(
+            columns, [(TP, 500)], include_headers=False, max_rows=128, max_bytes=50_000
+        )
     )
     assert batches and all(b.schema.equals(kafka_arrow_schema(False)) for b in batches)
     assert all(b.num_rows <= 128 and b.nbytes <= 60_000 for b in batches)
@@ -82,6 +84,27 @@ def test_record_batches_have_sparks_schema_and_bounded_size() -> None:
         (5_000 + i) * 1000 for i in range(500)
     ]
     assert table.column("value").to_pylist() == columns.values.to_pylist()
+
+
+def test_rows_of_several_partitions_get_their_own_topic_and_partition_across_cuts() -> None:
+    """Three partitions' rows in one set of columns, cut into batches of 4 rows: every row's
+    topic and partition follow the pieces, whichever batch a piece's rows land in."""
+    columns = make_columns(0, [b"k"] * 11, [b"v%d" % i for i in range(11)], [1_000] * 11)
+    pieces = [(TopicPartitionId("a", 7), 5), (TopicPartitionId("long-topic", 0), 1), (TP, 5)]
+    batches = list(to_arrow_batches(columns, pieces, False, max_rows=4))
+    assert [b.num_rows for b in batches] == [4, 4, 3]
+    table = pa.Table.from_batches(batches)
+    assert table.column("topic").to_pylist() == ["a"] * 5 + ["long-topic"] + ["events"] * 5
+    assert table.column("partition").to_pylist() == [7] * 5 + [0] + [3] * 5
+    assert table.column("value").to_pylist() == [b"v%d" % i for i in range(11)]
+    for b in batches:
+        b.validate(full=True)
+
+
+def test_pieces_that_do_not_cover_the_rows_are_refused() -> None:
+    columns = make_columns(0, [b"k"] * 3, [b"v"] * 3, [1_000] * 3)
+    with pytest.raises(ValueError, match="cover 2 rows of 3"):
+        list(to_arrow_batches(columns, [(TP, 2)], False))
 
 
 def test_before_cuts_at_the_exclusive_end() -> None:

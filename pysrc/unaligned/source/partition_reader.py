@@ -2,7 +2,7 @@
 
 :class:`~unaligned.source.stream_reader.KafkaStreamReader` plans a :class:`KafkaInputPartition`
 per task on the driver: one or more topic-partitions, each with its range
-(:mod:`unaligned.source.read_tasks`). Spark pickles it to a Python worker, where
+(:mod:`unaligned.source.offset_ranges`). Spark pickles it to a Python worker, where
 :func:`read_partition` runs on a fresh, unpickled reader, so everything the read needs is in the
 input partition (a frozen dataclass of picklable values), never in the driver reader's state.
 
@@ -12,7 +12,11 @@ records come from ``Fetch`` requests (:mod:`unaligned.kafka.fetch.range_fetch`) 
 process's own kept connections for a plaintext cluster
 (:mod:`unaligned.kafka.fetch.fetch_connections`), else on its kept admin client's, every partition's
 byte bound sized from what is left of its range, and are decoded up to the range's end only
-(:mod:`unaligned.kafka.records.record_decoder`). Retriable answers (a leader moved, a broker
+(:mod:`unaligned.kafka.records.record_decoder`): every partition's answer of a fetch round is
+walked as it arrives and the round's records are decoded together and yielded as one set of
+Arrow batches, partition after partition (at most :data:`DECODE_BYTES` of records at a time),
+so a task over 1,000 partitions pays the decoding's numpy passes and Spark's per-batch cost
+once a round, not once per partition. Retriable answers (a leader moved, a broker
 lost) are asked again after a pause that doubles up to 1 s, until ``kafkaConsumer.pollTimeoutMs``
 passes without progress. Records that are gone before the task reads them (retention,
 delete-records, a log truncated under it) are data loss only on the leader's word
@@ -46,8 +50,9 @@ from unaligned.kafka.fetch.fetch_connections import direct_connections
 from unaligned.kafka.fetch.range_fetch import RangeFetcher
 from unaligned.kafka.records.record_decoder import (
     DecodedFetch,
+    FetchDecoder,
+    ScannedFetch,
     decode_legacy_batches,
-    decode_record_batches,
 )
 from unaligned.source.arrow_rows import to_arrow_batches
 from unaligned.source.lost_records import PositionCheck
@@ -59,6 +64,8 @@ logger = logging.getLogger(__name__)
 PROBE_BYTES = 256 * 1024
 #: Added to every byte bound: the batch that holds a range's last offset arrives whole.
 SLACK_BYTES = 32 * 1024
+#: Records of this many bytes taken from answers are decoded together, before the round ends.
+DECODE_BYTES = 16 * 1024 * 1024
 #: The first pause after a round that brought nothing (a leader moving, a broker restarting);
 #: it doubles up to 1 s while nothing comes.
 RETRY_PAUSE_S = 0.05
@@ -73,7 +80,7 @@ class KafkaInputPartition(InputPartition):
     """One read task: offsets ``[start, end)`` of each of ``ranges`` (distinct topic-partitions,
     or pieces of one partition with ``minPartitions``). ``index`` is the task's position in the
     batch; which topic-partitions a task index reads is stable while the partitions and the
-    task count stay the same (:mod:`unaligned.source.read_tasks`)."""
+    task count stay the same (:mod:`unaligned.source.offset_ranges`)."""
 
     index: int
     ranges: tuple[OffsetRange, ...]
@@ -109,7 +116,7 @@ class _RangeState:
         bound = min(self.max_bytes, guess * self.grow)
         return FetchWanted(self.rng.tp, self.next_offset, max(bound, 1))
 
-    def advanced(self, decoded: DecodedFetch) -> None:
+    def advanced(self, decoded: DecodedFetch | ScannedFetch) -> None:
         if decoded.leader_epoch >= 0:
             self.batch_epoch = decoded.leader_epoch
         if decoded.next_fetch_offset > self.next_offset:
@@ -134,11 +141,15 @@ class _TaskRead:
         self.part = part
         self.fetcher = fetcher
         kwargs = part.kafka.consumer_kwargs()
-        self.check_crcs = bool(kwargs.get("check_crcs", True))
         max_bytes = int(kwargs["max_partition_fetch_bytes"])
         self.states = [_RangeState(r, max_bytes) for r in part.ranges if r.size > 0]
         self.checks = PositionCheck(part.kafka, fetcher, part.fail_on_data_loss)
         self.idle = Backoff(first_s=RETRY_PAUSE_S)
+        self.decoder = FetchDecoder(
+            read_committed=part.kafka.read_committed,
+            check_crcs=bool(kwargs.get("check_crcs", True)),
+            include_headers=part.include_headers,
+        )
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         while True:
@@ -155,18 +166,43 @@ class _TaskRead:
                 before = state.next_offset
                 yield from self._answer(state, answer)
                 progressed |= state.next_offset > before
+                if self.decoder.pending_bytes >= DECODE_BYTES:
+                    yield from self._decoded()
+            yield from self._decoded()
             if progressed:
                 self.idle.reset()
             else:  # a leader moving, a broker restarting: wait longer each round, up to 1 s
                 time.sleep(self.idle.next())
 
+    def _decoded(self) -> Iterator[pa.RecordBatch]:
+        """The records of the answers taken since the last call, every partition's in one set
+        of Arrow batches (partition after partition, each in offset order)."""
+        decoded = self.decoder.decode()
+        if decoded is not None:
+            yield from to_arrow_batches(
+                decoded.columns, decoded.partitions, self.part.include_headers
+            )
+
     def _answer(self, state: _RangeState, answer: FetchAnswer) -> Iterator[pa.RecordBatch]:
+        """Take one partition's answer: its records go to the decoder (a legacy-format answer
+        is decoded and yielded at once, after what the decoder holds), its range moves on."""
         tp, rng = state.rng.tp, state.rng
         if answer.error is None and self._same_log(state, answer):
-            decoded = self._decode(state, answer)
-            state.advanced(decoded)
-            if decoded.columns is not None and len(decoded.columns):
-                yield from to_arrow_batches(decoded.columns, tp, self.part.include_headers)
+            try:
+                state.advanced(self._scan(state, answer))
+            except LegacyRecordFormatError:
+                yield from self._decoded()
+                legacy = decode_legacy_batches(
+                    answer.records,
+                    state.next_offset,
+                    include_headers=self.part.include_headers,
+                    end_offset=rng.end,
+                )
+                state.advanced(legacy)
+                if legacy.columns is not None:
+                    yield from to_arrow_batches(
+                        legacy.columns, [(tp, len(legacy.columns))], self.part.include_headers
+                    )
         elif answer.error is None:
             pass  # the truncation check had no answer yet: read again
         elif isinstance(answer.error, OffsetOutOfRangeError) and not answer.retriable:
@@ -206,23 +242,14 @@ class _TaskRead:
         state.fetch_epoch = max(state.fetch_epoch, answer.leader_epoch)
         return True
 
-    def _decode(self, state: _RangeState, answer: FetchAnswer) -> DecodedFetch:
-        headers, end = self.part.include_headers, state.rng.end
-        try:
-            return decode_record_batches(
-                answer.records,
-                state.rng.tp,
-                state.next_offset,
-                read_committed=self.part.kafka.read_committed,
-                aborted_transactions=answer.aborted_transactions,
-                check_crcs=self.check_crcs,
-                include_headers=headers,
-                end_offset=end,
-            )
-        except LegacyRecordFormatError:
-            return decode_legacy_batches(
-                answer.records, state.next_offset, include_headers=headers, end_offset=end
-            )
+    def _scan(self, state: _RangeState, answer: FetchAnswer) -> ScannedFetch:
+        return self.decoder.add(
+            answer.records,
+            state.rng.tp,
+            state.next_offset,
+            aborted_transactions=answer.aborted_transactions,
+            end_offset=state.rng.end,
+        )
 
 
 def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:

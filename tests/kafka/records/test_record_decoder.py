@@ -1,4 +1,5 @@
-"""Decoding whole fetch responses (decode_record_batches). Record batches are built with
+"""Decoding whole fetch responses (decode_record_batches), one or many partitions together
+(FetchDecoder). Record batches are built with
 kafka-python's own batch builder and checked against kafka-python's own decoder."""
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from record_batch_builder import Record, build_batch, control_batch
-from unaligned.errors import RecordDecodeError
+from unaligned.errors import LegacyRecordFormatError, RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.records.record_columns import columns_from_consumer_records
-from unaligned.kafka.records.record_decoder import decode_legacy_batches, decode_record_batches
+from unaligned.kafka.records.record_decoder import (
+    FetchDecoder,
+    ScannedFetch,
+    decode_legacy_batches,
+    decode_record_batches,
+)
+from unaligned.kafka.records.record_fields import read_varint
 
 TP = TopicPartitionId("events", 3)
 
@@ -204,6 +211,86 @@ def test_corrupt_batches_raise_record_decode_error_naming_the_partition() -> Non
     good[-1] ^= 0xFF  # flips a value byte: only the CRC notices
     with pytest.raises(RecordDecodeError, match="events-3.*CRC"):
         decode_record_batches(bytes(good), TP, 0, check_crcs=True)
+
+
+# --- several partitions decoded together (FetchDecoder) ----------------------------------------
+
+
+def test_answers_of_many_partitions_decode_together_as_each_decodes_alone() -> None:
+    """Answers of 40 partitions (compressed, transactional, log-append time, with a range end
+    and a fetch offset inside a batch) decoded together equal each one decoded alone, partition
+    after partition in the order added; a partition with no record left is left out."""
+    rng = random.Random(11)
+    answers = []
+    for p in range(40):
+        base = p * 1_000
+        buffer = build_batch(base, random_records(rng, 1 + p % 7), compression=p % 5)
+        buffer += build_batch(base + 10, random_records(rng, 3), log_append_time=1_800_000_000_000)
+        fetch_offset = base + (1 if p % 3 == 0 else 0)
+        end = base + 11 if p % 4 == 0 else None
+        if p == 13:
+            fetch_offset = base + 13  # past every record: nothing of it is kept
+        answers.append((TopicPartitionId(f"t{p % 3}", p), buffer, fetch_offset, end))
+    decoder = FetchDecoder(include_headers=True)
+    alone = []
+    for tp, buffer, fetch_offset, end in answers:
+        scanned = decoder.add(buffer, tp, fetch_offset, end_offset=end)
+        one = decode_record_batches(buffer, tp, fetch_offset, include_headers=True, end_offset=end)
+        assert scanned == ScannedFetch(
+            one.next_fetch_offset, one.leader_epoch, one.bytes_read, one.records_decoded
+        )
+        if one.columns is not None:
+            alone.append((tp, one.columns))
+    assert decoder.pending_bytes > 0
+    together = decoder.decode()
+    assert together is not None and decoder.decode() is None and decoder.pending_bytes == 0
+    assert together.partitions == tuple((tp, len(columns)) for tp, columns in alone)
+    assert TopicPartitionId("t1", 13) not in dict(together.partitions)
+    cols = together.columns
+    assert cols.offsets.tolist() == [o for _, c in alone for o in c.offsets.tolist()]
+    assert cols.timestamps_ms.tolist() == [t for _, c in alone for t in c.timestamps_ms.tolist()]
+    assert cols.timestamp_types.tolist() == [
+        t for _, c in alone for t in c.timestamp_types.tolist()
+    ]
+    assert cols.keys.to_pylist() == [k for _, c in alone for k in c.keys.to_pylist()]
+    assert cols.values.to_pylist() == [v for _, c in alone for v in c.values.to_pylist()]
+    assert cols.headers is not None
+    assert cols.headers.to_pylist() == [
+        h for _, c in alone if c.headers is not None for h in c.headers.to_pylist()
+    ]
+
+
+def test_a_legacy_or_corrupt_answer_leaves_nothing_behind_in_the_decoder() -> None:
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 30)
+    builder.append(1, timestamp=1_700_000_000_000, key=None, value=b"old")
+    v2 = build_batch(0, random_records(random.Random(3), 1))
+    corrupt = bytearray(build_batch(0, random_records(random.Random(4), 5)))
+    corrupt[61] = 0x7E
+    decoder = FetchDecoder()
+    decoder.add(build_batch(0, [(b"k", b"kept", [], 1_000)]), TP, 0)
+    with pytest.raises(LegacyRecordFormatError):  # a v2 batch, then a v1 one
+        decoder.add(v2 + bytes(builder.build()), TopicPartitionId("old", 0), 0)
+    with pytest.raises(RecordDecodeError, match="corrupt-1"):
+        decoder.add(bytes(corrupt), TopicPartitionId("corrupt", 1), 0)
+    decoded = decoder.decode()
+    assert decoded is not None and decoded.partitions == ((TP, 1),)
+    assert decoded.columns.values.to_pylist() == [b"kept"]
+
+
+def test_a_corrupt_record_among_many_partitions_is_reported_with_its_partition() -> None:
+    """Fields that overrun their record are found when the fields are decoded, together: the
+    error still names the partition and fetch offset the record came in."""
+    bad = bytearray(build_batch(50, [(b"k", b"v" * 100, [], 1_000)] * 3))
+    pos = read_varint(bad, 61)[1] + 1  # record length, attributes
+    pos = read_varint(bad, pos)[1]  # timestamp delta
+    pos = read_varint(bad, pos)[1]  # offset delta
+    bad[pos] = 0x7E  # the first key now claims 63 bytes: past its record
+    decoder = FetchDecoder()
+    for p in range(5):
+        buffer = bytes(bad) if p == 3 else build_batch(50, random_records(random.Random(p), 4))
+        decoder.add(buffer, TopicPartitionId("events", p), 50)
+    with pytest.raises(RecordDecodeError, match="events-3: a fetch at offset 50"):
+        decoder.decode()
 
 
 def test_consumer_records_convert_to_the_same_columns() -> None:

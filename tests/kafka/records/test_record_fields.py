@@ -16,7 +16,7 @@ from kafka.record.memory_records import MemoryRecords
 from unaligned.errors import RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.records import record_fields
-from unaligned.kafka.records.record_fields import RecordScan, decode_fields, read_varint
+from unaligned.kafka.records.record_fields import NO_END, RecordScan, decode_fields, read_varint
 
 TP = TopicPartitionId("events", 3)
 HEADER_SIZE = 61  # a v2 batch header; the batch's records follow it
@@ -61,9 +61,9 @@ def kafka_pythons(buf: bytes, base_offset: int) -> list[tuple[Any, ...]]:
     ]
 
 
-def decoded(scan: RecordScan, data: bytes, fetch_offset: int) -> list[tuple[Any, ...]]:
-    buf, heads = scan.buffer_and_heads(data)
-    columns = decode_fields(buf, heads, scan, fetch_offset, True, TP)
+def decoded(scan: RecordScan) -> list[tuple[Any, ...]]:
+    buf, heads = scan.buffer_and_heads()
+    columns = decode_fields(buf, heads, scan, True, str(TP)).columns
     assert columns.headers is not None
     headers = [
         None if h is None else [(kv["key"], kv["value"]) for kv in h]
@@ -84,12 +84,44 @@ def decoded(scan: RecordScan, data: bytes, fetch_offset: int) -> list[tuple[Any,
 def test_records_of_batches_sharing_one_buffer_decode_as_kafka_python_does() -> None:
     first, second = batch(mixed_records(40), 1_000), batch(mixed_records(25), 2_000)
     data = b"\x00" * 5 + first + second  # sections anywhere in the fetch buffer
-    scan = RecordScan()
-    scan.add(100, 40, 1_000, False, data, 5 + HEADER_SIZE, 5 + len(first))
-    scan.add(140, 25, 2_000, False, data, 5 + len(first) + HEADER_SIZE, len(data))
     expected = kafka_pythons(first, 100) + kafka_pythons(second, 140)
-    assert decoded(scan, data, 100) == expected
-    assert decoded(scan, data, 150) == expected[50:]  # records before the fetch offset dropped
+    for lower, upper, kept in [(100, NO_END, expected), (150, NO_END, expected[50:])]:
+        scan = RecordScan()
+        scan.add(100, 40, 1_000, False, data, 5 + HEADER_SIZE, 5 + len(first), lower, upper)
+        scan.add(140, 25, 2_000, False, data, 5 + len(first) + HEADER_SIZE, len(data), lower, upper)
+        buf, _ = scan.buffer_and_heads()
+        assert buf is data  # one buffer: no copy
+        assert decoded(scan) == kept  # records before the lower bound dropped
+
+
+def test_each_batch_keeps_the_offsets_between_its_own_bounds() -> None:
+    """Batches of several partitions in one scan, each partition's answer its own buffer, each
+    batch with its partition's range: what each keeps, and how many, in order."""
+    first, second, third = (batch(mixed_records(n), 1_000) for n in (30, 20, 10))
+    scan = RecordScan()
+    scan.add(0, 30, 1_000, False, first, HEADER_SIZE, len(first), 5, 25)
+    scan.add(700, 20, 1_000, False, second, HEADER_SIZE, len(second), 690, NO_END)
+    scan.add(40, 10, 1_000, False, b"\x07" + third, 1 + HEADER_SIZE, 1 + len(third), 48, 49)
+    buf, heads = scan.buffer_and_heads()
+    fields = decode_fields(buf, heads, scan, False, "three partitions")
+    assert fields.kept_per_batch.tolist() == [20, 20, 1]
+    assert fields.columns.offsets.tolist() == list(range(5, 25)) + list(range(700, 720)) + [48]
+    expected = (
+        kafka_pythons(first, 0)[5:25] + kafka_pythons(second, 700) + kafka_pythons(third, 40)[8:9]
+    )
+    assert fields.columns.values.to_pylist() == [r[3] for r in expected]
+    assert fields.columns.keys.to_pylist() == [r[2] for r in expected]
+
+
+def test_a_scan_forgets_the_batches_after_a_truncation() -> None:
+    first, second = batch(mixed_records(3), 1_000), batch(mixed_records(4), 2_000)
+    scan = RecordScan()
+    scan.add(0, 3, 1_000, False, first, HEADER_SIZE, len(first))
+    scan.add(3, 4, 2_000, False, second, HEADER_SIZE, len(second))
+    scan.truncate(1)
+    assert len(scan) == 1 and scan.section_bytes == len(first) - HEADER_SIZE
+    assert decoded(scan) == kafka_pythons(first, 0)
+    assert decoded(scan.select(0, 1)) == decoded(scan)
 
 
 @pytest.mark.parametrize(
@@ -108,7 +140,7 @@ def test_record_starts_found_in_runs_of_one_length_match_kafka_python(sizes: lis
     data = batch(records, 1_000)
     scan = RecordScan()
     scan.add(0, 10_000, 1_000, False, data, HEADER_SIZE, len(data))
-    assert decoded(scan, data, 0) == kafka_pythons(data, 0)
+    assert decoded(scan) == kafka_pythons(data, 0)
 
 
 def test_a_batch_whose_lengths_do_not_add_up_is_refused() -> None:
@@ -122,18 +154,18 @@ def test_a_batch_whose_lengths_do_not_add_up_is_refused() -> None:
 
 def test_decompressed_batches_in_their_own_buffers_keep_their_order() -> None:
     first, second = batch(mixed_records(30), 1_000), batch(mixed_records(30), 2_000)
-    scan = RecordScan(compressed=True)
+    scan = RecordScan()
     scan.add(0, 30, 1_000, False, first, HEADER_SIZE, len(first))
     scan.add(30, 30, 2_000, False, b"\xff" * 3 + second, 3 + HEADER_SIZE, 3 + len(second))
-    assert decoded(scan, b"", 0) == kafka_pythons(first, 0) + kafka_pythons(second, 30)
+    assert decoded(scan) == kafka_pythons(first, 0) + kafka_pythons(second, 30)
 
 
 def test_log_append_time_batches_stamp_every_record_with_the_broker_time() -> None:
     data = batch(mixed_records(4), 1_000)
     scan = RecordScan()
     scan.add(0, 4, 9_999, True, data, HEADER_SIZE, len(data))
-    buf, heads = scan.buffer_and_heads(data)
-    columns = decode_fields(buf, heads, scan, 0, False, TP)
+    buf, heads = scan.buffer_and_heads()
+    columns = decode_fields(buf, heads, scan, False, str(TP)).columns
     assert columns.timestamps_ms.tolist() == [9_999] * 4
     assert columns.timestamp_types.tolist() == [1] * 4
     assert columns.headers is None
@@ -156,9 +188,9 @@ def test_fields_overrunning_their_record_raise_record_decode_error_naming_the_pa
     data[pos] = 0x7E  # now 63 bytes: the key runs past the record
     scan = RecordScan()
     scan.add(0, 3, 1_000, False, bytes(data), HEADER_SIZE, len(data))  # lengths still add up
-    buf, heads = scan.buffer_and_heads(bytes(data))
+    buf, heads = scan.buffer_and_heads()
     with pytest.raises(RecordDecodeError, match="events-3"):
-        decode_fields(buf, heads, scan, 0, False, TP)
+        decode_fields(buf, heads, scan, False, str(TP))
 
 
 @pytest.mark.parametrize(

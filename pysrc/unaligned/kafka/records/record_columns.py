@@ -9,6 +9,7 @@ the fallback over kafka-python's ``ConsumerRecord`` (:func:`columns_from_consume
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +28,10 @@ __all__ = [
 ]
 
 
+@functools.cache
 def kafka_arrow_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow schema Spark expects from ``read()`` (the same conversion Spark applies)."""
+    """The Arrow schema Spark expects from ``read()`` (the same conversion Spark applies; built
+    once per process)."""
     return to_arrow_schema(kafka_source_schema(include_headers), timezone="UTC")
 
 
