@@ -18,8 +18,14 @@ environment:
                                                      ``driver_kills``, ``recovery``,
                                                      ``latency``)
 ``UNALIGNED_BENCH_RECORDS``             5,000,000    workload 1's records
-``UNALIGNED_BENCH_REPEATS``             2            runs per contender (workloads 1 and 4)
-``UNALIGNED_BENCH_SKEWED_RECORDS``      400,000      workloads 2 and 4 (hot partition: half)
+``UNALIGNED_BENCH_REPEATS``             2            runs per contender (workload 1), rounds
+                                                     (workload 4: 3 unless set)
+``UNALIGNED_BENCH_SKEWED_RECORDS``      400,000      workloads 2 and 4 (hot partition: half;
+                                                     workload 4's uniform input too)
+``UNALIGNED_BENCH_START_INPUTS``        uniform,     workload 4's inputs
+                                        skewed
+``UNALIGNED_BENCH_SETUPS``              shipped,     workload 4's Spark set-ups
+                                        opt-ins      (:mod:`benchmarks.compare.opt_ins`)
 ``UNALIGNED_BENCH_UDF_RECORDS``         200,000      workload 2's slow-UDF variant
 ``UNALIGNED_BENCH_KILL_RECORDS``        600,000      workload 3
 ``UNALIGNED_BENCH_KILL_EVERY_S``        20           workload 3's seconds between kills
@@ -36,7 +42,9 @@ environment:
                                                      ``spark.python.daemon.module=...``)
 ======================================  ===========  ======================================
 
-The throttle is a fifth of ours' unthrottled Kafka -> Kafka rate (in payload bytes): workload 1's
+Every query process imports the package with bytecode, as an installed package has it
+(:func:`benchmarks.compare.opt_ins.compile_installed_package`). The throttle is a fifth of ours'
+unthrottled Kafka -> Kafka rate (in payload bytes): workload 1's
 best, or, when workload 1 does not run, one ours run over ``UNALIGNED_BENCH_RECORDS`` records.
 
 The machine is shared (2 cores here): figures of one machine at one time, never a gate.
@@ -58,6 +66,7 @@ from benchmarks.compare import (
     figures,
     inputs,
     latency,
+    opt_ins,
     recovery,
     table,
     throughput,
@@ -84,6 +93,15 @@ def selected_workloads(raw: str) -> list[str]:
     return [w for w in WORKLOADS if w in chosen] or list(WORKLOADS)
 
 
+def _names(variable: str, allowed: tuple[str, ...]) -> list[str]:
+    """Comma-separated names of ``allowed`` from ``variable`` (empty: all of them)."""
+    names = [x.strip() for x in os.environ.get(variable, "").split(",") if x.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise SystemExit(f"{variable}: unknown {', '.join(unknown)}; one of {', '.join(allowed)}")
+    return names or list(allowed)
+
+
 def _warm_up(spark: Any, kafka: Any, work: Path) -> None:
     """One small query per contender (JIT, Python workers): not counted."""
     kafka.create_topic("warmup", partitions=inputs.PARTITIONS)
@@ -102,12 +120,16 @@ def _warm_up(spark: Any, kafka: Any, work: Path) -> None:
 
 def main() -> dict[str, Any]:
     inputs.prepare_process()
+    opt_ins.compile_installed_package()
     from unaligned.testing import EmbeddedKafka
 
     connector = ensure_connector()
     workloads = selected_workloads(os.environ.get("UNALIGNED_BENCH_WORKLOADS", ""))
     records = inputs.env_ints("UNALIGNED_BENCH_RECORDS", (5_000_000,))[0]
     repeats = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (2,))[0]
+    start_rounds = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (3,))[0]
+    start_inputs = _names("UNALIGNED_BENCH_START_INPUTS", tuple(recovery.INPUTS))
+    setup_names = _names("UNALIGNED_BENCH_SETUPS", ("shipped", "opt-ins"))
     skewed = inputs.env_ints("UNALIGNED_BENCH_SKEWED_RECORDS", (400_000,))[0]
     udf_records = inputs.env_ints("UNALIGNED_BENCH_UDF_RECORDS", (200_000,))[0]
     kill_records = inputs.env_ints("UNALIGNED_BENCH_KILL_RECORDS", (600_000,))[0]
@@ -162,7 +184,12 @@ def main() -> dict[str, Any]:
                 kafka, work, kill_records, quota, jars, kill_every_s, kill_for_s
             )
         if "recovery" in workloads:
-            report["recovery"] = recovery.run(kafka, work, skewed, quota, jars, repeats)
+            setups = [opt_ins.SHIPPED] if "shipped" in setup_names else []
+            if "opt-ins" in setup_names:
+                setups.append(opt_ins.opt_ins(work / "spark-home-opt-ins"))
+            report["recovery"] = recovery.run(
+                kafka, work, skewed, quota, jars, start_rounds, setups, start_inputs
+            )
     report["seconds"] = round(time.monotonic() - started)
     print("\n" + table.format_table(report))
     write_results("results", report)
