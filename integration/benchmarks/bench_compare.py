@@ -24,8 +24,10 @@ environment:
                                                      workload 4's uniform input too)
 ``UNALIGNED_BENCH_START_INPUTS``        uniform,     workload 4's inputs
                                         skewed
-``UNALIGNED_BENCH_SETUPS``              shipped,     workload 4's Spark set-ups
-                                        opt-ins      (:mod:`benchmarks.compare.opt_ins`)
+``UNALIGNED_BENCH_SETUPS``              shipped,     workload 4's Spark set-ups (also
+                                        opt-ins      ``bytecode``, ``daemon``: one opt-in;
+                                                     :mod:`benchmarks.compare.opt_ins`)
+``UNALIGNED_BENCH_STARTS``              new,restart  workload 4's starts
 ``UNALIGNED_BENCH_UDF_RECORDS``         200,000      workload 2's slow-UDF variant
 ``UNALIGNED_BENCH_KILL_RECORDS``        600,000      workload 3
 ``UNALIGNED_BENCH_KILL_EVERY_S``        20           workload 3's seconds between kills
@@ -93,13 +95,15 @@ def selected_workloads(raw: str) -> list[str]:
     return [w for w in WORKLOADS if w in chosen] or list(WORKLOADS)
 
 
-def _names(variable: str, allowed: tuple[str, ...]) -> list[str]:
-    """Comma-separated names of ``allowed`` from ``variable`` (empty: all of them)."""
+def _names(
+    variable: str, allowed: tuple[str, ...], default: tuple[str, ...] | None = None
+) -> list[str]:
+    """Comma-separated names of ``allowed`` from ``variable`` (empty: ``default``, else all)."""
     names = [x.strip() for x in os.environ.get(variable, "").split(",") if x.strip()]
     unknown = [n for n in names if n not in allowed]
     if unknown:
         raise SystemExit(f"{variable}: unknown {', '.join(unknown)}; one of {', '.join(allowed)}")
-    return names or list(allowed)
+    return names or list(allowed if default is None else default)
 
 
 def _warm_up(spark: Any, kafka: Any, work: Path) -> None:
@@ -129,7 +133,11 @@ def main() -> dict[str, Any]:
     repeats = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (2,))[0]
     start_rounds = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (3,))[0]
     start_inputs = _names("UNALIGNED_BENCH_START_INPUTS", tuple(recovery.INPUTS))
-    setup_names = _names("UNALIGNED_BENCH_SETUPS", ("shipped", "opt-ins"))
+    setup_names = _names("UNALIGNED_BENCH_SETUPS", opt_ins.SETUPS, ("shipped", "opt-ins"))
+    starts = [
+        recovery.STARTS[("new", "restart").index(name)]
+        for name in _names("UNALIGNED_BENCH_STARTS", ("new", "restart"))
+    ]
     skewed = inputs.env_ints("UNALIGNED_BENCH_SKEWED_RECORDS", (400_000,))[0]
     udf_records = inputs.env_ints("UNALIGNED_BENCH_UDF_RECORDS", (200_000,))[0]
     kill_records = inputs.env_ints("UNALIGNED_BENCH_KILL_RECORDS", (600_000,))[0]
@@ -184,11 +192,9 @@ def main() -> dict[str, Any]:
                 kafka, work, kill_records, quota, jars, kill_every_s, kill_for_s
             )
         if "recovery" in workloads:
-            setups = [opt_ins.SHIPPED] if "shipped" in setup_names else []
-            if "opt-ins" in setup_names:
-                setups.append(opt_ins.opt_ins(work / "spark-home-opt-ins"))
+            setups = opt_ins.setups(setup_names, work / "spark-home-opt-ins")
             report["recovery"] = recovery.run(
-                kafka, work, skewed, quota, jars, start_rounds, setups, start_inputs
+                kafka, work, skewed, quota, jars, start_rounds, (setups, starts), start_inputs
             )
     report["seconds"] = round(time.monotonic() - started)
     print("\n" + table.format_table(report))

@@ -3,6 +3,9 @@ opt-ins applied by the one step a user takes (``unaligned tune-spark``, README "
 restarts").
 
 - ``as shipped``: the pip-installed pyspark's Spark home, no extra setting;
+- ``bytecode``, ``daemon``: each opt-in alone (not run unless named in
+  ``UNALIGNED_BENCH_SETUPS``): the tuned Spark home below without the setting, or the setting
+  with the Spark home as shipped;
 - ``opt-ins``: a private Spark home (:func:`tuned_spark_home`: symlinks to the pip-installed
   pyspark's entries, with ``python/lib`` a directory of its own holding *copies* of
   ``pyspark.zip`` and the py4j zip), tuned by ``unaligned tune-spark --spark-home`` (bytecode in
@@ -24,7 +27,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,10 +81,22 @@ def tuned_spark_home(root: Path) -> Path:
     return root
 
 
-def opt_ins(root: Path) -> Setup:
-    """Both opt-ins (module docstring), the Spark home built under ``root``."""
+SETUPS = ("shipped", "bytecode", "daemon", "opt-ins")
+"""Every set-up by name; the benchmark runs ``shipped`` and ``opt-ins`` unless told otherwise."""
+
+
+def setups(names: Sequence[str], root: Path) -> list[Setup]:
+    """The set-ups ``names`` (of :data:`SETUPS`), a tuned Spark home built under ``root`` once
+    if one needs it (module docstring)."""
     key, value = DAEMON_SETTING
-    return Setup("opt-ins", str(tuned_spark_home(root)), {key: value})
+    home = str(tuned_spark_home(root)) if {"bytecode", "opt-ins"} & set(names) else ""
+    made = {
+        "shipped": SHIPPED,
+        "bytecode": Setup("bytecode", home),
+        "daemon": Setup("daemon", "", {key: value}),
+        "opt-ins": Setup("opt-ins", home, {key: value}),
+    }
+    return [made[name] for name in SETUPS if name in names]
 
 
 def compile_installed_package() -> None:

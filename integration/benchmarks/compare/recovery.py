@@ -188,10 +188,12 @@ def run(
     quota: int,
     jars: str,
     repeats: int,
-    setups: Sequence[Setup],
+    chosen: tuple[Sequence[Setup], Sequence[str]],
     inputs: Sequence[str],
 ) -> dict[str, Any]:
-    """Workload 4 (module docstring); returns its figures and prints each run."""
+    """Workload 4 (module docstring) in the ``chosen`` set-ups and starts (of :data:`STARTS`);
+    returns its figures and prints each run."""
+    setups, starts = chosen
     topics = {}
     for input_name in inputs:
         topics[input_name] = f"startup-{input_name}-{records}"
@@ -202,7 +204,7 @@ def run(
     for _ in range(repeats):
         for input_name in inputs:
             for setup in setups:
-                for start in STARTS:
+                for start in starts:
                     key = (input_name, setup.name, start)
                     for name in variants_of(input_name, start):
                         r = _variant(
