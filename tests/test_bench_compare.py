@@ -363,3 +363,13 @@ def test_extra_spark_conf_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("UNALIGNED_BENCH_SPARK_CONF", "no-value")
     with pytest.raises(ValueError, match="'no-value' is not key=value"):
         extra_spark_conf()
+
+
+def test_the_daemon_setup_alone_builds_no_spark_home(tmp_path: Any) -> None:
+    from benchmarks.compare import opt_ins
+
+    shipped, daemon = opt_ins.setups(["daemon", "shipped"], tmp_path / "home")
+    assert (shipped.name, shipped.spark_home, dict(shipped.spark_conf)) == ("as shipped", "", {})
+    assert daemon.spark_home == ""
+    assert dict(daemon.spark_conf) == {"spark.python.daemon.module": "unaligned.preloading_daemon"}
+    assert not (tmp_path / "home").exists()
