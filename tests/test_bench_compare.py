@@ -249,7 +249,7 @@ def test_the_recovery_block_shows_each_start_with_its_ratios() -> None:
         "peer": [_start_run(10.0)],
         "ours": [_start_run(12.5)],
         "floor": [_start_run(11.0)],
-        "ours, channel state pending": [_start_run(13.0, pending=92_000)],
+        "ours, channel state pending": [{**_start_run(13.0, 92_000), "batch_2_add_batch_s": None}],
     }
     report = {
         "recovery": {
@@ -262,7 +262,7 @@ def test_the_recovery_block_shows_each_start_with_its_ratios() -> None:
     ours = next(line for line in text.splitlines() if line.startswith("ours "))
     assert ours.split()[1:] == ["3.00", "4.00", "2.00", "12.50", "0.50", "/", "0.40", "-"]
     state = next(line for line in text.splitlines() if line.startswith("ours, channel"))
-    assert state.split()[-1] == "92,000"
+    assert state.split()[-4:] == ["0.50", "/", "-", "92,000"]  # no third batch after the restart
     assert "  ours/floor 1.14 (rounds 1.14)" in text
     assert "  floor/peer 1.10 (rounds 1.10)" in text
 

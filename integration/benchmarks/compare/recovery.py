@@ -169,11 +169,17 @@ def ratios(runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[st
     return out
 
 
+def _median(values: Sequence[float | None]) -> float | None:
+    """The median of the values a run has (``None``: a batch the run did not reach)."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
 def summary(runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """Medians per variant, and the ratios of :func:`ratios`."""
     variants = {
         name: {
-            **{k: statistics.median(r[k] for r in rs if r[k] is not None) for k in MEDIANS},
+            **{k: _median([r[k] for r in rs]) for k in MEDIANS},
             "runs": list(rs),
         }
         for name, rs in runs.items()

@@ -144,9 +144,10 @@ def _throughput(w: Mapping[str, Any]) -> str:
     )
 
 
-def _seconds(value: float) -> str:
-    """Seconds to two decimals (a median of two runs is a float such as 8.995000000000001)."""
-    return f"{value:,.2f}"
+def _seconds(value: float | None) -> str:
+    """Seconds to two decimals (a median of two runs is a float such as 8.995000000000001);
+    ``-`` for none."""
+    return "-" if value is None else f"{value:,.2f}"
 
 
 def _batch_row(name: str, r: Mapping[str, Any]) -> list[str]:
