@@ -1,5 +1,6 @@
 """``spark.python.daemon.module=unaligned.preloading_daemon`` on a real Spark application:
-task workers fork from our daemon with pyspark's worker and kafka-python already imported, and
+task workers fork from our daemon with pyspark's worker, kafka-python and our thread-free task
+modules already imported, and
 a read through the source returns every record (a separate application: the setting is read
 when the SparkContext starts, and the shared session has started without it)."""
 
@@ -27,7 +28,8 @@ spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "fal
 
 def in_worker(_):
     parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
-    return [parent, "kafka.admin" in sys.modules, "pyspark.worker" in sys.modules]
+    ours = "unaligned.kafka.fetch.range_fetch" in sys.modules  # imported by no map task
+    return [parent, "kafka.admin" in sys.modules, "pyspark.worker" in sys.modules, ours]
 
 report = {"worker": spark.sparkContext.parallelize([0], 1).map(in_worker).collect()[0]}
 rows = (spark.read.format("unaligned").option("kafka.bootstrap.servers", bootstrap)
@@ -56,7 +58,7 @@ def test_tasks_run_in_workers_forked_from_the_preloading_daemon(
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
     report = json.loads(line.removeprefix("REPORT "))
-    parent, kafka_loaded, worker_loaded = report["worker"]
+    parent, kafka_loaded, worker_loaded, ours_loaded = report["worker"]
     assert "unaligned.preloading_daemon" in parent
-    assert kafka_loaded and worker_loaded
+    assert kafka_loaded and worker_loaded and ours_loaded
     assert report["values"] == list(range(500))  # every record once

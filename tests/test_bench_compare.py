@@ -187,57 +187,90 @@ def test_the_throughput_block_shows_cpu_per_million_and_tiny_batches() -> None:
     )
 
 
-def test_the_recovery_block_shows_seconds_to_two_decimals() -> None:
-    run = {"pending_rows_at_kill": 92_000, "pending_bytes_at_kill": 265_919}
+def test_start_figures_count_from_the_launch() -> None:
+    reports = [
+        {
+            "batchId": 3,
+            "timestamp": "2026-01-01T00:00:10.000Z",
+            "durationMs": {"triggerExecution": 2_500, "addBatch": 1_750},
+        },
+        {
+            "batchId": 4,
+            "timestamp": "2026-01-01T00:00:12.500Z",
+            "durationMs": {"triggerExecution": 900, "addBatch": 600},
+        },
+    ]
+    launched = progress.epoch_s("2026-01-01T00:00:02.000Z")
+    events = {"session": launched + 4.004, "started": launched + 6.5}
+    figures = progress.start_figures(reports, launched, events)
+    assert figures == {
+        "session_s": 4.0,
+        "query_started_s": 6.5,
+        "first_batch_id": 3,
+        "batch_0_add_batch_s": 1.75,
+        "first_commit_s": 10.5,
+        "batch_1_add_batch_s": 0.6,
+        "batch_2_add_batch_s": None,
+        "batches": 2,
+    }
+
+
+def _start_run(first_commit_s: float, pending: int = 0) -> dict[str, Any]:
+    return {
+        "session_s": 3.0,
+        "query_started_s": 4.0,
+        "first_batch_id": 0,
+        "batch_0_add_batch_s": 2.0,
+        "first_commit_s": first_commit_s,
+        "batch_1_add_batch_s": 0.5,
+        "batch_2_add_batch_s": 0.4,
+        "batches": 8,
+        "pending_rows_at_kill": pending,
+        "pending_bytes_at_kill": 0,
+    }
+
+
+def test_start_ratios_are_taken_within_each_round() -> None:
+    runs = {
+        "peer": [_start_run(10.0), _start_run(8.0), _start_run(9.0)],
+        "ours": [_start_run(12.0), _start_run(10.0), _start_run(9.0)],
+        "floor": [_start_run(11.0), _start_run(8.0), _start_run(9.9)],
+    }
+    summary = recovery.summary(runs)
+    assert summary["variants"]["ours"]["first_commit_s"] == 10.0
+    ratios = summary["first_commit_ratios"]
+    assert ratios["ours/peer"] == {"per_round": [1.2, 1.25, 1.0], "median": 1.2}
+    assert ratios["ours/floor"]["per_round"] == [1.09, 1.25, 0.91]
+    assert ratios["floor/peer"]["median"] == 1.1
+
+
+def test_the_recovery_block_shows_each_start_with_its_ratios() -> None:
+    runs = {
+        "peer": [_start_run(10.0)],
+        "ours": [_start_run(12.5)],
+        "floor": [_start_run(11.0)],
+        "ours, channel state pending": [{**_start_run(13.0, 92_000), "batch_2_add_batch_s": None}],
+    }
     report = {
         "recovery": {
-            "repeats": 2,
-            "variants": {
-                "ours with channel state": {
-                    "restart_to_session_s": 5.635,
-                    "restart_to_query_started_s": 8.995000000000001,  # a median of two
-                    "restart_to_first_commit_s": 19.97,
-                    "runs": [run],
-                }
-            },
+            "repeats": 1,
+            "inputs": {"skewed": {"opt-ins": {"restart": recovery.summary(runs)}}},
         }
     }
     text = table.format_table(report)
-    recovered = next(line for line in text.splitlines() if line.startswith("ours with"))
-    assert recovered.split()[-6:] == ["5.63", "9.00", "19.97", "-", "92,000", "265,919"]
+    assert "workload 4, skewed input, opt-ins, restart: seconds from the launch" in text
+    ours = next(line for line in text.splitlines() if line.startswith("ours "))
+    assert ours.split()[1:] == ["3.00", "4.00", "2.00", "12.50", "0.50", "/", "0.40", "-"]
+    state = next(line for line in text.splitlines() if line.startswith("ours, channel"))
+    assert state.split()[-4:] == ["0.50", "/", "-", "92,000"]  # no third batch after the restart
+    assert "  ours/floor 1.14 (rounds 1.14)" in text
+    assert "  floor/peer 1.10 (rounds 1.10)" in text
 
 
-def test_the_recovery_block_shows_each_variant_over_the_peer_of_its_round() -> None:
-    def variant(contender: str, seconds: list[float], peer: list[float]) -> dict[str, object]:
-        runs = [
-            {"restart_to_first_commit_s": x, "pending_rows_at_kill": 0, "pending_bytes_at_kill": 0}
-            for x in seconds
-        ]
-        return {
-            "contender": contender,
-            "restart_to_session_s": 3.0,
-            "restart_to_query_started_s": 4.0,
-            "restart_to_first_commit_s": sorted(seconds)[1],
-            "first_commit_over_peer_per_round": recovery.over_peer(seconds, peer),
-            "runs": runs,
-        }
-
-    peer = [10.0, 8.0, 9.0]
-    report = {
-        "recovery": {
-            "repeats": 3,
-            "variants": {
-                "peer": variant("peer", peer, peer),
-                "floor (no-op source, sink)": variant("floor", [12.0, 9.6, 9.9], peer),
-            },
-        }
-    }
-    text = table.format_table(report)
-    floor = next(line for line in text.splitlines() if line.startswith("floor"))
-    assert floor.split()[-3:] == ["1.20", "0", "0"]  # rounds 1.20, 1.20, 1.10: median 1.20
-    assert "  per round, floor (no-op source, sink): 1.20, 1.20, 1.10" in text
-    peer_line = next(line for line in text.splitlines() if line.startswith("peer "))
-    assert peer_line.split()[-3] == "1.00"
+def test_only_the_skewed_restart_has_the_channel_state_variant() -> None:
+    assert recovery.WITH_STATE in recovery.variants_of("skewed", "restart")
+    assert recovery.WITH_STATE not in recovery.variants_of("skewed", "new query")
+    assert recovery.WITH_STATE not in recovery.variants_of("uniform", "restart")
 
 
 def test_latency_values_carry_their_produce_time() -> None:
@@ -330,3 +363,13 @@ def test_extra_spark_conf_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("UNALIGNED_BENCH_SPARK_CONF", "no-value")
     with pytest.raises(ValueError, match="'no-value' is not key=value"):
         extra_spark_conf()
+
+
+def test_the_daemon_setup_alone_builds_no_spark_home(tmp_path: Any) -> None:
+    from benchmarks.compare import opt_ins
+
+    shipped, daemon = opt_ins.setups(["daemon", "shipped"], tmp_path / "home")
+    assert (shipped.name, shipped.spark_home, dict(shipped.spark_conf)) == ("as shipped", "", {})
+    assert daemon.spark_home == ""
+    assert dict(daemon.spark_conf) == {"spark.python.daemon.module": "unaligned.preloading_daemon"}
+    assert not (tmp_path / "home").exists()

@@ -16,15 +16,16 @@ def run(code: str, *, path: Path | None = None) -> subprocess.CompletedProcess[s
     )
 
 
-def test_preloading_leaves_one_thread_and_imports_pyspark_worker_and_kafka() -> None:
+def test_preloading_leaves_one_thread_and_imports_pyspark_worker_kafka_and_ours() -> None:
     done = run(
         "from unaligned.preloading_daemon import preload, os_threads\n"
         "preload()\n"
         "heavy = [m for m in ('numpy', 'pyarrow', 'pandas') if m in sys.modules]\n"
-        "print(os_threads(), 'pyspark.worker' in sys.modules, 'kafka.admin' in sys.modules, heavy)"
+        "print(os_threads(), 'pyspark.worker' in sys.modules, 'kafka.admin' in sys.modules,\n"
+        "      'unaligned.kafka.fetch.range_fetch' in sys.modules, heavy)"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[0] == "1 True True []"
+    assert done.stdout.split("\n")[0] == "1 True True True []"
 
 
 def test_a_module_that_starts_a_thread_is_refused_before_any_fork(tmp_path: Path) -> None:

@@ -18,8 +18,16 @@ environment:
                                                      ``driver_kills``, ``recovery``,
                                                      ``latency``)
 ``UNALIGNED_BENCH_RECORDS``             5,000,000    workload 1's records
-``UNALIGNED_BENCH_REPEATS``             2            runs per contender (workloads 1 and 4)
-``UNALIGNED_BENCH_SKEWED_RECORDS``      400,000      workloads 2 and 4 (hot partition: half)
+``UNALIGNED_BENCH_REPEATS``             2            runs per contender (workload 1), rounds
+                                                     (workload 4: 3 unless set)
+``UNALIGNED_BENCH_SKEWED_RECORDS``      400,000      workloads 2 and 4 (hot partition: half;
+                                                     workload 4's uniform input too)
+``UNALIGNED_BENCH_START_INPUTS``        uniform,     workload 4's inputs
+                                        skewed
+``UNALIGNED_BENCH_SETUPS``              shipped,     workload 4's Spark set-ups (also
+                                        opt-ins      ``bytecode``, ``daemon``: one opt-in;
+                                                     :mod:`benchmarks.compare.opt_ins`)
+``UNALIGNED_BENCH_STARTS``              new,restart  workload 4's starts
 ``UNALIGNED_BENCH_UDF_RECORDS``         200,000      workload 2's slow-UDF variant
 ``UNALIGNED_BENCH_KILL_RECORDS``        600,000      workload 3
 ``UNALIGNED_BENCH_KILL_EVERY_S``        20           workload 3's seconds between kills
@@ -36,7 +44,9 @@ environment:
                                                      ``spark.python.daemon.module=...``)
 ======================================  ===========  ======================================
 
-The throttle is a fifth of ours' unthrottled Kafka -> Kafka rate (in payload bytes): workload 1's
+Every query process imports the package with bytecode, as an installed package has it
+(:func:`benchmarks.compare.opt_ins.compile_installed_package`). The throttle is a fifth of ours'
+unthrottled Kafka -> Kafka rate (in payload bytes): workload 1's
 best, or, when workload 1 does not run, one ours run over ``UNALIGNED_BENCH_RECORDS`` records.
 
 The machine is shared (2 cores here): figures of one machine at one time, never a gate.
@@ -58,6 +68,7 @@ from benchmarks.compare import (
     figures,
     inputs,
     latency,
+    opt_ins,
     recovery,
     table,
     throughput,
@@ -84,6 +95,17 @@ def selected_workloads(raw: str) -> list[str]:
     return [w for w in WORKLOADS if w in chosen] or list(WORKLOADS)
 
 
+def _names(
+    variable: str, allowed: tuple[str, ...], default: tuple[str, ...] | None = None
+) -> list[str]:
+    """Comma-separated names of ``allowed`` from ``variable`` (empty: ``default``, else all)."""
+    names = [x.strip() for x in os.environ.get(variable, "").split(",") if x.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise SystemExit(f"{variable}: unknown {', '.join(unknown)}; one of {', '.join(allowed)}")
+    return names or list(allowed if default is None else default)
+
+
 def _warm_up(spark: Any, kafka: Any, work: Path) -> None:
     """One small query per contender (JIT, Python workers): not counted."""
     kafka.create_topic("warmup", partitions=inputs.PARTITIONS)
@@ -102,12 +124,20 @@ def _warm_up(spark: Any, kafka: Any, work: Path) -> None:
 
 def main() -> dict[str, Any]:
     inputs.prepare_process()
+    opt_ins.compile_installed_package()
     from unaligned.testing import EmbeddedKafka
 
     connector = ensure_connector()
     workloads = selected_workloads(os.environ.get("UNALIGNED_BENCH_WORKLOADS", ""))
     records = inputs.env_ints("UNALIGNED_BENCH_RECORDS", (5_000_000,))[0]
     repeats = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (2,))[0]
+    start_rounds = inputs.env_ints("UNALIGNED_BENCH_REPEATS", (3,))[0]
+    start_inputs = _names("UNALIGNED_BENCH_START_INPUTS", tuple(recovery.INPUTS))
+    setup_names = _names("UNALIGNED_BENCH_SETUPS", opt_ins.SETUPS, ("shipped", "opt-ins"))
+    starts = [
+        recovery.STARTS[("new", "restart").index(name)]
+        for name in _names("UNALIGNED_BENCH_STARTS", ("new", "restart"))
+    ]
     skewed = inputs.env_ints("UNALIGNED_BENCH_SKEWED_RECORDS", (400_000,))[0]
     udf_records = inputs.env_ints("UNALIGNED_BENCH_UDF_RECORDS", (200_000,))[0]
     kill_records = inputs.env_ints("UNALIGNED_BENCH_KILL_RECORDS", (600_000,))[0]
@@ -135,10 +165,10 @@ def main() -> dict[str, Any]:
         try:
             report["machine"] = inputs.machine_info(spark, connector)
             report["spark_master"] = spark.sparkContext.master
-            if {"throughput", "backpressure"} & set(workloads) or (
-                not quota and {"driver_kills", "recovery"} & set(workloads)
+            if {"throughput", "backpressure", "recovery"} & set(workloads) or (
+                not quota and "driver_kills" in workloads
             ):
-                _warm_up(spark, kafka, work)
+                _warm_up(spark, kafka, work)  # workload 4: the broker's transaction log too
             if "throughput" in workloads:
                 report["throughput"] = throughput.run(spark, kafka, work, records, repeats)
             if "latency" in workloads:
@@ -162,7 +192,10 @@ def main() -> dict[str, Any]:
                 kafka, work, kill_records, quota, jars, kill_every_s, kill_for_s
             )
         if "recovery" in workloads:
-            report["recovery"] = recovery.run(kafka, work, skewed, quota, jars, repeats)
+            setups = opt_ins.setups(setup_names, work / "spark-home-opt-ins")
+            report["recovery"] = recovery.run(
+                kafka, work, skewed, quota, jars, start_rounds, (setups, starts), start_inputs
+            )
     report["seconds"] = round(time.monotonic() - started)
     print("\n" + table.format_table(report))
     write_results("results", report)

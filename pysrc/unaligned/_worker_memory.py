@@ -3,7 +3,8 @@
 :func:`tune_worker_memory` runs at the start of every source and sink task, and after every
 stream writer Spark's planner or commit runner builds. In a daemon-forked worker only
 (:func:`in_daemon_worker`) it freezes the heap once it has grown (``gc.freeze()``, so the
-daemon's ``gc.collect()`` between two tasks walks only newer objects) and, once per process,
+daemon's ``gc.collect()`` between two tasks walks only newer objects; the first freeze of a
+process without collecting first, its heap then being imports) and, once per process,
 sets glibc's ``mallopt`` thresholds so freed memory is kept for the next chunk. Why, what it
 costs and what it saved: ARCHITECTURE.md, "Module notes", ``_worker_memory.py``.
 """
@@ -30,6 +31,7 @@ TRIM_THRESHOLD = 64 << 20
 FREEZE_AT_OLD_OBJECTS = 5_000
 
 _malloc_tuned_in_pid: int | None = None
+_frozen_in_pid: int | None = None
 
 
 def in_daemon_worker() -> bool:
@@ -44,8 +46,11 @@ def in_daemon_worker() -> bool:
 def tune_worker_memory() -> None:
     """Steps 1 and 2 of the module docstring, in a daemon-forked worker
     (:func:`in_daemon_worker`); step 2 once per process (a worker forked later takes it afresh:
-    the pid differs)."""
-    global _malloc_tuned_in_pid
+    the pid differs). The first freeze of a process collects nothing first: what it freezes is
+    what the process imported and unpickled to start (a full collection there found no
+    unreachable object and cost 20-190 ms in each Python process of a start or restart); every
+    later freeze collects first, so garbage among what came since is freed, not frozen."""
+    global _malloc_tuned_in_pid, _frozen_in_pid
     if not in_daemon_worker():
         return
     pid = os.getpid()
@@ -56,7 +61,9 @@ def tune_worker_memory() -> None:
     old = len(gc.get_objects(generation=2))
     if old > FREEZE_AT_OLD_OBJECTS:
         started = time.perf_counter()
-        gc.collect()
+        if _frozen_in_pid == pid:
+            gc.collect()
+        _frozen_in_pid = pid
         gc.freeze()
         logger.debug(
             "Python worker %d: %d old objects, %d frozen in all, in %.1f ms",

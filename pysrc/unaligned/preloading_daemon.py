@@ -4,7 +4,8 @@ Spark runs each executor's Python tasks in workers forked from one daemon per ex
 (``python -m pyspark.daemon pyspark.worker``). The daemon imports the worker module only after
 each fork, so that no thread exists when it forks (pyarrow and numpy start threads when they are
 imported): every new worker, the first tasks of every start and restart included, imports
-``pyspark.worker`` (0.5 s from a ``pyspark.zip`` without bytecode) and kafka-python again.
+``pyspark.worker`` (0.5 s from a ``pyspark.zip`` without bytecode), kafka-python and our task
+modules again.
 
 With ``spark.python.daemon.module=unaligned.preloading_daemon`` (a Spark setting, read when the
 application starts), this module is the daemon: it imports :data:`PRELOADED` (modules that start
@@ -22,6 +23,7 @@ import threading
 from collections.abc import Sequence
 
 #: Imported by the daemon before it forks: pure Python, no thread started (a test checks each).
+#: Named, never imported statically: this entry point sits below the modules it names.
 PRELOADED: tuple[str, ...] = (
     "pyspark.worker",
     "kafka",
@@ -31,6 +33,22 @@ PRELOADED: tuple[str, ...] = (
     "kafka.protocol.consumer",
     "kafka.protocol.metadata",
     "kafka.protocol.producer",
+    # Our modules a source or sink task loads that import neither pyarrow nor numpy (issue 35:
+    # about 50 ms of imports, most of it creating their frozen dataclasses, in each new worker).
+    "unaligned.data_source",
+    "unaligned._worker_memory",
+    "unaligned.kafka.clients.admin_clients",
+    "unaligned.kafka.clients.offset_lookup",
+    "unaligned.kafka.fetch.fetch_connections",
+    "unaligned.kafka.fetch.range_fetch",
+    "unaligned.kafka.produce.topic_limits",
+    "unaligned.kafka.transactions.transaction_coordinator",
+    "unaligned.sink.topics.kafka_id_pool",
+    "unaligned.sink.topics.kafka_items",
+    "unaligned.source.lost_records",
+    "unaligned.source.offset_ranges",
+    "unaligned.channel_state.codecs",
+    "unaligned.barriers.idle",
 )
 
 

@@ -44,15 +44,18 @@ def by_name(name: str) -> Connector:
     return next(c for c in ALL if c.name == name)
 
 
-def spark_session(app_name: str, jars: str) -> Any:
+def spark_session(app_name: str, jars: str, conf: Mapping[str, str] | None = None) -> Any:
     """The session every contender's queries run in, the same for all: ``local[N]`` (N = CPU
     count), 2 GiB of driver memory, Spark's Kafka connector on ``spark.jars`` (``jars``: the
-    peer's :meth:`~benchmarks.peer_connector.PeerConnector.spark_jars`; empty: without it), and
+    peer's :meth:`~benchmarks.peer_connector.PeerConnector.spark_jars`; empty: without it),
+    ``conf`` (a set-up's settings, :mod:`benchmarks.compare.opt_ins`) and
     :func:`extra_spark_conf`."""
     from benchmarks import local_spark
 
-    conf = {"spark.driver.memory": "2g", **({"spark.jars": jars} if jars else {})}
-    return local_spark(app_name, os.cpu_count() or 2, **conf, **extra_spark_conf())
+    settings = {"spark.driver.memory": "2g", **({"spark.jars": jars} if jars else {})}
+    settings.update(conf or {})
+    settings.update(extra_spark_conf())
+    return local_spark(app_name, os.cpu_count() or 2, **settings)
 
 
 def extra_spark_conf() -> dict[str, str]:

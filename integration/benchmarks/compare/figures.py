@@ -138,34 +138,43 @@ def _recovery(w: Mapping[str, Any]) -> Any:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    variants = w["variants"]
-    labels = [
-        name
-        if v["contender"] != "ours"
-        else f"{name}\n({max(r['pending_rows_at_kill'] for r in v['runs']):,} rows pending)"
-        for name, v in variants.items()
+    panels = [
+        (input_name, start, setups)
+        for input_name, setups in w["inputs"].items()
+        for start in ("new query", "restart")
+        if any(start in starts for starts in setups.values())
     ]
-    contenders = [COLOURS.get(v["contender"], FLOOR_COLOUR) for v in variants.values()]
-    left = [0.0] * len(variants)
-    segments = (
-        ("restart_to_session_s", "Spark session up", ["#e4e4e4"] * len(variants)),
-        ("restart_to_query_started_s", "start() returned", ["#c4c4c4"] * len(variants)),
-        ("restart_to_first_commit_s", "first batch committed", contenders),
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.4 * len(panels) + 1), squeeze=False)
+    grey = ("#e4e4e4", "#c4c4c4")
+    for ax, (input_name, start, setups) in zip(axes[:, 0], panels, strict=True):
+        labels, bars = [], []
+        for setup_name, starts in setups.items():
+            for name, v in starts[start]["variants"].items():
+                labels.append(f"{name} ({setup_name})")
+                contender = "floor" if name == "floor" else name.split(",")[0]
+                colour = COLOURS.get(contender, FLOOR_COLOUR)
+                bars.append((v["session_s"], v["query_started_s"], v["first_commit_s"], colour))
+        left = [0.0] * len(bars)
+        for i, colours in enumerate((grey[:1], grey[1:], None)):
+            ends = [b[i] for b in bars]
+            widths = [end - start_ for end, start_ in zip(ends, left, strict=True)]
+            colour = [b[3] for b in bars] if colours is None else colours * len(bars)
+            drawn = ax.barh(labels, widths, left=left, color=colour)
+            left = ends
+        ax.bar_label(drawn, [f"{end:.1f} s" for end in left], fontsize=7, padding=3)
+        ax.set_xlim(0, max(left) * 1.15)
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_title(f"{input_name} input, {start}", fontsize=9)
+    axes[-1, 0].set_xlabel(
+        f"seconds from the launch to the first commit (median of {w['repeats']})"
     )
-    for key, label, colours in segments:
-        ends = [v[key] for v in variants.values()]
-        widths = [end - start for end, start in zip(ends, left, strict=True)]
-        bars = ax.barh(labels, widths, left=left, color=colours, label=label)
-        left = ends
-    ax.bar_label(bars, [f"{end:.1f} s" for end in left], fontsize=8, padding=3)
-    ax.set_xlim(0, max(left) * 1.15)
-    ax.invert_yaxis()
-    ax.tick_params(axis="y", labelsize=8)
-    ax.set_xlabel(f"seconds from the restart (median of {w['repeats']}; the output not throttled)")
-    ax.set_title("Workload 4: restart after a SIGKILL to the first committed batch")
-    handles = [Patch(color=c[0], label=label) for _, label, c in segments[:2]]
-    handles += [Patch(color=COLOURS[n], label=f"batch committed: {n}") for n in ("peer", "ours")]
-    handles.append(Patch(color=FLOOR_COLOUR, label="batch committed: floor"))
-    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4)
+    handles = [
+        Patch(color=grey[0], label="Spark session up"),
+        Patch(color=grey[1], label="start()"),
+    ]
+    handles += [Patch(color=COLOURS[n], label=f"first commit: {n}") for n in ("peer", "ours")]
+    handles.append(Patch(color=FLOOR_COLOUR, label="first commit: floor"))
+    fig.legend(handles=handles, fontsize=7, loc="upper center", ncol=5)
+    fig.suptitle("Workload 4: a query's first batch, new and after a SIGKILL", y=0.995, fontsize=10)
     return fig

@@ -52,3 +52,26 @@ def rows_and_batch_seconds(progress: Sequence[dict[str, Any]]) -> tuple[int, flo
     before the first, Spark plans and waits: that time is in the wall clock only)."""
     rows = sum(p["numInputRows"] for p in progress)
     return rows, sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+
+
+def start_figures(
+    progress: Sequence[dict[str, Any]], launched_epoch_s: float, events: dict[str, float]
+) -> dict[str, Any]:
+    """The start-up figures of a query process launched at ``launched_epoch_s`` (workload 4):
+    seconds from the launch to its Spark session (``events["session"]``), to ``start()``
+    returning (``events["started"]``) and to the end of its first batch (the first commit);
+    the ``addBatch`` seconds of its first three batches (``None`` past the last)."""
+    first = progress[0]
+    first_end = epoch_s(first["timestamp"]) + first["durationMs"]["triggerExecution"] / 1000
+    add_batch = [p["durationMs"].get("addBatch", 0) / 1000 for p in progress[:3]]
+    add_batch += [None] * (3 - len(add_batch))
+    return {
+        "session_s": round(events["session"] - launched_epoch_s, 2),
+        "query_started_s": round(events["started"] - launched_epoch_s, 2),
+        "first_batch_id": first["batchId"],
+        "batch_0_add_batch_s": add_batch[0],
+        "first_commit_s": round(first_end - launched_epoch_s, 2),
+        "batch_1_add_batch_s": add_batch[1],
+        "batch_2_add_batch_s": add_batch[2],
+        "batches": len(progress),
+    }

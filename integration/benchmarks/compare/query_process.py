@@ -8,7 +8,10 @@ benchmark's own session); config keys ``connector`` (a name of
 :mod:`benchmarks.compare.connectors`), ``bootstrap``, ``input_topic``, ``output``,
 ``checkpoint``, ``max_offsets``, ``sink_options``, ``jars`` (the peer's ``spark.jars``), and
 ``events`` (optional): a file the child appends ``<event> <epoch seconds>`` lines to, ``session``
-once its Spark session is up and ``started`` once the query started. The connector ``floor``
+once its Spark session is up and ``started`` once the query started; ``progress`` (optional): a
+file the child writes the query's progress reports to (a JSON list) once the query ended;
+``spark_home`` and ``spark_conf`` (optional): the ``SPARK_HOME`` and extra Spark settings of
+the child (a :class:`benchmarks.compare.opt_ins.Setup`). The connector ``floor``
 reads the floor source (:mod:`benchmarks.floor_source`, ``floor_records`` rows, no Kafka) and
 writes the floor sink (:mod:`benchmarks.floor_sink`): what any Python source and sink cost.
 
@@ -56,10 +59,17 @@ def kafka_to_kafka(
     }
 
 
+def with_setup(config: dict[str, Any], setup: Any) -> dict[str, Any]:
+    """``config`` run in ``setup`` (a :class:`benchmarks.compare.opt_ins.Setup`)."""
+    return {**config, "spark_home": setup.spark_home, "spark_conf": dict(setup.spark_conf)}
+
+
 def start(config: dict[str, Any], log: TextIO) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if config.get("spark_home"):
+        env["SPARK_HOME"] = config["spark_home"]
     return subprocess.Popen(
         [sys.executable, "-m", "benchmarks.compare.query_process", json.dumps(config)],
         cwd=INTEGRATION_DIR,
@@ -166,12 +176,17 @@ def _kafka_query(spark: Any, config: dict[str, Any]) -> Any:
 def _main(config: dict[str, Any]) -> None:
     from benchmarks.compare import connectors
 
-    spark = connectors.spark_session(f"bench-{config['connector']}", config.get("jars") or "")
+    spark = connectors.spark_session(
+        f"bench-{config['connector']}", config.get("jars") or "", config.get("spark_conf")
+    )
     _mark(config, "session")
     build = _floor_query if config["connector"] == "floor" else _kafka_query
     query = build(spark, config).start()
     _mark(config, "started")
     query.awaitTermination()
+    if config.get("progress"):
+        reports = [json.loads(p.json) for p in query.recentProgress]
+        Path(config["progress"]).write_text(json.dumps(reports))
     spark.stop()
 
 

@@ -39,13 +39,13 @@ KILLS: Columns = (
     ("exactly once", 14),
 )
 RECOVERY: Columns = (
-    ("variant", 26),
-    ("session up", 11),
+    ("variant", 29),
+    ("session", 9),
     ("start()", 9),
-    ("1st commit", 11),
-    ("/ peer", 8),
+    ("batch 0 addBatch", 18),
+    ("1st commit", 12),
+    ("batch 1 / 2 addBatch", 22),
     ("pending rows", 14),
-    ("pending B", 12),
 )
 LATENCY: Columns = (
     ("contender", 16),
@@ -144,9 +144,10 @@ def _throughput(w: Mapping[str, Any]) -> str:
     )
 
 
-def _seconds(value: float) -> str:
-    """Seconds to two decimals (a median of two runs is a float such as 8.995000000000001)."""
-    return f"{value:,.2f}"
+def _seconds(value: float | None) -> str:
+    """Seconds to two decimals (a median of two runs is a float such as 8.995000000000001);
+    ``-`` for none."""
+    return "-" if value is None else f"{value:,.2f}"
 
 
 def _batch_row(name: str, r: Mapping[str, Any]) -> list[str]:
@@ -194,28 +195,38 @@ def _driver_kills(w: Mapping[str, Any]) -> str:
 
 def _recovery(w: Mapping[str, Any]) -> str:
     def row(name: str, r: Mapping[str, Any]) -> list[str]:
-        keys = ("restart_to_session_s", "restart_to_query_started_s", "restart_to_first_commit_s")
-        pending = [
-            max(run[k] for run in r["runs"])
-            for k in ("pending_rows_at_kill", "pending_bytes_at_kill")
+        pending = max(run["pending_rows_at_kill"] for run in r["runs"])
+        return [
+            name,
+            _seconds(r["session_s"]),
+            _seconds(r["query_started_s"]),
+            _seconds(r["batch_0_add_batch_s"]),
+            _seconds(r["first_commit_s"]),
+            f"{_seconds(r['batch_1_add_batch_s'])} / {_seconds(r['batch_2_add_batch_s'])}",
+            f"{pending:,}" if pending else "-",
         ]
-        ratios = r.get("first_commit_over_peer_per_round") or []
-        ratio = f"{statistics.median(ratios):.2f}" if ratios else "-"
-        return [name, *(_seconds(r[k]) for k in keys), ratio, *(f"{p:,}" for p in pending)]
 
-    rounds = [
-        f"{name}: {', '.join(f'{x:.2f}' for x in r['first_commit_over_peer_per_round'])}"
-        for name, r in w["variants"].items()
-        if r.get("first_commit_over_peer_per_round") and r["contender"] != "peer"
-    ]
-    return _block(
-        f"workload 4: seconds from a restart after a SIGKILL, median of {w['repeats']}",
-        RECOVERY,
-        (row(name, r) for name, r in w["variants"].items()),
-        "/ peer: the median over the rounds of the first commit over the peer's in that round",
-        *(f"  per round, {line}" for line in rounds),
-        "pending: channel state at the kill (the most of the runs)",
-    )
+    def ratio_notes(ratios: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        return [
+            f"  {label} {r['median']:.2f} (rounds {', '.join(f'{x:.2f}' for x in r['per_round'])})"
+            for label, r in ratios.items()
+        ]
+
+    blocks = []
+    for input_name, setups in w["inputs"].items():
+        for setup_name, starts in setups.items():
+            for start, s in starts.items():
+                blocks.append(
+                    _block(
+                        f"workload 4, {input_name} input, {setup_name}, {start}: seconds from the "
+                        f"launch, median of {w['repeats']}",
+                        RECOVERY,
+                        (row(name, r) for name, r in s["variants"].items()),
+                        "first commit, median of the rounds' ratios:",
+                        *ratio_notes(s["first_commit_ratios"]),
+                    )
+                )
+    return "\n".join(blocks)
 
 
 def _latency(w: Mapping[str, Any]) -> str:
