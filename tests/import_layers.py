@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 SUBLAYERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
     "kafka": (
         ("__init__", "partitions"),
+        ("login",),
         ("records", "clients"),
         ("fetch", "transactions"),
         ("produce",),

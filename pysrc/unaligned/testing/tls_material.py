@@ -14,7 +14,7 @@ hands to a client or a broker:
 
 Nothing is committed: keys are made fresh (EC P-256, quick to make) for every test session and
 are valid for a day. Needs the ``cryptography`` package (a dependency of the package: it reads
-PKCS12 stores, :mod:`unaligned.kafka.clients.tls_stores`).
+PKCS12 stores, :mod:`unaligned.kafka.login.tls_stores`).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from unaligned.kafka.clients.client_options import (
     is_secret,
     redact,
 )
-from unaligned.kafka.clients.tls_options import TLS_KWARG
-from unaligned.kafka.clients.tls_stores import ClientIdentity, StoreFile, TlsSettings
+from unaligned.kafka.login.tls_options import TLS_KWARG
+from unaligned.kafka.login.tls_stores import ClientIdentity, StoreFile, TlsSettings
 
 SERVERS = {"bootstrap.servers": "127.0.0.1:9092"}
 SASL = {**SERVERS, "security.protocol": "SASL_SSL"}

@@ -11,7 +11,7 @@ import pytest
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG
 from unaligned.kafka.clients.connections import build_producer, describe_servers, settings_key
-from unaligned.kafka.clients.tls_stores import ClientIdentity, InlinePem, TlsSettings
+from unaligned.kafka.login.tls_stores import ClientIdentity, InlinePem, TlsSettings
 
 
 def _closed_port() -> int:

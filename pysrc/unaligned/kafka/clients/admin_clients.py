@@ -43,11 +43,11 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from unaligned._process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.clients.client_internals import connection_manager
-from unaligned.kafka.clients.client_login import LOGIN_KWARGS
 from unaligned.kafka.clients.client_options import api_timeout_ms, kafka_python_kwargs
 from unaligned.kafka.clients.connections import SettingsKey, describe_servers, settings_key
 from unaligned.kafka.clients.retries import Backoff, call_until, is_retriable
 from unaligned.kafka.clients.socket_login import explain_bootstrap_failure
+from unaligned.kafka.login.client_login import LOGIN_KWARGS
 
 T = TypeVar("T")
 

@@ -8,10 +8,10 @@ Messages name the option and never echo a secret. Connecting:
 :mod:`unaligned.kafka.clients.connections`.
 
 Logging in (security protocol, SASL mechanisms, OAuth, TLS stores) is mapped by
-:mod:`unaligned.kafka.clients.sasl_options` and :mod:`unaligned.kafka.clients.tls_options`, into
+:mod:`unaligned.kafka.login.sasl_options` and :mod:`unaligned.kafka.login.tls_options`, into
 plain settings that travel with the kwargs; :func:`kafka_python_kwargs` makes what they stand for
 (an ``SSLContext``, a token provider) in the process that builds a client
-(:mod:`unaligned.kafka.clients.client_login`). :func:`is_secret` names every option whose value
+(:mod:`unaligned.kafka.login.client_login`). :func:`is_secret` names every option whose value
 is never shown (passwords, JAAS entries, client secrets, tokens, inline private keys).
 
 Defaults that differ from kafka-python's: ``max.partition.fetch.bytes`` 8 MiB (one partition per
@@ -36,8 +36,8 @@ from unaligned._parsing import (
     parse_non_negative,
 )
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.sasl_options import MECHANISMS, SASL_OPTIONS, map_sasl
-from unaligned.kafka.clients.tls_options import TLS_OPTIONS, map_tls
+from unaligned.kafka.login.sasl_options import MECHANISMS, SASL_OPTIONS, map_sasl
+from unaligned.kafka.login.tls_options import TLS_OPTIONS, map_tls
 
 logger = logging.getLogger(__name__)
 
@@ -242,9 +242,9 @@ def kafka_python_kwargs(
 ) -> dict[str, Any]:
     """``client_kwargs`` as the kafka-python client whose ``DEFAULT_CONFIG`` is ``accepted``
     takes them: the login material made in this process (``ssl_context``, the OAuth token
-    provider: :func:`unaligned.kafka.clients.client_login.login_kwargs`), without what that
+    provider: :func:`unaligned.kafka.login.client_login.login_kwargs`), without what that
     client does not take (the package's own settings, another client's names)."""
-    from unaligned.kafka.clients.client_login import login_kwargs  # here: parsing needs no ssl
+    from unaligned.kafka.login.client_login import login_kwargs  # here: parsing needs no ssl
 
     return {k: v for k, v in login_kwargs(client_kwargs).items() if k in accepted}
 

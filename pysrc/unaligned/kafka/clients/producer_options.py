@@ -23,8 +23,8 @@ from unaligned._parsing import (
 )
 from unaligned.errors import OptionError
 from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG, client_config_from_options
-from unaligned.kafka.clients.sasl_options import TOKEN_SOURCE_KWARG
-from unaligned.kafka.clients.tls_options import TLS_KWARG
+from unaligned.kafka.login.sasl_options import TOKEN_SOURCE_KWARG
+from unaligned.kafka.login.tls_options import TLS_KWARG
 
 # Producer-only Java client names -> kafka-python keyword (shared ones: client_options._MAPPED).
 _PRODUCER_ONLY: dict[str, str] = {

@@ -4,7 +4,7 @@
 same kwargs:
 
 1. wraps the socket in TLS with the client's ``SSLContext``
-   (:func:`unaligned.kafka.clients.client_login.login_kwargs`: the same trusted certificates,
+   (:func:`unaligned.kafka.login.client_login.login_kwargs`: the same trusted certificates,
    client certificate and host-name check) when the protocol is ``SSL`` or ``SASL_SSL``; with
    ``SSL`` one ``ApiVersions`` v0 round trip follows (a broker refuses a client certificate only
    after the TLS 1.3 handshake, at the first read);
@@ -37,7 +37,7 @@ import kafka.errors as kafka_errors
 
 from unaligned.errors import KafkaAuthenticationError
 from unaligned.kafka.clients.client_internals import sasl_mechanism
-from unaligned.kafka.clients.client_login import login_kwargs
+from unaligned.kafka.login.client_login import login_kwargs
 
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY, SASL_VERSION = 17, 36, 1
 API_VERSIONS_KEY = 18

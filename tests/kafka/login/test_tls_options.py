@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.tls_options import TLS_KWARG, map_tls
-from unaligned.kafka.clients.tls_stores import ClientIdentity, InlinePem, StoreFile, TlsSettings
+from unaligned.kafka.login.tls_options import TLS_KWARG, map_tls
+from unaligned.kafka.login.tls_stores import ClientIdentity, InlinePem, StoreFile, TlsSettings
 
 SSL = {"security_protocol": "SSL"}
 

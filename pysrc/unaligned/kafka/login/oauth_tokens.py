@@ -13,7 +13,7 @@ kafka-python asks its ``sasl_oauth_token_provider`` for a token whenever a conne
   (``package.module:attribute``); the attribute is called without arguments in each process
   and returns an object with ``token()`` (and optionally ``extensions()``).
 
-The providers kafka-python calls are :mod:`unaligned.kafka.clients.token_providers`' (this
+The providers kafka-python calls are :mod:`unaligned.kafka.login.token_providers`' (this
 module imports no kafka-python: option parsing uses it). A kept token is fetched again once it
 is past its refresh point (Java's rule: ``sasl.login.refresh.window.factor`` of its lifetime, but
 at least ``sasl.login.refresh.buffer.seconds`` before it expires and ``sasl.login.refresh.min

@@ -8,10 +8,10 @@ import ssl
 
 from kafka.admin import KafkaAdminClient
 
-from unaligned.kafka.clients.client_login import login_kwargs
 from unaligned.kafka.clients.client_options import client_config_from_options, kafka_python_kwargs
-from unaligned.kafka.clients.sasl_options import TOKEN_SOURCE_KWARG
-from unaligned.kafka.clients.tls_options import TLS_KWARG
+from unaligned.kafka.login.client_login import login_kwargs
+from unaligned.kafka.login.sasl_options import TOKEN_SOURCE_KWARG
+from unaligned.kafka.login.tls_options import TLS_KWARG
 
 
 class _Tokens:

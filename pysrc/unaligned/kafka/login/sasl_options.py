@@ -5,7 +5,7 @@
 
 - ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``: ``sasl.jaas.config`` with ``PlainLoginModule``
   / ``ScramLoginModule`` ``username`` and ``password``;
-- ``OAUTHBEARER``: a token source (:mod:`unaligned.kafka.clients.oauth_tokens`): KIP-768's
+- ``OAUTHBEARER``: a token source (:mod:`unaligned.kafka.login.oauth_tokens`): KIP-768's
   ``sasl.oauthbearer.token.endpoint.url`` with the client id, secret and scope as options
   (``sasl.oauthbearer.client.credentials.client.id`` / ``...client.secret``,
   ``sasl.oauthbearer.scope``) or in ``OAuthBearerLoginModule``'s JAAS entry (``clientId``,
@@ -18,7 +18,7 @@
   keytab in the JAAS entry is refused with that advice.
 
 The token source travels in the client kwargs as :data:`TOKEN_SOURCE_KWARG` (the provider object
-is made in each process, :mod:`unaligned.kafka.clients.client_login`).
+is made in each process, :mod:`unaligned.kafka.login.client_login`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import Any
 
 from unaligned._parsing import KAFKA_PREFIX, parse_duration_ms, parse_non_negative
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.jaas_config import OPTION as JAAS_OPTION
-from unaligned.kafka.clients.jaas_config import JaasEntry, parse_jaas
-from unaligned.kafka.clients.oauth_tokens import (
+from unaligned.kafka.login.jaas_config import OPTION as JAAS_OPTION
+from unaligned.kafka.login.jaas_config import JaasEntry, parse_jaas
+from unaligned.kafka.login.oauth_tokens import (
     ClientCredentials,
     RefreshRule,
     TokenSource,

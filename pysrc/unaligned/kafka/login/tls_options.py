@@ -1,5 +1,5 @@
 """The ``kafka.ssl.*`` options, as Spark's Kafka connector takes them, read into
-:class:`~unaligned.kafka.clients.tls_stores.TlsSettings`.
+:class:`~unaligned.kafka.login.tls_stores.TlsSettings`.
 
 With ``kafka.security.protocol`` ``SSL`` or ``SASL_SSL`` (any ``ssl.*`` option with another
 protocol is refused: Kafka would ignore it):
@@ -18,7 +18,7 @@ protocol is refused: Kafka would ignore it):
 
 A type ``JKS`` is refused with the ``keytool`` command that converts the store; one store given
 two ways is refused. The settings travel in the client kwargs as :data:`TLS_KWARG`; the
-``SSLContext`` is made in each process (:mod:`unaligned.kafka.clients.client_login`).
+``SSLContext`` is made in each process (:mod:`unaligned.kafka.login.client_login`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from unaligned._parsing import KAFKA_PREFIX
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.tls_stores import (
+from unaligned.kafka.login.tls_stores import (
     ClientIdentity,
     InlinePem,
     Store,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from unaligned.errors import OAuthTokenError, OptionError
-from unaligned.kafka.clients.oauth_tokens import (
+from unaligned.kafka.login.oauth_tokens import (
     ClientCredentials,
     RefreshRule,
     client_credentials_fetch,

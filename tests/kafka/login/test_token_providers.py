@@ -8,8 +8,8 @@ import pytest
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from unaligned.errors import OAuthTokenError
-from unaligned.kafka.clients.oauth_tokens import ClientCredentials, RefreshRule, Token, UserProvider
-from unaligned.kafka.clients.token_providers import RefreshingTokenProvider, token_provider
+from unaligned.kafka.login.oauth_tokens import ClientCredentials, RefreshRule, Token, UserProvider
+from unaligned.kafka.login.token_providers import RefreshingTokenProvider, token_provider
 
 
 class _Clock:

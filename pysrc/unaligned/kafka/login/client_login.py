@@ -4,11 +4,11 @@ Client kwargs (:mod:`unaligned.kafka.clients.client_options`) are plain, picklab
 travel from the driver to the executors inside input partitions and stream writers. What a
 login needs that cannot travel is made here, once per process and settings:
 
-- :data:`~unaligned.kafka.clients.tls_options.TLS_KWARG` (:class:`TlsSettings`) -> kafka-python's
-  ``ssl_context`` (:func:`unaligned.kafka.clients.tls_stores.tls_context`: stores read, PKCS12
+- :data:`~unaligned.kafka.login.tls_options.TLS_KWARG` (:class:`TlsSettings`) -> kafka-python's
+  ``ssl_context`` (:func:`unaligned.kafka.login.tls_stores.tls_context`: stores read, PKCS12
   converted);
-- :data:`~unaligned.kafka.clients.sasl_options.TOKEN_SOURCE_KWARG` -> kafka-python's
-  ``sasl_oauth_token_provider`` (:func:`unaligned.kafka.clients.oauth_tokens.token_provider`:
+- :data:`~unaligned.kafka.login.sasl_options.TOKEN_SOURCE_KWARG` -> kafka-python's
+  ``sasl_oauth_token_provider`` (:func:`unaligned.kafka.login.oauth_tokens.token_provider`:
   one per process, refreshing its token).
 
 :func:`login_kwargs` is called by every place that builds a kafka-python client (through
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unaligned.kafka.clients.sasl_options import TOKEN_SOURCE_KWARG
-from unaligned.kafka.clients.tls_options import TLS_KWARG
-from unaligned.kafka.clients.tls_stores import TlsSettings, tls_context
-from unaligned.kafka.clients.token_providers import token_provider
+from unaligned.kafka.login.sasl_options import TOKEN_SOURCE_KWARG
+from unaligned.kafka.login.tls_options import TLS_KWARG
+from unaligned.kafka.login.tls_stores import TlsSettings, tls_context
+from unaligned.kafka.login.token_providers import token_provider
 
 #: The package's own kwargs that stand for login material.
 LOGIN_KWARGS = (TLS_KWARG, TOKEN_SOURCE_KWARG)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.jaas_config import parse_jaas
+from unaligned.kafka.login.jaas_config import parse_jaas
 
 
 def test_double_single_and_bare_values() -> None:

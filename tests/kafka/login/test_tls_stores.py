@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.tls_stores import (
+from unaligned.kafka.login.tls_stores import (
     JKS_MAGIC,
     ClientIdentity,
     InlinePem,

@@ -2,12 +2,12 @@
 
 kafka-python asks its ``sasl_oauth_token_provider`` for a token whenever a connection logs in
 (and logs in again, KIP-368). :func:`token_provider` keeps one provider per process and
-:data:`~unaligned.kafka.clients.oauth_tokens.TokenSource`, so every connection of a worker
+:data:`~unaligned.kafka.login.oauth_tokens.TokenSource`, so every connection of a worker
 shares a token and only the first one asks: :class:`RefreshingTokenProvider` keeps the token of
 a client-credentials grant and fetches it again past its refresh point
-(:class:`~unaligned.kafka.clients.oauth_tokens.RefreshRule`); a refresh that fails while the
+(:class:`~unaligned.kafka.login.oauth_tokens.RefreshRule`); a refresh that fails while the
 kept token is still valid keeps it (logged). A user's provider
-(:class:`~unaligned.kafka.clients.oauth_tokens.UserProvider`) is made by calling what its import
+(:class:`~unaligned.kafka.login.oauth_tokens.UserProvider`) is made by calling what its import
 string names; one that is not kafka-python's ``AbstractTokenProvider`` is adapted.
 """
 
@@ -23,7 +23,7 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from unaligned._process_memo import ProcessMemo
 from unaligned.errors import OAuthTokenError, OptionError
-from unaligned.kafka.clients.oauth_tokens import (
+from unaligned.kafka.login.oauth_tokens import (
     ClientCredentials,
     RefreshRule,
     Token,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from unaligned.errors import OptionError
-from unaligned.kafka.clients.jaas_config import MODULES
-from unaligned.kafka.clients.oauth_tokens import ClientCredentials, RefreshRule, UserProvider
-from unaligned.kafka.clients.sasl_options import MSK_HANDLER, TOKEN_SOURCE_KWARG, map_sasl
+from unaligned.kafka.login.jaas_config import MODULES
+from unaligned.kafka.login.oauth_tokens import ClientCredentials, RefreshRule, UserProvider
+from unaligned.kafka.login.sasl_options import MSK_HANDLER, TOKEN_SOURCE_KWARG, map_sasl
 
 OAUTH_JAAS = (
     f"{MODULES['OAuthBearerLoginModule']} required clientId='app' clientSecret='s3cret' "
