@@ -33,13 +33,14 @@ def test_round_trip_keeps_keys_values_headers_and_timestamps(
     kafka: EmbeddedKafka, new_topic: TopicFactory
 ) -> None:
     topic = new_topic(partitions=3)
+    stamped = int(time.time() * 1000) - 3_600_000  # within retention: never deleted mid-test
     sent: list[ProduceRecord] = [
         (
             i % 3,
             f"k{i}".encode(),
             f"v{i}".encode(),
             [("h", f"{i}".encode()), ("empty", b"")],
-            1_700_000_000_000 + i,
+            stamped + i,
         )
         for i in range(30)
     ]

@@ -17,6 +17,7 @@ Refused logins and what their messages say: test_secrets_in_errors.py.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,9 @@ from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 
 SASL_LOGINS = ("plain", "scram", "oauth")
-BASE_TS = 1_700_000_000_000
+# an hour ago: a record stamped past the topic's retention (7 days) is deleted by the broker's
+# retention check, which runs every 5 minutes of a long test run
+BASE_TS = int(time.time() * 1000) - 3_600_000
 
 
 def _topic(cluster: SecuredCluster, partitions: int = 1) -> str:

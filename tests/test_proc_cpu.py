@@ -64,20 +64,38 @@ def test_the_command_of_a_process_with_parentheses_in_its_name(tmp_path: Path) -
 
 
 def test_the_spark_jvm_is_the_java_child_that_is_not_the_broker(tmp_path: Path) -> None:
+    """Run in a fresh Python process: this test process may hold a broker and a Spark JVM of
+    other tests (pytest-xdist runs test files of both directories in one worker)."""
     java = tmp_path / "java"
     java.symlink_to("/bin/sleep")
-    with pytest.raises(RuntimeError, match="expected one Spark JVM"):
-        proc_cpu.spark_jvm_pid(None)
-    spark, broker = (subprocess.Popen([str(java), "30"]) for _ in range(2))
+    script = f"""
+import subprocess, time
+from benchmarks import proc_cpu
+
+def refused(broker):
     try:
-        time.sleep(0.2)
-        assert proc_cpu.spark_jvm_pid(broker.pid) == spark.pid
-        with pytest.raises(RuntimeError, match="expected one Spark JVM"):
-            proc_cpu.spark_jvm_pid(None)
-    finally:
-        for child in (spark, broker):
-            child.kill()
-            child.wait()
+        proc_cpu.spark_jvm_pid(broker)
+    except RuntimeError as exc:
+        return "expected one Spark JVM" in str(exc)
+    return False
+
+assert refused(None)
+spark, broker = (subprocess.Popen([{str(java)!r}, "30"]) for _ in range(2))
+try:
+    time.sleep(0.2)
+    assert proc_cpu.spark_jvm_pid(broker.pid) == spark.pid
+    assert refused(None)
+finally:
+    for child in (spark, broker):
+        child.kill()
+        child.wait()
+"""
+    benchmarks = Path(proc_cpu.__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(benchmarks), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_watch_counts_a_python_child_the_kernel_reaped() -> None:
