@@ -267,12 +267,17 @@ def _throttle_replication(kafka: EmbeddedKafka, topic: str, follower: int | None
             ],
             raise_on_unknown=False,  # dynamic broker settings kafka-python does not list
         )
-        replicas = f"0:{follower}" if follower is not None else ""
+        # follower side: the follower's own fetches, once it has applied its rate at its
+        # restart; leader side: every replica serving partition 0, which only throttles replicas
+        # out of the ISR (Kafka's shouldLeaderThrottle), so whichever broker leads holds the
+        # follower back from the start and the in-sync follower keeps up
         kafka.set_topic_config(
             topic,
             {
-                "follower.replication.throttled.replicas": replicas,
-                "leader.replication.throttled.replicas": replicas,
+                "follower.replication.throttled.replicas": (
+                    f"0:{follower}" if follower is not None else ""
+                ),
+                "leader.replication.throttled.replicas": "*" if follower is not None else "",
             },
         )
     finally:
