@@ -49,7 +49,7 @@ from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
 from unaligned.testing import EmbeddedKafka
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 logger = logging.getLogger(__name__)
 

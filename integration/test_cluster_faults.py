@@ -42,7 +42,7 @@ from unaligned.kafka.transactions.transaction_states import list_transactional_i
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.alone]
 
 RUNNER = Path(__file__).with_name("query_runner.py")
 LOCAL_CLUSTER = "local-cluster[2,1,1024]"
