@@ -15,7 +15,7 @@ from unaligned.kafka.transactions import transaction_coordinator
 from unaligned.sink.files.committed_files import read_committed_files
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR
 from unaligned.sink.files.spark_metadata_log import LogSettings, SparkMetadataLog
-from unaligned.sink.options import KafkaTarget
+from unaligned.sink.kafka_target import KafkaTarget
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_items import prepared_from_json
 from unaligned.sink.topics.kafka_task_writer import KafkaTaskWriter

@@ -34,7 +34,8 @@ from harness import (
 from unaligned.crash_points import CRASH_AT_ENV, FailPoint
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka.produce import topic_limits
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

@@ -29,7 +29,8 @@ from pyspark.sql.types import (
 from harness import kcat_read_committed, wait_until, write_one_transaction
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka.produce.partitioner import murmur2
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_task_writer import KafkaTaskWriter
 from unaligned.testing import EmbeddedKafka

@@ -32,7 +32,8 @@ from secured_cluster import OAUTH_CLIENT, SECRETS, USER, SecuredCluster, jaas
 from unaligned.errors import KafkaAuthenticationError, OAuthTokenError
 from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_participant import KafkaParticipant
 from unaligned.source.options import SourceOptions

@@ -23,7 +23,8 @@ from unaligned.checkpoint import Checkpoint
 from unaligned.errors import TransactionExpiredError
 from unaligned.kafka.transactions import transaction_coordinator, transaction_states
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_participant import KafkaParticipant
 from unaligned.testing import EmbeddedKafka

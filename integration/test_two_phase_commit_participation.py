@@ -31,7 +31,8 @@ from harness import kcat_read_committed, wait_until
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.transactions import transaction_states
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_participant import KafkaParticipant
 from unaligned.testing import EmbeddedKafka

@@ -44,6 +44,7 @@ SUBLAYERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
     "sink": (
         (
             "__init__",
+            "kafka_target",
             "options",
             "commit_log",
             "writer_role",

@@ -28,7 +28,8 @@ SCHEMA = StructType([StructField("value", BinaryType()), StructField("partition"
 def run(batches: int, tasks: int) -> dict[str, Any]:
     from unaligned.kafka.transactions import transaction_states
     from unaligned.sink.commit_log import CommitLog, CommitRecord
-    from unaligned.sink.options import KafkaTarget, SinkOptions
+    from unaligned.sink.kafka_target import KafkaTarget
+    from unaligned.sink.options import SinkOptions
     from unaligned.sink.topics.kafka_columns import kafka_columns
     from unaligned.sink.topics.kafka_participant import KafkaParticipant
     from unaligned.testing import EmbeddedKafka

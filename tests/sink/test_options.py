@@ -7,14 +7,13 @@ from typing import Any
 import pytest
 
 from unaligned.errors import OptionError, SinkConfigurationError
-from unaligned.sink.options import (
+from unaligned.sink.kafka_target import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     DeliveryGuarantee,
-    FileTarget,
     KafkaTarget,
-    SinkOptions,
     TwoPhaseCommitMode,
 )
+from unaligned.sink.options import FileTarget, SinkOptions
 
 CHECKPOINT = {"checkpointlocation": "/tmp/ck", "queryname": "q"}
 KAFKA = {**CHECKPOINT, "kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "out"}

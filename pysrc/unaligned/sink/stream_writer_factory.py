@@ -26,7 +26,8 @@ from unaligned.barriers.barrier import wall_clock_ms
 from unaligned.errors import BarrierError, SinkConfigurationError
 from unaligned.sink.barrier_outcome import collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.options import DeliveryGuarantee, FileTarget, KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import DeliveryGuarantee, KafkaTarget
+from unaligned.sink.options import FileTarget, SinkOptions
 from unaligned.sink.participant import Participant
 from unaligned.sink.recovery import recover
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter

@@ -14,7 +14,8 @@ from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
 from unaligned.kafka.produce.producer_modes import WrittenRecords
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.recovery import check_participant
 from unaligned.sink.topics.kafka_at_least_once import PARTICIPANT, KafkaAtLeastOnceParticipant
 from unaligned.sink.topics.kafka_columns import kafka_columns

@@ -20,7 +20,8 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.stream_writer_factory import build_stream_writer
 from unaligned.sink.topics.kafka_columns import KafkaColumns, kafka_columns
 

@@ -17,7 +17,8 @@ from unaligned.kafka.transactions import transaction_coordinator, transaction_st
 from unaligned.kafka.transactions.transaction_states import commit_blockers
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import KafkaTarget, SinkOptions
+from unaligned.sink.kafka_target import KafkaTarget
+from unaligned.sink.options import SinkOptions
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_items import prepared_from_json, prepared_to_json
 from unaligned.sink.topics.kafka_participant import KafkaParticipant

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import KafkaTarget
+from unaligned.sink.kafka_target import KafkaTarget
 from unaligned.sink.topics.kafka_checks import require_topic
 from unaligned.sink.topics.kafka_columns import KafkaColumns
 

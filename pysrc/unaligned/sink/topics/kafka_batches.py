@@ -36,7 +36,7 @@ from unaligned.kafka.produce.produce_queue import RecordOrigin
 from unaligned.kafka.produce.produce_session import ProduceSession
 from unaligned.kafka.produce.row_routing import route_rows
 from unaligned.kafka.records.record_encoder import encode_record_batches, oversized_row
-from unaligned.sink.options import KafkaTarget
+from unaligned.sink.kafka_target import KafkaTarget
 from unaligned.sink.topics.kafka_columns import KafkaColumns
 
 

@@ -27,7 +27,7 @@ from unaligned.kafka.transactions.participation import (
     TwoPhaseSupport,
     two_phase_commit_support,
 )
-from unaligned.sink.options import KafkaTarget, TwoPhaseCommitMode
+from unaligned.sink.kafka_target import KafkaTarget, TwoPhaseCommitMode
 
 logger = logging.getLogger(__name__)
 

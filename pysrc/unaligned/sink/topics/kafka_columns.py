@@ -41,7 +41,7 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import SchemaMismatchError, SinkConfigurationError
-from unaligned.sink.options import KafkaTarget
+from unaligned.sink.kafka_target import KafkaTarget
 
 _HEADERS_TYPE = ArrayType(
     StructType().add("key", StringType(), True).add("value", BinaryType(), True)

@@ -38,7 +38,7 @@ from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
 from unaligned.kafka.transactions import transaction_coordinator, transaction_states
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import KafkaTarget
+from unaligned.sink.kafka_target import KafkaTarget
 from unaligned.sink.topics import kafka_id_pool
 from unaligned.sink.topics.kafka_checks import check_cluster
 from unaligned.sink.topics.kafka_columns import KafkaColumns

@@ -30,7 +30,7 @@ from unaligned.errors import TransactionWriteError
 from unaligned.kafka.produce.produce_session import ProduceSession
 from unaligned.kafka.produce.producer_modes import Idempotent, InTransaction, WrittenRecords
 from unaligned.kafka.transactions.transactions import PreparedTransaction
-from unaligned.sink.options import KafkaTarget
+from unaligned.sink.kafka_target import KafkaTarget
 from unaligned.sink.topics.kafka_batches import BatchChunkWriter
 from unaligned.sink.topics.kafka_columns import KafkaColumns
 from unaligned.sink.topics.kafka_items import prepared_to_json, written_to_json
