@@ -25,7 +25,7 @@ from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
 from unaligned.sink.files.file_participant import FileParticipant
-from unaligned.sink.files.spark_metadata_log import SPARK_METADATA_DIR
+from unaligned.sink.files.spark_metadata_log import SPARK_METADATA_DIR, LogPosition
 from unaligned.sink.options import FileTarget
 
 
@@ -105,7 +105,9 @@ def test_a_crash_between_the_log_and_the_manifest_is_rolled_forward_without_a_se
     items = [prepare_item(participant, 1, p, 3) for p in range(2)]
     participant.commit(items, 1, lambda n: None)
     # Step 2d-i ran (the batch landed at log id 1, a compaction), then the driver died.
-    participant.spark_log().append_batch(QUERY, 1, [(i["final"], i["bytes"]) for i in items], 0, 1)
+    participant.spark_log().append_batch(
+        QUERY, 1, [(i["final"], i["bytes"]) for i in items], 0, LogPosition(0)
+    )
     assert read_ids(tmp_path) == [0, 1, 2, 1000, 1001, 1002]  # ours: batch 0 only
     participant.finish_batch(CommitRecord(1, "files", tuple(items), 0))  # the roll-forward
     assert sorted(_logged(participant)) == sorted(

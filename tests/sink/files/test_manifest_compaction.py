@@ -133,7 +133,7 @@ def test_a_compacted_file_whose_batches_all_expired_keeps_the_log_position(
         publish_batch(participant, log, batch_id, partitions=1, decided_at_ms=1)
     assert participant.committed_batch_ids() == []
     assert manifest_files(tmp_path) == [compacted_manifest_name(QUERY, 2)]
-    assert log_position(resolve_location(str(tmp_path / "out")), QUERY, 3) == 2
+    assert log_position(resolve_location(str(tmp_path / "out")), QUERY, 3).log_id == 2
     publish_batch(participant, log, 3, partitions=1, decided_at_ms=int(time.time() * 1000))
     assert len(participant.spark_log().all_lines()) == 4  # appended after the others, once
 
@@ -146,7 +146,7 @@ def test_entries_without_a_log_position_or_decision_time_are_read(tmp_path: Path
     doc = json.loads(path.read_text())
     del doc["sparkLog"], doc["decidedAtMs"]
     path.write_text(json.dumps(doc))
-    assert log_position(resolve_location(str(tmp_path / "out")), QUERY, 1) == -1
+    assert log_position(resolve_location(str(tmp_path / "out")), QUERY, 1).log_id == -1
     publish_batch(participant, log, 1)  # searches the whole log: batch 0's lines are not batch 1
     assert participant.committed_batch_ids() == [0, 1]
     assert len(participant.spark_log().all_lines()) == 4

@@ -19,6 +19,7 @@ from unaligned.sink.files.spark_metadata_log import (
     BLOCK_SIZE,
     CLEANUP_DELAY_MS,
     SPARK_METADATA_DIR,
+    LogPosition,
     LogSettings,
     SparkMetadataLog,
     compact_interval,
@@ -39,6 +40,27 @@ def _log(tmp_path: Path, **settings: int | None) -> SparkMetadataLog:
 
 def _files(query: str, batch: int, count: int = 2) -> list[tuple[str, int]]:
     return [(f"part-{query}-{batch:010d}-{i:05d}.parquet", 100 + i) for i in range(count)]
+
+
+def _append(log: SparkMetadataLog, query: str, batch: int, ms: int, search_from: int) -> int:
+    """Append ``batch`` after log id ``search_from - 1``, the interval not known (the listing
+    path); its log id."""
+    return log.append_batch(
+        query, batch, _files(query, batch), ms, LogPosition(search_from - 1)
+    ).log_id
+
+
+def _listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the directory listings made from here on."""
+    made: list[int] = []
+    listing = SparkMetadataLog.files
+
+    def counted(self: SparkMetadataLog) -> list[spark_metadata_log.LogFile]:
+        made.append(1)
+        return listing(self)
+
+    monkeypatch.setattr(SparkMetadataLog, "files", counted)
+    return made
 
 
 def _names(tmp_path: Path) -> list[str]:
@@ -74,7 +96,7 @@ def test_a_single_compaction_file_fixes_the_interval_as_spark_derives_it(
 
 def test_each_batch_is_one_log_file_and_every_tenth_a_compaction(tmp_path: Path) -> None:
     log = _log(tmp_path)
-    ids = [log.append_batch(Q, b, _files(Q, b), 1000 + b, b) for b in range(25)]
+    ids = [_append(log, Q, b, 1000 + b, b) for b in range(25)]
     assert ids == list(range(25))
     names = _names(tmp_path)
     assert names == [
@@ -110,15 +132,15 @@ def test_an_append_already_made_is_found_not_repeated(tmp_path: Path) -> None:
     """A roll-forward after a crash between the append and the manifest entry, also once a
     compaction has folded the first append (searched from the previous batch's position)."""
     log = _log(tmp_path, compact_interval=3)
-    assert log.append_batch(Q, 0, _files(Q, 0), 1, 0) == 0
-    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 1
+    assert _append(log, Q, 0, 1, 0) == 0
+    assert _append(log, Q, 1, 1, 1) == 1
     before = _names(tmp_path)
-    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 1
+    assert _append(log, Q, 1, 1, 1) == 1
     assert _names(tmp_path) == before
     for b in range(2, 5):  # 2.compact folds 0 and 1
-        log.append_batch(Q, b, _files(Q, b), 1, b)
-    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 2
-    assert log.append_batch(Q, 3, _files(Q, 3), 1, 3) == 3
+        _append(log, Q, b, 1, b)
+    assert _append(log, Q, 1, 1, 1) == 2
+    assert _append(log, Q, 3, 1, 3) == 3
     paths = _paths(log)
     assert len(paths) == len(set(paths)) == 10
 
@@ -145,9 +167,9 @@ def test_a_lost_race_for_an_id_appends_at_the_next_one(
     """Another query takes the id between this one's listing and its create: nothing is
     overwritten, no id is skipped."""
     log, other = _log(tmp_path), _log(tmp_path)
-    log.append_batch(Q, 0, _files(Q, 0), 1, 0)
-    raced = _first_create_races(monkeypatch, lambda: other.append_batch(R, 0, _files(R, 0), 1, 0))
-    assert log.append_batch(Q, 1, _files(Q, 1), 1, 1) == 2
+    _append(log, Q, 0, 1, 0)
+    raced = _first_create_races(monkeypatch, lambda: _append(other, R, 0, 1, 0))
+    assert _append(log, Q, 1, 1, 1) == 2
     assert raced == [1]
     assert _names(tmp_path) == ["0", "1", "2"]
     assert [p.rsplit("/", 1)[1] for p in _paths(log)] == [
@@ -161,8 +183,8 @@ def test_two_deciders_of_one_batch_append_it_once(
     """An earlier run's commit process rolls the same batch forward at the same moment: the
     one that loses the id finds the batch in what the winner wrote."""
     log, twin = _log(tmp_path), _log(tmp_path)
-    raced = _first_create_races(monkeypatch, lambda: twin.append_batch(Q, 7, _files(Q, 7), 1, 0))
-    assert log.append_batch(Q, 7, _files(Q, 7), 1, 0) == 0
+    raced = _first_create_races(monkeypatch, lambda: _append(twin, Q, 7, 1, 0))
+    assert _append(log, Q, 7, 1, 0) == 0
     assert raced == [0]
     assert _names(tmp_path) == ["0"]
     assert len(_paths(log)) == 2
@@ -178,14 +200,14 @@ def test_an_existing_logs_compactions_decide_the_interval(tmp_path: Path) -> Non
         (meta / name).write_text("v1")
     log = _log(tmp_path, compact_interval=10)
     assert compact_interval(log.files(), 10) == 5
-    assert [log.append_batch(Q, b, _files(Q, b), 1, 12) for b in range(3)] == [12, 13, 14]
+    assert [_append(log, Q, b, 1, 12) for b in range(3)] == [12, 13, 14]
     assert "14.compact" in _names(tmp_path)
 
 
 def test_a_missing_or_misnamed_log_file_is_loud(tmp_path: Path) -> None:
     log = _log(tmp_path, compact_interval=4)
     for b in range(3):
-        log.append_batch(Q, b, _files(Q, b), 1, b)
+        _append(log, Q, b, 1, b)
     meta = tmp_path / "out" / SPARK_METADATA_DIR
     (meta / ".1.0123abcd.tmp").write_text("x")  # what a killed writer leaves: not a log file
     (meta / "1").unlink()
@@ -202,10 +224,10 @@ def test_retention_drops_this_querys_old_entries_at_a_compaction(tmp_path: Path)
     several queries on one path, each drops only its own."""
     log = _log(tmp_path, compact_interval=5, retention_ms=60_000)
     now = int(time.time() * 1000)
-    log.append_batch(Q, 0, _files(Q, 0), now - 3_600_000, 0)  # an hour old
-    log.append_batch(R, 0, _files(R, 0), now - 3_600_000, 0)  # another query's, as old
+    _append(log, Q, 0, now - 3_600_000, 0)  # an hour old
+    _append(log, R, 0, now - 3_600_000, 0)  # another query's, as old
     for b in range(1, 4):
-        log.append_batch(Q, b, _files(Q, b), now, b + 1)
+        _append(log, Q, b, now, b + 1)
     kept = [p.rsplit("/", 1)[1] for p in _paths(log)]
     assert "4.compact" in _names(tmp_path)
     assert kept == [n for q, b in ((R, 0), (Q, 1), (Q, 2), (Q, 3)) for n, _ in _files(q, b)]
@@ -217,7 +239,7 @@ def test_old_log_files_are_deleted_past_min_batches_and_the_cleanup_delay(
     log = _log(tmp_path, compact_interval=3, min_batches_to_retain=4)
     meta = tmp_path / "out" / SPARK_METADATA_DIR
     for b in range(9):
-        log.append_batch(Q, b, _files(Q, b), 1, b)
+        _append(log, Q, b, 1, b)
         if b == 5:  # files 0-5 were written long ago, 6-8 just now
             old = time.time() - 2 * CLEANUP_DELAY_MS / 1000
             for path in meta.iterdir():
@@ -233,3 +255,72 @@ def test_a_log_of_another_format_is_refused(tmp_path: Path) -> None:
     (meta / "0").write_text("v2\n{}")
     with pytest.raises(CommitLogError, match="not a file sink log"):
         _log(tmp_path).all_lines()
+
+
+def test_appends_after_a_known_position_list_the_directory_only_to_compact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _log(tmp_path)
+    position = LogPosition(-1)
+    listings = _listings(monkeypatch)
+    listed_at = []
+    for b in range(45):
+        before = len(listings)
+        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+        assert position.log_id == b
+        if len(listings) > before:
+            listed_at.append(b)
+    # Until two compactions fix the interval every append lists; then only compactions do.
+    assert listed_at == [*range(20), 29, 39]
+    assert position.interval == 10
+    assert _names(tmp_path)[-6:] == ["39.compact", "40", "41", "42", "43", "44"]
+    assert len(_paths(log)) == 90
+
+
+def test_the_look_up_finds_other_writers_appends_and_an_append_already_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _log(tmp_path)
+    position = LogPosition(-1)
+    for b in range(21):
+        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+    assert position == LogPosition(20, 10)
+    _append(log, R, 0, 1, 0)  # another query takes 21
+    listings = _listings(monkeypatch)
+    assert log.append_batch(Q, 21, _files(Q, 21), 1, position) == LogPosition(22, 10)
+    # A roll-forward of the same batch from the same position finds it, not appends it.
+    assert log.append_batch(Q, 21, _files(Q, 21), 1, position) == LogPosition(22, 10)
+    assert listings == []
+    assert len(_paths(log)) == 2 * 23
+
+
+def test_the_look_up_lists_instead_when_it_cannot_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _log(tmp_path)
+    position = LogPosition(-1)
+    for b in range(22):
+        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+    listings = _listings(monkeypatch)
+    # An interval that does not name the previous file: listed, and the true one returned.
+    assert log.append_batch(Q, 22, _files(Q, 22), 1, LogPosition(21, 11)) == LogPosition(22, 10)
+    assert len(listings) == 1
+    # The previous file is older than half the cleanup delay: ids after it may be gone.
+    old = time.time() - CLEANUP_DELAY_MS / 1000
+    os.utime(tmp_path / "out" / SPARK_METADATA_DIR / "22", (old, old))
+    assert log.append_batch(Q, 23, _files(Q, 23), 1, LogPosition(22, 10)) == LogPosition(23, 10)
+    assert len(listings) == 2
+    assert _names(tmp_path)[-3:] == ["21", "22", "23"]
+
+
+def test_a_lost_race_on_the_look_up_path_appends_at_the_next_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, other = _log(tmp_path), _log(tmp_path)
+    position = LogPosition(-1)
+    for b in range(21):
+        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+    raced = _first_create_races(monkeypatch, lambda: _append(other, R, 0, 1, 0))
+    assert log.append_batch(Q, 21, _files(Q, 21), 1, position) == LogPosition(22, 10)
+    assert raced == [21]
+    assert _names(tmp_path)[-2:] == ["21", "22"]

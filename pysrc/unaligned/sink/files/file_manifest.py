@@ -128,17 +128,20 @@ def write_manifest_entry(
     *,
     decided_at_ms: int,
     spark_log: int,
+    spark_log_interval: int | None,
 ) -> None:
     """Write batch ``batch_id``'s manifest entry atomically: the committed files of ``items``
     (the commit record's prepared items) under the query's name. ``decided_at_ms`` (the commit
     record's) is what ``retention`` counts from; ``spark_log`` is the query's position in the
-    ``_spark_metadata`` log after this batch (-1: none yet)."""
+    ``_spark_metadata`` log after this batch (-1: none yet), ``spark_log_interval`` the log's
+    compaction interval once fixed (``None``: not known)."""
     entry: dict[str, Any] = {
         "version": MANIFEST_VERSION,
         "batchId": batch_id,
         "committedAtMs": int(time.time() * 1000),
         "decidedAtMs": decided_at_ms,
         "sparkLog": spark_log,
+        "sparkLogInterval": spark_log_interval,
         "schema": json.loads(schema_json),
         "files": [
             {"path": item["final"], "rows": item["rows"], "bytes": item["bytes"]}
@@ -177,6 +180,9 @@ class ManifestEntry:
     spark_log: int | None = None
     """The query's position in the ``_spark_metadata`` log after this batch (``None``: written
     by an earlier version)."""
+    spark_log_interval: int | None = None
+    """That log's compaction interval once two compaction files fixed it (``None``: not known
+    then, or written by an earlier version)."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -226,6 +232,7 @@ def read_manifest_file(output: Location, name: ManifestName) -> list[ManifestEnt
                 committed_at_ms=int(doc.get("committedAtMs", 0)),
                 decided_at_ms=_optional_int(doc.get("decidedAtMs")),
                 spark_log=_optional_int(doc.get("sparkLog")),
+                spark_log_interval=_optional_int(doc.get("sparkLogInterval")),
             )
         ]
     except CommitLogError:

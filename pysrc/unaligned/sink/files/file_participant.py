@@ -220,7 +220,8 @@ class FileParticipant:
            batch's position (what Spark's readers see; an empty batch adds nothing), with the
            decision's time as every file's ``modificationTime`` (so ``retention`` keeps or
            drops the batch whole);
-        ii. write its manifest entry, with that log position (what our readers see).
+        ii. write its manifest entry, with that log position and the log's interval (what our
+            readers see; the next batch's append starts there).
         """
         query_id = self._record_query_id(record)
         output = self.output()
@@ -232,7 +233,7 @@ class FileParticipant:
                 record.batch_id,
                 files,
                 record.decided_at_ms,
-                position + 1,
+                position,
                 earlier=lambda: _committed_before_the_log(output),
             )
         crash_points.reach(CrashPoint.DRIVER_AFTER_SPARK_LOG, record.batch_id)
@@ -243,7 +244,8 @@ class FileParticipant:
             self._schema_json,
             record.prepared,
             decided_at_ms=record.decided_at_ms,
-            spark_log=position,
+            spark_log=position.log_id,
+            spark_log_interval=position.interval,
         )
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:

@@ -29,6 +29,7 @@ from unaligned.sink.files.file_manifest import (
     list_manifest,
     read_manifest_file,
 )
+from unaligned.sink.files.spark_metadata_log import LogPosition
 
 logger = logging.getLogger(__name__)
 
@@ -189,9 +190,10 @@ def compacted_marks(output: Location, name: ManifestName) -> CompactedMarks:
         raise CommitLogError(f"compacted manifest {name.name} is unreadable: {exc!r}") from exc
 
 
-def log_position(output: Location, query_id: str, before_batch: int) -> int:
+def log_position(output: Location, query_id: str, before_batch: int) -> LogPosition:
     """Where the query's newest batch before ``before_batch`` is in the ``_spark_metadata``
-    log (-1: nowhere yet): an append of ``before_batch`` can only be after it."""
+    log (-1: nowhere yet), with the log's interval when that entry knew it: an append of
+    ``before_batch`` can only be after it."""
     names = [m for m in list_manifest(output) if m.query_id == query_id]
     older = sorted(
         (m for m in names if not m.compacted and m.batch_id < before_batch),
@@ -204,11 +206,11 @@ def log_position(output: Location, query_id: str, before_batch: int) -> int:
         except FileNotFoundError:
             continue
         if entry.spark_log is not None:
-            return entry.spark_log
+            return LogPosition(entry.spark_log, entry.spark_log_interval)
     marks = CompactedMarks(-1, -1)
     for name in (m for m in names if m.compacted):
         try:
             marks = marks.merge(compacted_marks(output, name))
         except FileNotFoundError:
             continue
-    return marks.spark_log
+    return LogPosition(marks.spark_log)

@@ -11,8 +11,11 @@ files named by ``<path>/_spark_metadata`` when it exists (``FileStreamSink.hasMe
 Here log ids are *not* the query's batch ids: queries sharing a path append to one log, each
 batch as the next free id, created exclusively (:func:`unaligned._fs.create_exclusive`). A
 batch's lines name its files ``part-<q>-<batch:010d>-...``, which is how a roll-forward finds an
-append made before a crash (:meth:`SparkMetadataLog.append_batch`). ARCHITECTURE.md, "The file
-sink's readers", has the protocol, retention and what object stores need.
+append made before a crash (:meth:`SparkMetadataLog.append_batch`). An append finds the log's
+end by looking up ids from the query's previous position (:class:`LogPosition`), and lists the
+directory (which keeps every file of Spark's ``cleanupDelay``, 10 minutes) only to compact, to
+delete expired files, or when it cannot tell. ARCHITECTURE.md, "The file sink's readers", has
+the protocol, retention and what object stores need.
 """
 
 from __future__ import annotations
@@ -67,6 +70,16 @@ class LogFile:
     mtime_ms: int
 
 
+@dataclass(frozen=True)
+class LogPosition:
+    """Where a query's newest batch is in the log (``log_id``; -1: nowhere yet), and the log's
+    compaction interval once two compaction files fixed it (``None``: not known). The file
+    sink keeps both in each manifest entry; the next append starts from them."""
+
+    log_id: int
+    interval: int | None = None
+
+
 def spark_uri(output_path: str) -> str:
     """The output path as Spark qualifies it (``file:/abs/path``, ``s3a://bucket/t``): the
     prefix of every ``path`` in the log. Spark's readers must name the output alike."""
@@ -92,14 +105,22 @@ def derive_compact_interval(default: int, latest_compact_id: int) -> int:
     return size
 
 
+def fixed_interval(files: Iterable[LogFile]) -> int | None:
+    """The interval two compaction files or more fix (the gap between the newest two), which no
+    writer changes after; ``None`` with fewer."""
+    compacts = sorted((f.log_id for f in files if f.compact), reverse=True)
+    return compacts[0] - compacts[1] if len(compacts) >= 2 else None
+
+
 def compact_interval(files: Sequence[LogFile], default: int) -> int:
     """The interval Spark's readers use for this log: two compaction files or more fix it, one
     constrains it, none leaves the default."""
-    compacts = sorted((f.log_id for f in files if f.compact), reverse=True)
-    if len(compacts) >= 2:
-        return compacts[0] - compacts[1]
+    fixed = fixed_interval(files)
+    if fixed is not None:
+        return fixed
+    compacts = [f.log_id for f in files if f.compact]
     if compacts:
-        return derive_compact_interval(default, compacts[0])
+        return derive_compact_interval(default, max(compacts))
     return default
 
 
@@ -149,19 +170,22 @@ class SparkMetadataLog:
         batch_id: int,
         files: Sequence[tuple[str, int]],
         modification_ms: int,
-        search_from: int,
+        after: LogPosition,
         earlier: Callable[[], Sequence[tuple[str, int, int]]] = lambda: (),
-    ) -> int:
+    ) -> LogPosition:
         """Add query ``query_id``'s batch ``batch_id`` (``(name, size)`` of each file under the
-        output) to the log once, as the next free log id; returns the id that holds it.
+        output) to the log once, as the next free log id; returns the id that holds it, with
+        the interval once fixed. ``after`` is the query's previous batch's position: no append
+        of this batch can be at or before it.
 
-        Idempotent: 1. look for the batch's lines in every log file from ``search_from`` on
-        (the query's previous batch is before it: no append of this batch can be); found ->
-        done. 2. Create the next id exclusively, a compaction when the id is one (with this
-        query's expired entries left out). 3. Lost to another writer -> look at what it wrote,
-        then try the id after. No id is skipped (Spark's readers need every one from the last
-        compaction on) and none is written twice, also with several queries or two deciders of
-        this batch at once.
+        Idempotent: 1. find the log files after ``after`` and the next free id, by looking
+        them up in turn (:meth:`_tail`), else by listing the directory (also when the next id
+        is a compaction); look for the batch's lines in them: found -> done. 2. Create the next
+        id exclusively, a compaction when the id is one (with this query's expired entries
+        left out; then expired log files are deleted). 3. Lost to another writer -> look at
+        what it wrote, then try the id after. No id is skipped (Spark's readers need every one
+        from the last compaction on) and none is written twice, also with several queries or
+        two deciders of this batch at once.
 
         ``earlier``: ``(name, size, modification ms)`` of every file committed before the log
         existed (an output of an earlier version); log id 0 names them first, so that Spark's
@@ -169,19 +193,27 @@ class SparkMetadataLog:
         """
         marker = batch_marker(query_id, batch_id)
         lines = [entry_line(f"{self._uri}/{name}", size, modification_ms) for name, size in files]
-        start = search_from
+        start = after.log_id + 1
+        known = after.interval
         for _ in range(APPEND_ATTEMPTS):
-            listing = self.files()
             try:
-                found = self._find(listing, start, marker)
+                tail = self._tail(start, known)  # 1.
+                listing: list[LogFile] | None = None
+                if tail is not None and known is not None and not is_compaction(tail[1], known):
+                    candidates, log_id, interval = tail[0], tail[1], known
+                else:
+                    listing = self.files()
+                    candidates = listing
+                    log_id = listing[-1].log_id + 1 if listing else 0
+                    interval = compact_interval(listing, self._settings.compact_interval)
+                    known = fixed_interval(listing) or known
+                found = self._find(candidates, start, marker)
                 if found is not None:
-                    return found  # 1.
-                log_id = listing[-1].log_id + 1 if listing else 0
-                interval = compact_interval(listing, self._settings.compact_interval)
+                    return LogPosition(found, known)
                 compact = is_compaction(log_id, interval)
                 body = (
                     self._compacted(log_id, interval, listing, lines, query_id)
-                    if compact
+                    if compact and listing is not None
                     else lines
                 )
                 if log_id == 0:
@@ -190,13 +222,43 @@ class SparkMetadataLog:
                 continue  # a cleanup deleted a listed file: list again
             name = f"{log_id}{COMPACT_SUFFIX}" if compact else str(log_id)
             if create_exclusive(self._dir.child(name), b"\n".join([VERSION_LINE, *body])):  # 2.
+                if listing is None:
+                    return LogPosition(log_id, known)
                 self._delete_expired(log_id, interval, listing)
-                return log_id
+                written = LogFile(log_id, name, compact, 0)
+                return LogPosition(log_id, fixed_interval([*listing, written]) or known)
             start = min(start, log_id)  # 3.
         raise CommitLogError(
             f"batch {batch_id} of query {query_id}: no free id in {self._describe()} after "
             f"{APPEND_ATTEMPTS} attempts (other writers took them all)"
         )
+
+    def _tail(self, start: int, interval: int | None) -> tuple[list[LogFile], int] | None:
+        """The log files from ``start`` on and the next free id, by looking up ids in turn from
+        ``start - 1`` (named by ``interval``); ``None`` when that cannot tell: list instead.
+
+        The ids that exist are one run: an append takes the id after the newest, and a cleanup
+        deletes only ids below a bound and only files older than ``CLEANUP_DELAY_MS``. So when
+        ``start - 1`` exists and was written less than half that delay ago, nothing after it
+        was deleted, and the first id missing after it is the next free one."""
+        if interval is None or start < 1:
+            return None
+        fs = self._output.filesystem
+        fresh_after = int(time.time() * 1000) - CLEANUP_DELAY_MS // 2
+        found: list[LogFile] = []
+        log_id = start - 1
+        while True:
+            compact = is_compaction(log_id, interval)
+            name = f"{log_id}{COMPACT_SUFFIX}" if compact else str(log_id)
+            info = fs.get_file_info(self._dir.child(name).path)
+            if info.type != pafs.FileType.File:
+                return (found, log_id) if log_id >= start else None
+            mtime = (info.mtime_ns or 0) // 1_000_000
+            if log_id < start and mtime < fresh_after:
+                return None
+            if log_id >= start:
+                found.append(LogFile(log_id, name, compact, mtime))
+            log_id += 1
 
     def all_lines(self) -> list[dict[str, object]]:
         """Every entry Spark's readers see now (its ``allFiles``): the newest compaction file
