@@ -118,6 +118,9 @@ def test_a_scan_forgets_the_batches_after_a_truncation() -> None:
     scan = RecordScan()
     scan.add(0, 3, 1_000, False, first, HEADER_SIZE, len(first))
     scan.add(3, 4, 2_000, False, second, HEADER_SIZE, len(second))
+    both = len(first) + len(second) - 2 * HEADER_SIZE
+    assert scan.section_bytes == both  # kept as batches are added, not summed when asked
+    assert scan.select(1, 2).section_bytes == len(second) - HEADER_SIZE
     scan.truncate(1)
     assert len(scan) == 1 and scan.section_bytes == len(first) - HEADER_SIZE
     assert decoded(scan) == kafka_pythons(first, 0)
