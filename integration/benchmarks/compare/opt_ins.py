@@ -2,7 +2,9 @@
 opt-ins applied by the one step a user takes (``unaligned tune-spark``, README "Start-up and
 restarts").
 
-- ``as shipped``: the pip-installed pyspark's Spark home, no extra setting;
+- ``as shipped``: the pip-installed pyspark's Spark home, no extra setting; when its zips were
+  tuned (``./dev test`` runs ``unaligned tune-spark`` on this checkout's environment), a
+  private Spark home with the original zips that command kept (:func:`shipped_spark_home`);
 - ``bytecode``, ``daemon``: each opt-in alone (not run unless named in
   ``UNALIGNED_BENCH_SETUPS``): the tuned Spark home below without the setting, or the setting
   with the Spark home as shipped;
@@ -44,9 +46,6 @@ class Setup:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
 
 
-SHIPPED = Setup("as shipped")
-
-
 def pyspark_home() -> Path:
     """The pip-installed pyspark package directory (a usable Spark home)."""
     import pyspark
@@ -54,9 +53,10 @@ def pyspark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def tuned_spark_home(root: Path) -> Path:
+def _private_spark_home(root: Path) -> Path:
     """A Spark home at ``root``: symlinks to every entry of the pyspark package directory but
-    ``python/lib``, whose zips are copied, then ``unaligned tune-spark`` on it."""
+    ``python/lib``, which holds copies of its zips as shipped (the ``<zip>.orig`` that
+    ``unaligned tune-spark`` kept, if it ran there)."""
     source = pyspark_home()
     root.mkdir(parents=True, exist_ok=True)
     for entry in source.iterdir():
@@ -71,7 +71,22 @@ def tuned_spark_home(root: Path) -> Path:
     lib = python / "lib"
     lib.mkdir()
     for archive in (source / "python" / "lib").glob("*.zip"):
-        shutil.copy2(archive, lib / archive.name)
+        original = archive.with_name(archive.name + ".orig")
+        shutil.copy2(original if original.exists() else archive, lib / archive.name)
+    return root
+
+
+def shipped_spark_home(root: Path) -> str:
+    """``SPARK_HOME`` as shipped: empty (the pip-installed pyspark's) unless its zips were
+    tuned, then a private Spark home at ``root`` with the originals."""
+    tuned = any((pyspark_home() / "python" / "lib").glob("*.zip.orig"))
+    return str(_private_spark_home(root)) if tuned else ""
+
+
+def tuned_spark_home(root: Path) -> Path:
+    """A Spark home at ``root`` as :func:`_private_spark_home` makes it, then
+    ``unaligned tune-spark`` on it (the one step a user takes)."""
+    _private_spark_home(root)
     command = Path(sys.executable).parent / "unaligned"
     subprocess.run(
         [str(command), "tune-spark", "--spark-home", str(root)],
@@ -86,14 +101,15 @@ SETUPS = ("shipped", "bytecode", "daemon", "opt-ins")
 
 
 def setups(names: Sequence[str], root: Path) -> list[Setup]:
-    """The set-ups ``names`` (of :data:`SETUPS`), a tuned Spark home built under ``root`` once
-    if one needs it (module docstring)."""
+    """The set-ups ``names`` (of :data:`SETUPS`), the Spark homes they need built under ``root``
+    once (module docstring)."""
     key, value = DAEMON_SETTING
-    home = str(tuned_spark_home(root)) if {"bytecode", "opt-ins"} & set(names) else ""
+    home = str(tuned_spark_home(root / "tuned")) if {"bytecode", "opt-ins"} & set(names) else ""
+    shipped = shipped_spark_home(root / "shipped") if {"shipped", "daemon"} & set(names) else ""
     made = {
-        "shipped": SHIPPED,
+        "shipped": Setup("as shipped", shipped),
         "bytecode": Setup("bytecode", home),
-        "daemon": Setup("daemon", "", {key: value}),
+        "daemon": Setup("daemon", shipped, {key: value}),
         "opt-ins": Setup("opt-ins", home, {key: value}),
     }
     return [made[name] for name in SETUPS if name in names]
