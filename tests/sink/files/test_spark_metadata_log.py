@@ -50,6 +50,15 @@ def _append(log: SparkMetadataLog, query: str, batch: int, ms: int, search_from:
     ).log_id
 
 
+def _chain(log: SparkMetadataLog, batches: int) -> LogPosition:
+    """Query ``Q``'s batches ``0 .. batches - 1``, each appended after the position the one
+    before returned (as the file sink does); the last position."""
+    position = LogPosition(-1)
+    for b in range(batches):
+        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+    return position
+
+
 def _listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the directory listings made from here on."""
     made: list[int] = []
@@ -281,9 +290,7 @@ def test_the_look_up_finds_other_writers_appends_and_an_append_already_made(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = _log(tmp_path)
-    position = LogPosition(-1)
-    for b in range(21):
-        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+    position = _chain(log, 21)
     assert position == LogPosition(20, 10)
     _append(log, R, 0, 1, 0)  # another query takes 21
     listings = _listings(monkeypatch)
@@ -298,9 +305,7 @@ def test_the_look_up_lists_instead_when_it_cannot_tell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = _log(tmp_path)
-    position = LogPosition(-1)
-    for b in range(22):
-        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+    assert _chain(log, 22) == LogPosition(21, 10)
     listings = _listings(monkeypatch)
     # An interval that does not name the previous file: listed, and the true one returned.
     assert log.append_batch(Q, 22, _files(Q, 22), 1, LogPosition(21, 11)) == LogPosition(22, 10)
@@ -317,9 +322,7 @@ def test_a_lost_race_on_the_look_up_path_appends_at_the_next_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log, other = _log(tmp_path), _log(tmp_path)
-    position = LogPosition(-1)
-    for b in range(21):
-        position = log.append_batch(Q, b, _files(Q, b), 1, position)
+    position = _chain(log, 21)
     raced = _first_create_races(monkeypatch, lambda: _append(other, R, 0, 1, 0))
     assert log.append_batch(Q, 21, _files(Q, 21), 1, position) == LogPosition(22, 10)
     assert raced == [21]
