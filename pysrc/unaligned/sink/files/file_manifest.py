@@ -7,7 +7,8 @@ compacted manifest files (:func:`compacted_manifest_name`), each with the query 
 (:func:`check_query_id`). It writes manifest entries (:func:`write_manifest_entry`) and reads
 one manifest file (:func:`read_manifest_file`; listing all of them once per batch is
 :mod:`unaligned.sink.files.committed_files`). Each entry also records the query's position in the
-``_spark_metadata`` log. Folding entries together (and ``retention``) is
+``_spark_metadata`` log and that log's compaction interval once fixed (where the next append
+starts). Folding entries together (and ``retention``) is
 :mod:`unaligned.sink.files.manifest_compaction`. The layout and the protocol: ARCHITECTURE.md,
 "Checkpoint layout" (file sink).
 """
