@@ -365,11 +365,42 @@ def test_extra_spark_conf_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
         extra_spark_conf()
 
 
-def test_the_daemon_setup_alone_builds_no_spark_home(tmp_path: Any) -> None:
+def _pyspark_home(root: Any, tuned: bool) -> Any:
+    """A pyspark directory with its zips (``tuned``: with the ``<zip>.orig`` of tune-spark)."""
+    lib = root / "python" / "lib"
+    lib.mkdir(parents=True)
+    (root / "jars").mkdir()
+    for name in ("pyspark.zip", "py4j-0.10.9.9-src.zip"):
+        (lib / name).write_bytes(b"tuned" if tuned else b"shipped")
+        if tuned:
+            (lib / (name + ".orig")).write_bytes(b"shipped")
+    return root
+
+
+def test_the_daemon_setup_alone_builds_no_spark_home(tmp_path: Any, monkeypatch: Any) -> None:
     from benchmarks.compare import opt_ins
 
+    installed = _pyspark_home(tmp_path / "pyspark", tuned=False)
+    monkeypatch.setattr(opt_ins, "pyspark_home", lambda: installed)
     shipped, daemon = opt_ins.setups(["daemon", "shipped"], tmp_path / "home")
     assert (shipped.name, shipped.spark_home, dict(shipped.spark_conf)) == ("as shipped", "", {})
     assert daemon.spark_home == ""
     assert dict(daemon.spark_conf) == {"spark.python.daemon.module": "unaligned.preloading_daemon"}
     assert not (tmp_path / "home").exists()
+
+
+def test_as_shipped_runs_on_the_original_zips_of_a_tuned_installation(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """``./dev test`` tunes this checkout's pyspark: "as shipped" must not measure that."""
+    from benchmarks.compare import opt_ins
+
+    installed = _pyspark_home(tmp_path / "pyspark", tuned=True)
+    monkeypatch.setattr(opt_ins, "pyspark_home", lambda: installed)
+    shipped, daemon = opt_ins.setups(["daemon", "shipped"], tmp_path / "home")
+    home = tmp_path / "home" / "shipped"
+    assert shipped.spark_home == daemon.spark_home == str(home)
+    lib = home / "python" / "lib"
+    assert sorted(p.name for p in lib.iterdir()) == ["py4j-0.10.9.9-src.zip", "pyspark.zip"]
+    assert all(p.read_bytes() == b"shipped" for p in lib.iterdir())
+    assert (home / "jars").is_symlink()
