@@ -23,7 +23,7 @@ from unaligned.kafka.records.record_decoder import (
     decode_legacy_batches,
     decode_record_batches,
 )
-from unaligned.kafka.records.record_fields import read_varint
+from unaligned.kafka.records.record_scan import read_varint
 
 TP = TopicPartitionId("events", 3)
 

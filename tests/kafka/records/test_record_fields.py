@@ -1,6 +1,7 @@
-"""Finding and decoding the records inside v2 record batches (RecordScan, decode_fields). Records
-are built with kafka-python's own batch builder and checked against its own decoder; whole fetch
-responses (framing, compression, transactions) are tested in tests/test_kafka_record_decoder.py."""
+"""Decoding the records inside v2 record batches (decode_fields; where records begin is
+test_record_scan.py). Records are built with kafka-python's own batch builder and checked
+against its own decoder; whole fetch responses (framing, compression, transactions) are tested
+in test_record_decoder.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from kafka.record.memory_records import MemoryRecords
 from unaligned.errors import RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.records import record_fields
-from unaligned.kafka.records.record_fields import NO_END, RecordScan, decode_fields, read_varint
+from unaligned.kafka.records.record_fields import decode_fields
+from unaligned.kafka.records.record_scan import NO_END, RecordScan, read_varint
 
 TP = TopicPartitionId("events", 3)
 HEADER_SIZE = 61  # a v2 batch header; the batch's records follow it
@@ -113,56 +115,6 @@ def test_each_batch_keeps_the_offsets_between_its_own_bounds() -> None:
     assert fields.columns.keys.to_pylist() == [r[2] for r in expected]
 
 
-def test_a_scan_forgets_the_batches_after_a_truncation() -> None:
-    first, second = batch(mixed_records(3), 1_000), batch(mixed_records(4), 2_000)
-    scan = RecordScan()
-    scan.add(0, 3, 1_000, False, first, HEADER_SIZE, len(first))
-    scan.add(3, 4, 2_000, False, second, HEADER_SIZE, len(second))
-    both = len(first) + len(second) - 2 * HEADER_SIZE
-    assert scan.section_bytes == both  # kept as batches are added, not summed when asked
-    assert scan.select(1, 2).section_bytes == len(second) - HEADER_SIZE
-    scan.truncate(1)
-    assert len(scan) == 1 and scan.section_bytes == len(first) - HEADER_SIZE
-    assert decoded(scan) == kafka_pythons(first, 0)
-    assert decoded(scan.select(0, 1)) == decoded(scan)
-
-
-@pytest.mark.parametrize(
-    "sizes",
-    [
-        [100],  # one size: the length changes only as the deltas need more varint bytes
-        [100, 100, 100, 37],  # runs broken every fourth record
-        [0, 1, 63, 64, 300],  # lengths that vary: the loop takes over
-        [5] * 50 + [900] * 30 + [5],  # two long runs, then a short one
-    ],
-)
-def test_record_starts_found_in_runs_of_one_length_match_kafka_python(sizes: list[int]) -> None:
-    """10,000 records in one batch: offset and timestamp deltas pass the 64 and 8,192 varint
-    boundaries, so even equal payloads make records of three lengths."""
-    records: list[Record] = [(b"k", b"v" * sizes[i % len(sizes)], []) for i in range(10_000)]
-    data = batch(records, 1_000)
-    scan = RecordScan()
-    scan.add(0, 10_000, 1_000, False, data, HEADER_SIZE, len(data))
-    assert decoded(scan) == kafka_pythons(data, 0)
-
-
-def test_a_batch_whose_lengths_do_not_add_up_is_refused() -> None:
-    data = batch([(b"k", b"v" * 100, [])] * 100, 1_000)
-    scan = RecordScan()
-    with pytest.raises(IndexError):
-        scan.add(0, 101, 1_000, False, data, HEADER_SIZE, len(data))
-    with pytest.raises(IndexError):
-        RecordScan().add(0, 100, 1_000, False, data + b"\x02x", HEADER_SIZE, len(data) + 2)
-
-
-def test_decompressed_batches_in_their_own_buffers_keep_their_order() -> None:
-    first, second = batch(mixed_records(30), 1_000), batch(mixed_records(30), 2_000)
-    scan = RecordScan()
-    scan.add(0, 30, 1_000, False, first, HEADER_SIZE, len(first))
-    scan.add(30, 30, 2_000, False, b"\xff" * 3 + second, 3 + HEADER_SIZE, 3 + len(second))
-    assert decoded(scan) == kafka_pythons(first, 0) + kafka_pythons(second, 30)
-
-
 def test_log_append_time_batches_stamp_every_record_with_the_broker_time() -> None:
     data = batch(mixed_records(4), 1_000)
     scan = RecordScan()
@@ -172,14 +124,6 @@ def test_log_append_time_batches_stamp_every_record_with_the_broker_time() -> No
     assert columns.timestamps_ms.tolist() == [9_999] * 4
     assert columns.timestamp_types.tolist() == [1] * 4
     assert columns.headers is None
-
-
-def test_a_record_count_that_does_not_fit_the_section_is_an_index_error() -> None:
-    data = batch(mixed_records(6), 1_000)
-    with pytest.raises(IndexError, match="do not add up"):
-        RecordScan().add(0, 5, 1_000, False, data, HEADER_SIZE, len(data))
-    with pytest.raises(IndexError):
-        RecordScan().add(0, 7, 1_000, False, data, HEADER_SIZE, len(data))
 
 
 def test_fields_overrunning_their_record_raise_record_decode_error_naming_the_partition() -> None:
@@ -194,16 +138,6 @@ def test_fields_overrunning_their_record_raise_record_decode_error_naming_the_pa
     buf, heads = scan.buffer_and_heads()
     with pytest.raises(RecordDecodeError, match="events-3"):
         decode_fields(buf, heads, scan, False, str(TP))
-
-
-@pytest.mark.parametrize(
-    "encoded, value",
-    [(b"\x00", 0), (b"\x01", -1), (b"\x02", 1), (b"\xac\x02", 150), (b"\xff\xff\x03", -32768)],
-)
-def test_read_varint_decodes_zig_zag_and_returns_the_next_position(
-    encoded: bytes, value: int
-) -> None:
-    assert read_varint(b"\x09" + encoded + b"\x09", 1) == (value, 1 + len(encoded))
 
 
 def _ranges(rng: random.Random, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from kafka.record.util import calc_crc32c
 
 from kafka import codec as kafka_codec
 from unaligned.kafka.records.record_batch_layout import HEADER_SIZE, increment_sequence
-from unaligned.kafka.records.record_fields import read_varint
+from unaligned.kafka.records.record_scan import read_varint
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CODEC_MASK = 0x07

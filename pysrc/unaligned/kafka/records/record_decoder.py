@@ -4,7 +4,7 @@ Speed: kafka-python decodes every record in Python (about 40,000 records/s per c
 :class:`FetchDecoder` walks each partition's answer batch by batch as it arrives (framing, CRC,
 compression, log-append time, control batches and read_committed filtering of aborted
 transactions, as the Java consumer does) and notes where each record begins
-(:class:`~unaligned.kafka.records.record_fields.RecordScan`); :meth:`FetchDecoder.decode` then
+(:class:`~unaligned.kafka.records.record_scan.RecordScan`); :meth:`FetchDecoder.decode` then
 decodes the fields of every record of every partition added with one set of numpy passes
 (:mod:`unaligned.kafka.records.record_fields`), so record keys and values never become Python
 objects and a read task over 1,000 partitions pays those passes once per round, not once per
@@ -33,13 +33,8 @@ from kafka import codec as kafka_codec
 from unaligned.errors import LegacyRecordFormatError, RecordDecodeError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.records.record_columns import RecordColumns, columns_from_consumer_records
-from unaligned.kafka.records.record_fields import (
-    NO_END,
-    DecodedFields,
-    RecordScan,
-    decode_fields,
-    read_varint,
-)
+from unaligned.kafka.records.record_fields import DecodedFields, decode_fields
+from unaligned.kafka.records.record_scan import NO_END, RecordScan, read_varint
 
 
 @dataclass(frozen=True)
