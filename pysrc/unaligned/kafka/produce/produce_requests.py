@@ -7,7 +7,8 @@ ask ``InitProducerId``, ``Metadata`` and ``AddPartitionsToTxn``, as the session'
 :class:`~unaligned.kafka.produce.producer_modes.ProducerMode` says (a transaction, or an
 idempotent producer without one). The task thread calls the public
 methods; everything that touches a connection runs on the I/O thread of the connection manager
-(:mod:`unaligned.kafka.clients.client_internals`). Sending rules (Kafka's idempotent producer, at
+(:mod:`unaligned.kafka.clients.client_internals`). What an answer means is
+:mod:`unaligned.kafka.produce.produce_answers`. Sending rules (Kafka's idempotent producer, at
 most :data:`MAX_IN_FLIGHT` per partition):
 
 - a partition's batches go out in sequence order, only after the mode joined it
@@ -42,16 +43,9 @@ from kafka.protocol.producer import ProduceRequest
 
 from unaligned.kafka.clients.client_internals import event_loop
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
-from unaligned.kafka.clients.retries import is_retriable, needs_metadata
-from unaligned.kafka.produce.produce_queue import (
-    TOO_LARGE,
-    PartitionQueue,
-    QueuedBatch,
-    UnknownProducerIdAnswer,
-    produce_error,
-    record_too_large,
-    split_refused,
-)
+from unaligned.kafka.clients.retries import needs_metadata
+from unaligned.kafka.produce.produce_answers import TOO_LARGE, can_retry, final_error, produce_error
+from unaligned.kafka.produce.produce_queue import PartitionQueue, QueuedBatch, split_refused
 from unaligned.kafka.produce.producer_modes import ProducerMode
 from unaligned.kafka.transactions.coordinator_requests import (
     FIRST_BACKOFF_S,
@@ -333,21 +327,17 @@ class Requests:
             with self._lock:
                 self._outstanding += 1
                 self._refused_topics.add(batch.topic)
-        elif not stopped and self._retriable(error, part) and time.monotonic() < batch.deadline:
+        elif not stopped and can_retry(error, part) and time.monotonic() < batch.deadline:
             part.to_retry.append(batch)
             if needs_metadata(error):  # leader moved, broker lost or gone from the metadata
                 part.leader = None
                 self._leader_cache.pop(part.topic, None)
         else:
-            if isinstance(error, TOO_LARGE) and not stopped:
-                error = record_too_large(batch, error, self._mode.describe())
-                with self._lock:
-                    self._refused_topics.add(batch.topic)
-            elif not stopped and isinstance(error, kafka_errors.RetriableError):
-                error = kafka_errors.KafkaTimeoutError(
-                    f"batch of {batch.record_count} record(s) not acknowledged within "
-                    f"delivery.timeout.ms; last error {error!r}"
-                )
+            if not stopped:  # once stopped, the error as it came
+                if isinstance(error, TOO_LARGE):
+                    with self._lock:
+                        self._refused_topics.add(batch.topic)
+                error = final_error(error, batch, self._mode.describe())
             self._settle(batch, error)
             self._fail_partition(part, error)
         if part.to_retry and not part.in_flight:
@@ -360,19 +350,6 @@ class Requests:
         elif any(p.queued for p in self._partitions.values()):
             # a slot is free on the connection: any partition may go on, not only this one
             self._net.call_soon(self._pump)
-
-    @staticmethod
-    def _retriable(error: BaseException, part: PartitionQueue) -> bool:
-        """As Kafka's ``TransactionManager.canRetry`` for a transactional producer."""
-        if isinstance(error, kafka_errors.OutOfOrderSequenceNumberError):
-            return bool(part.to_retry)  # behind a batch that failed retriably
-        if isinstance(error, UnknownProducerIdAnswer):
-            # The broker lost this producer's state on the partition. Without a log start
-            # offset in the answer (the partition was moving) ask again, as Java does; with
-            # one, the transaction cannot go on (Java makes it abortable): the task fails and
-            # its retry writes the rows again in a new transaction.
-            return error.log_start_offset < 0
-        return is_retriable(error)
 
     def _fail_partition(self, part: PartitionQueue, error: BaseException) -> None:
         """Fail every batch of ``part`` not in flight: none can be written in sequence now."""
