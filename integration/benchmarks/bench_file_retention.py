@@ -74,7 +74,7 @@ def run(batches: int, files: int, retention_s: int | None, marks: list[int]) -> 
     from unaligned.sink.files.committed_files import manifest_entries
     from unaligned.sink.files.file_manifest import MANIFEST_DIR, final_name
     from unaligned.sink.files.file_participant import FileParticipant
-    from unaligned.sink.files.spark_metadata_log import SPARK_METADATA_DIR
+    from unaligned.sink.files.spark_log_layout import SPARK_METADATA_DIR
     from unaligned.sink.options import FileTarget
 
     with tempfile.TemporaryDirectory() as tmp, SimulatedClock() as clock:

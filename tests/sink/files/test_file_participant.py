@@ -25,7 +25,7 @@ from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
 from unaligned.sink.files.file_participant import FileParticipant
-from unaligned.sink.files.spark_metadata_log import SPARK_METADATA_DIR, LogPosition
+from unaligned.sink.files.spark_log_layout import SPARK_METADATA_DIR, LogPosition
 from unaligned.sink.options import FileTarget
 
 

@@ -15,17 +15,15 @@ import pytest
 from unaligned._fs import resolve_location
 from unaligned.errors import CommitLogError
 from unaligned.sink.files import spark_metadata_log
-from unaligned.sink.files.spark_metadata_log import (
+from unaligned.sink.files.spark_log_layout import (
     BLOCK_SIZE,
-    CLEANUP_DELAY_MS,
     SPARK_METADATA_DIR,
+    LogFile,
     LogPosition,
-    LogSettings,
-    SparkMetadataLog,
     compact_interval,
-    derive_compact_interval,
     spark_uri,
 )
+from unaligned.sink.files.spark_metadata_log import CLEANUP_DELAY_MS, LogSettings, SparkMetadataLog
 
 Q = "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
 R = "99999999-dddd-eeee-ffff-012345678901"
@@ -64,7 +62,7 @@ def _listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     made: list[int] = []
     listing = SparkMetadataLog.files
 
-    def counted(self: SparkMetadataLog) -> list[spark_metadata_log.LogFile]:
+    def counted(self: SparkMetadataLog) -> list[LogFile]:
         made.append(1)
         return listing(self)
 
@@ -81,26 +79,6 @@ def _names(tmp_path: Path) -> list[str]:
 
 def _paths(log: SparkMetadataLog) -> list[str]:
     return [str(line["path"]) for line in log.all_lines()]
-
-
-def test_uris_are_what_spark_qualifies_the_output_to() -> None:
-    assert spark_uri("/data/out") == "file:/data/out"
-    assert spark_uri("/data/a b/out/") == "file:/data/a%20b/out"
-    assert spark_uri("file:///data/out") == "file:/data/out"
-    assert spark_uri("file:/data/out") == "file:/data/out"
-    assert spark_uri("s3a://bucket/table/") == "s3a://bucket/table"
-    assert spark_uri("hdfs://nn:8020/t") == "hdfs://nn:8020/t"
-
-
-@pytest.mark.parametrize(
-    ("default", "latest_compact", "expected"),
-    # Spark's own examples (CompactibleFileStreamLog, SPARK-18187), and the usual cases.
-    [(5, 11, 6), (10, 9, 10), (10, 19, 20), (3, 5, 6), (2, 5, 2), (4, 3, 4), (10, 4, 5)],
-)
-def test_a_single_compaction_file_fixes_the_interval_as_spark_derives_it(
-    default: int, latest_compact: int, expected: int
-) -> None:
-    assert derive_compact_interval(default, latest_compact) == expected
 
 
 def test_each_batch_is_one_log_file_and_every_tenth_a_compaction(tmp_path: Path) -> None:

@@ -53,7 +53,8 @@ from unaligned.sink.files.file_manifest import (
 from unaligned.sink.files.file_merge import merge_small_batch
 from unaligned.sink.files.file_task_writer import ROW_GROUP_ROWS, FileTaskWriter
 from unaligned.sink.files.manifest_compaction import compact_manifest, log_position
-from unaligned.sink.files.spark_metadata_log import LogSettings, SparkMetadataLog, spark_uri
+from unaligned.sink.files.spark_log_layout import spark_uri
+from unaligned.sink.files.spark_metadata_log import LogSettings, SparkMetadataLog
 from unaligned.sink.options import FileTarget
 
 PARTICIPANT = "files"

@@ -29,7 +29,7 @@ from unaligned.sink.files.file_manifest import (
     list_manifest,
     read_manifest_file,
 )
-from unaligned.sink.files.spark_metadata_log import LogPosition
+from unaligned.sink.files.spark_log_layout import LogPosition
 
 logger = logging.getLogger(__name__)
 

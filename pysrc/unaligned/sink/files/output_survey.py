@@ -31,11 +31,8 @@ from unaligned._fs import Location, resolve_location
 from unaligned.sink.files.committed_files import manifest_entries
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, list_manifest
 from unaligned.sink.files.manifest_compaction import CompactedMarks, compacted_marks
-from unaligned.sink.files.spark_metadata_log import (
-    SPARK_METADATA_DIR,
-    LogSettings,
-    SparkMetadataLog,
-)
+from unaligned.sink.files.spark_log_layout import SPARK_METADATA_DIR
+from unaligned.sink.files.spark_metadata_log import LogSettings, SparkMetadataLog
 
 _DATA_FILE = re.compile(r"^part-(?P<query>[0-9A-Za-z_-]+)-(?P<batch>\d{10})-\d{5}\.parquet$")
 

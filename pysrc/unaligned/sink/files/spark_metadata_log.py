@@ -2,17 +2,15 @@
 
 ``spark.read.parquet(path)`` (any Spark application) and a file stream source read exactly the
 files named by ``<path>/_spark_metadata`` when it exists (``FileStreamSink.hasMetadata``,
-``MetadataLogFileIndex``), in the layout of Spark's ``FileStreamSinkLog`` /
-``CompactibleFileStreamLog``: one file per log batch, ``<id>`` or ``<id>.compact``, each the line
-``v1`` then one JSON line per file (``path`` as a URI, ``size``, ``isDir``, ``modificationTime``,
-``blockReplication``, ``blockSize``, ``action`` ``"add"``). Log id ``K`` is a compaction when
-``(K + 1) % interval == 0``: it holds every entry of ``[K - interval, K)`` plus its own.
+``MetadataLogFileIndex``); the layout is :mod:`unaligned.sink.files.spark_log_layout`. Log id
+``K`` is a compaction when ``(K + 1) % interval == 0``: it holds every entry of
+``[K - interval, K)`` plus its own.
 
 Here log ids are *not* the query's batch ids: queries sharing a path append to one log, each
 batch as the next free id, created exclusively (:func:`unaligned._fs.create_exclusive`). A
 batch's lines name its files ``part-<q>-<batch:010d>-...``, which is how a roll-forward finds an
 append made before a crash (:meth:`SparkMetadataLog.append_batch`). An append finds the log's
-end by looking up ids from the query's previous position (:class:`LogPosition`), and lists the
+end by looking up ids from the query's previous position (``LogPosition``), and lists the
 directory (which keeps every file of Spark's ``cleanupDelay``, 10 minutes) only to compact, to
 delete expired files, or when it cannot tell. ARCHITECTURE.md, "The file sink's readers", has
 the protocol, retention and what object stores need.
@@ -26,30 +24,35 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import quote
 
 import pyarrow.fs as pafs
 
 from unaligned._fs import Location, create_exclusive, read_bytes
 from unaligned.errors import CommitLogError
+from unaligned.sink.files.spark_log_layout import (
+    COMPACT_SUFFIX,
+    SPARK_METADATA_DIR,
+    VERSION_LINE,
+    LogFile,
+    LogPosition,
+    batch_marker,
+    compact_interval,
+    entry_line,
+    fixed_interval,
+    is_compaction,
+    log_file_name,
+)
 from unaligned.sink.options import DEFAULT_COMPACT_INTERVAL
 
 logger = logging.getLogger(__name__)
 
-SPARK_METADATA_DIR = "_spark_metadata"
-VERSION_LINE = b"v1"
-COMPACT_SUFFIX = ".compact"
 CLEANUP_DELAY_MS = 10 * 60 * 1000
 """Spark's ``spark.sql.streaming.fileSink.log.cleanupDelay`` default: a log file is deleted only
 this long after it was written, so a reader that listed it can still read it."""
-BLOCK_SIZE = 32 * 1024 * 1024
-"""What Hadoop's local filesystem reports as a file's block size (Spark's own sink copies it)."""
 APPEND_ATTEMPTS = 100
 """Log ids an append tries before it gives up (each failure means another writer took one)."""
 _MODIFIED = re.compile(rb'"modificationTime":(\d+)')
 """A line's modification time, without parsing the whole line (compactions read every line)."""
-_JAVA_URI_PATH_SAFE = "/!*'(),;:$&+=@"
-"""Characters ``java.net.URI`` keeps as they are in a path (beside letters, digits, ``-_.~``)."""
 
 
 @dataclass(frozen=True)
@@ -63,84 +66,16 @@ class LogSettings:
 
 
 @dataclass(frozen=True)
-class LogFile:
-    log_id: int
-    name: str
-    compact: bool
-    mtime_ms: int
+class _LogEnd:
+    """Where an append stands after step 1: the log files from its start on, the next free
+    id, the interval that id is named by, the interval once fixed, and the listing when the
+    directory was listed (``None``: found by look-ups)."""
 
-
-@dataclass(frozen=True)
-class LogPosition:
-    """Where a query's newest batch is in the log (``log_id``; -1: nowhere yet), and the log's
-    compaction interval once two compaction files fixed it (``None``: not known). The file
-    sink keeps both in each manifest entry; the next append starts from them."""
-
-    log_id: int
-    interval: int | None = None
-
-
-def spark_uri(output_path: str) -> str:
-    """The output path as Spark qualifies it (``file:/abs/path``, ``s3a://bucket/t``): the
-    prefix of every ``path`` in the log. Spark's readers must name the output alike."""
-    if output_path.startswith("file:"):
-        return "file:/" + output_path[len("file:") :].lstrip("/")
-    if "://" in output_path:
-        return output_path.rstrip("/")
-    return "file:" + quote(output_path.rstrip("/") or "/", safe=_JAVA_URI_PATH_SAFE)
-
-
-def is_compaction(log_id: int, interval: int) -> bool:
-    return (log_id + 1) % interval == 0
-
-
-def derive_compact_interval(default: int, latest_compact_id: int) -> int:
-    """Spark's ``CompactibleFileStreamLog.deriveCompactInterval``: an interval compatible with
-    the only compaction file, ``latest_compact_id``."""
-    size = latest_compact_id + 1
-    if size <= default:
-        return size
-    if default < size // 2:
-        return next((i for i in range(default, size // 2 + 1) if size % i == 0), size)
-    return size
-
-
-def fixed_interval(files: Iterable[LogFile]) -> int | None:
-    """The interval two compaction files or more fix (the gap between the newest two), which no
-    writer changes after; ``None`` with fewer."""
-    compacts = sorted((f.log_id for f in files if f.compact), reverse=True)
-    return compacts[0] - compacts[1] if len(compacts) >= 2 else None
-
-
-def compact_interval(files: Sequence[LogFile], default: int) -> int:
-    """The interval Spark's readers use for this log: two compaction files or more fix it, one
-    constrains it, none leaves the default."""
-    fixed = fixed_interval(files)
-    if fixed is not None:
-        return fixed
-    compacts = [f.log_id for f in files if f.compact]
-    if compacts:
-        return derive_compact_interval(default, max(compacts))
-    return default
-
-
-def entry_line(uri: str, size: int, modification_ms: int) -> bytes:
-    """One file's JSON line, fields in ``SinkFileStatus`` order."""
-    doc = {
-        "path": uri,
-        "size": size,
-        "isDir": False,
-        "modificationTime": modification_ms,
-        "blockReplication": 1,
-        "blockSize": BLOCK_SIZE,
-        "action": "add",
-    }
-    return json.dumps(doc, separators=(",", ":")).encode("utf-8")
-
-
-def batch_marker(query_id: str, batch_id: int) -> bytes:
-    """What every line of query ``query_id``'s batch ``batch_id`` contains (its files' names)."""
-    return f"/part-{query_id}-{batch_id:010d}-".encode()
+    files: Sequence[LogFile]
+    next_id: int
+    interval: int
+    known: int | None
+    listing: list[LogFile] | None
 
 
 class SparkMetadataLog:
@@ -197,43 +132,52 @@ class SparkMetadataLog:
         known = after.interval
         for _ in range(APPEND_ATTEMPTS):
             try:
-                tail = self._tail(start, known)  # 1.
-                listing: list[LogFile] | None = None
-                if tail is not None and known is not None and not is_compaction(tail[1], known):
-                    candidates, log_id, interval = tail[0], tail[1], known
-                else:
-                    listing = self.files()
-                    candidates = listing
-                    log_id = listing[-1].log_id + 1 if listing else 0
-                    interval = compact_interval(listing, self._settings.compact_interval)
-                    known = fixed_interval(listing) or known
-                found = self._find(candidates, start, marker)
+                end = self._end(start, known)  # 1.
+                known = end.known
+                found = self._find(end.files, start, marker)
                 if found is not None:
                     return LogPosition(found, known)
+                log_id, interval = end.next_id, end.interval
                 compact = is_compaction(log_id, interval)
-                body = (
-                    self._compacted(log_id, interval, listing, lines, query_id)
-                    if compact and listing is not None
-                    else lines
-                )
+                body = lines
+                if compact:  # only a listing finds a compaction id next
+                    assert end.listing is not None
+                    body = self._compacted(log_id, interval, end.listing, lines, query_id)
                 if log_id == 0:
                     body = [*self._lines_of(earlier(), exclude=files), *body]
             except FileNotFoundError:
                 continue  # a cleanup deleted a listed file: list again
-            name = f"{log_id}{COMPACT_SUFFIX}" if compact else str(log_id)
+            name = log_file_name(log_id, interval)
             if create_exclusive(self._dir.child(name), b"\n".join([VERSION_LINE, *body])):  # 2.
-                if listing is None:
+                if end.listing is None:
                     return LogPosition(log_id, known)
-                self._delete_expired(log_id, interval, listing)
+                self._delete_expired(log_id, interval, end.listing)
                 written = LogFile(log_id, name, compact, 0)
-                return LogPosition(log_id, fixed_interval([*listing, written]) or known)
+                return LogPosition(log_id, fixed_interval([*end.listing, written]) or known)
             start = min(start, log_id)  # 3.
         raise CommitLogError(
             f"batch {batch_id} of query {query_id}: no free id in {self._describe()} after "
             f"{APPEND_ATTEMPTS} attempts (other writers took them all)"
         )
 
-    def _tail(self, start: int, interval: int | None) -> tuple[list[LogFile], int] | None:
+    def _end(self, start: int, known: int | None) -> _LogEnd:
+        """Step 1 of :meth:`append_batch`: the log files from ``start`` on and the next free id,
+        by look-ups (:meth:`_tail`) when the interval is ``known`` and the next id is no
+        compaction, else by listing the directory."""
+        if known is not None:
+            tail = self._tail(start, known)
+            if tail is not None and not is_compaction(tail[1], known):
+                return _LogEnd(tail[0], tail[1], known, known, None)
+        listing = self.files()
+        return _LogEnd(
+            listing,
+            listing[-1].log_id + 1 if listing else 0,
+            compact_interval(listing, self._settings.compact_interval),
+            fixed_interval(listing) or known,
+            listing,
+        )
+
+    def _tail(self, start: int, interval: int) -> tuple[list[LogFile], int] | None:
         """The log files from ``start`` on and the next free id, by looking up ids in turn from
         ``start - 1`` (named by ``interval``); ``None`` when that cannot tell: list instead.
 
@@ -241,15 +185,14 @@ class SparkMetadataLog:
         deletes only ids below a bound and only files older than ``CLEANUP_DELAY_MS``. So when
         ``start - 1`` exists and was written less than half that delay ago, nothing after it
         was deleted, and the first id missing after it is the next free one."""
-        if interval is None or start < 1:
+        if start < 1:
             return None
         fs = self._output.filesystem
         fresh_after = int(time.time() * 1000) - CLEANUP_DELAY_MS // 2
         found: list[LogFile] = []
         log_id = start - 1
         while True:
-            compact = is_compaction(log_id, interval)
-            name = f"{log_id}{COMPACT_SUFFIX}" if compact else str(log_id)
+            name = log_file_name(log_id, interval)
             info = fs.get_file_info(self._dir.child(name).path)
             if info.type != pafs.FileType.File:
                 return (found, log_id) if log_id >= start else None
@@ -257,7 +200,7 @@ class SparkMetadataLog:
             if log_id < start and mtime < fresh_after:
                 return None
             if log_id >= start:
-                found.append(LogFile(log_id, name, compact, mtime))
+                found.append(LogFile(log_id, name, name != str(log_id), mtime))
             log_id += 1
 
     def all_lines(self) -> list[dict[str, object]]:
@@ -316,7 +259,7 @@ class SparkMetadataLog:
     ) -> LogFile:
         """The file of ``log_id``, named as Spark's readers look for it."""
         file = by_id.get(log_id)
-        expected = f"{log_id}{COMPACT_SUFFIX}" if is_compaction(log_id, interval) else str(log_id)
+        expected = log_file_name(log_id, interval)
         if file is None or file.name != expected:
             raise CommitLogError(
                 f"log file {expected} is missing from {self._describe()} (needed to {what} "
