@@ -25,7 +25,8 @@ from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
 from unaligned.sink.files.file_participant import FileParticipant
-from unaligned.sink.files.spark_log_layout import SPARK_METADATA_DIR, LogPosition
+from unaligned.sink.files.spark_log_layout import SPARK_METADATA_DIR, LogFile, LogPosition
+from unaligned.sink.files.spark_metadata_log import SparkMetadataLog
 from unaligned.sink.options import FileTarget
 
 
@@ -118,6 +119,36 @@ def test_a_crash_between_the_log_and_the_manifest_is_rolled_forward_without_a_se
         "1.compact",
     ]
     assert _entry(tmp_path, 1)["sparkLog"] == 1
+
+
+def test_a_roll_forward_by_look_ups_finds_the_append_a_crash_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once two compactions fixed the interval (log ids 2 and 5), a batch's append and its
+    roll-forward find the log's end by look-ups, without listing: still one entry."""
+    participant = make_participant(tmp_path, log_compact_interval=3)
+    log = commit_log(tmp_path, "ck")
+    for batch_id in range(6):
+        publish_batch(participant, log, batch_id)
+    assert _entry(tmp_path, 5)["sparkLogInterval"] == 3
+    listings: list[int] = []
+    listing = SparkMetadataLog.files
+
+    def counted(self: SparkMetadataLog) -> list[LogFile]:
+        listings.append(1)
+        return listing(self)
+
+    monkeypatch.setattr(SparkMetadataLog, "files", counted)
+    items = [prepare_item(participant, 6, p, 3) for p in range(2)]
+    participant.commit(items, 6, lambda n: None)
+    files = [(i["final"], i["bytes"]) for i in items]
+    assert participant.spark_log().append_batch(QUERY, 6, files, 0, LogPosition(5, 3)).log_id == 6
+    participant.finish_batch(CommitRecord(6, "files", tuple(items), 0))  # the roll-forward
+    assert listings == []
+    assert _entry(tmp_path, 6)["sparkLog"] == 6
+    assert sorted(_logged(participant)) == sorted(
+        final_name(b, p, QUERY) for b in range(7) for p in (0, 1)
+    )
 
 
 def test_two_queries_share_one_log_and_each_batch_is_in_it_once(tmp_path: Path) -> None:
