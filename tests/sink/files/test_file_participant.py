@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql.types import StructType
+from tests.sink.files.test_spark_metadata_log import count_listings
 
 from file_sink_steps import (
     OTHER,
@@ -25,8 +26,7 @@ from unaligned.errors import CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, final_name, manifest_name
 from unaligned.sink.files.file_participant import FileParticipant
-from unaligned.sink.files.spark_log_layout import SPARK_METADATA_DIR, LogFile, LogPosition
-from unaligned.sink.files.spark_metadata_log import SparkMetadataLog
+from unaligned.sink.files.spark_log_layout import SPARK_METADATA_DIR, LogPosition
 from unaligned.sink.options import FileTarget
 
 
@@ -131,14 +131,7 @@ def test_a_roll_forward_by_look_ups_finds_the_append_a_crash_left(
     for batch_id in range(6):
         publish_batch(participant, log, batch_id)
     assert _entry(tmp_path, 5)["sparkLogInterval"] == 3
-    listings: list[int] = []
-    listing = SparkMetadataLog.files
-
-    def counted(self: SparkMetadataLog) -> list[LogFile]:
-        listings.append(1)
-        return listing(self)
-
-    monkeypatch.setattr(SparkMetadataLog, "files", counted)
+    listings = count_listings(monkeypatch)
     items = [prepare_item(participant, 6, p, 3) for p in range(2)]
     participant.commit(items, 6, lambda n: None)
     files = [(i["final"], i["bytes"]) for i in items]

@@ -57,7 +57,7 @@ def _chain(log: SparkMetadataLog, batches: int) -> LogPosition:
     return position
 
 
-def _listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def count_listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the directory listings made from here on."""
     made: list[int] = []
     listing = SparkMetadataLog.files
@@ -249,7 +249,7 @@ def test_appends_after_a_known_position_list_the_directory_only_to_compact(
 ) -> None:
     log = _log(tmp_path)
     position = LogPosition(-1)
-    listings = _listings(monkeypatch)
+    listings = count_listings(monkeypatch)
     listed_at = []
     for b in range(45):
         before = len(listings)
@@ -271,7 +271,7 @@ def test_the_look_up_finds_other_writers_appends_and_an_append_already_made(
     position = _chain(log, 21)
     assert position == LogPosition(20, 10)
     _append(log, R, 0, 1, 0)  # another query takes 21
-    listings = _listings(monkeypatch)
+    listings = count_listings(monkeypatch)
     assert log.append_batch(Q, 21, _files(Q, 21), 1, position) == LogPosition(22, 10)
     # A roll-forward of the same batch from the same position finds it, not appends it.
     assert log.append_batch(Q, 21, _files(Q, 21), 1, position) == LogPosition(22, 10)
@@ -284,7 +284,7 @@ def test_the_look_up_lists_instead_when_it_cannot_tell(
 ) -> None:
     log = _log(tmp_path)
     assert _chain(log, 22) == LogPosition(21, 10)
-    listings = _listings(monkeypatch)
+    listings = count_listings(monkeypatch)
     # An interval that does not name the previous file: listed, and the true one returned.
     assert log.append_batch(Q, 22, _files(Q, 22), 1, LogPosition(21, 11)) == LogPosition(22, 10)
     assert len(listings) == 1
