@@ -278,3 +278,17 @@ def test_mapping_an_avro_reader_schema_imports_nothing_heavy() -> None:
         """
     )
     assert loaded & NOTHING_HEAVY == set()
+
+
+def test_a_task_reads_no_package_metadata() -> None:
+    """crc32c 2.9 reads its own package metadata at import (``importlib.metadata``), which
+    scans every zip on ``sys.path``: 50-60 ms in a Spark Python worker, whose path starts with
+    ``pyspark.zip``, in each process that imports kafka-python. setup.cfg keeps it below 2.9."""
+    loaded = loaded_modules(
+        """
+        import unaligned.source.partition_reader
+        import unaligned.sink.topics.kafka_task_writer
+        """
+    )
+    assert "crc32c" in loaded
+    assert "importlib.metadata" not in loaded
