@@ -8,6 +8,7 @@ test_kafka_participant.py."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -318,15 +319,28 @@ class RecordingTask:
 class RecordingParticipant:
     kind = "files"
 
-    def __init__(self, fail_after_chunks: int | None = None) -> None:
+    def __init__(
+        self, fail_after_chunks: int | None = None, warm_up: Callable[[], None] | None = None
+    ) -> None:
         self.calls: list[str] = []
         self.fail_after_chunks = fail_after_chunks
         self.undecidable = False
+        self.warm_ups: list[str] = []
+        """``started`` and ``ended`` of each warm-up, apart from :attr:`calls` (another thread)."""
+        self.warmed_at_open: list[bool] = []
+        self._warm_up_work = warm_up
 
     def check_at_query_start(self) -> None:
         self.calls.append("check")
 
+    def warm_up(self) -> None:
+        self.warm_ups.append("started")
+        if self._warm_up_work is not None:
+            self._warm_up_work()
+        self.warm_ups.append("ended")
+
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> RecordingTask:
+        self.warmed_at_open.append(self.warm_ups[-1:] == ["ended"])
         self.calls.append(f"open:{batch_id}-{partition_id}-{attempt_number}")
         return RecordingTask(self.calls, self.fail_after_chunks)
 
@@ -465,6 +479,64 @@ def test_an_attempt_whose_batch_was_decided_meanwhile_opens_nothing(
     assert log.is_done(2)
     assert zombie.outcome is TaskOutcome.ALREADY_DECIDED and zombie.prepared is None
     assert not any(call.startswith("open:") for call in participant.calls)
+
+
+def test_the_warm_up_runs_while_the_first_rows_are_on_their_way_and_ends_before_the_open(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    """Step 1b: the process warms up on a thread while the input's first rows are awaited, and
+    the transaction opens only once the warm-up has ended."""
+    arrived = threading.Event()
+    participant = RecordingParticipant(warm_up=lambda: arrived.wait(5))
+    writer = _recording_writer(tmp_path, participant)
+    task_context(0, 0)
+
+    def slow_input() -> Iterator[pa.RecordBatch]:
+        time.sleep(0.05)
+        assert participant.warm_ups == ["started"]  # awaiting the rows and warming, together
+        arrived.set()
+        yield from _batches(0, 4)
+
+    message = writer.write(slow_input())
+    assert message.outcome is TaskOutcome.PREPARED
+    assert participant.warm_ups == ["started", "ended"]
+    assert participant.warmed_at_open == [True]
+
+
+def test_an_empty_task_returns_after_its_warm_up_and_a_failed_warm_up_fails_nothing(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    def slow() -> None:
+        time.sleep(0.1)
+
+    quiet = RecordingParticipant(warm_up=slow)
+    task_context(0, 0)
+    empty = _recording_writer(tmp_path, quiet).write(iter(()))
+    assert empty.outcome is TaskOutcome.EMPTY
+    assert quiet.warm_ups == ["started", "ended"]  # no thread outlives its task
+
+    def broken() -> None:
+        raise ConnectionError("broker away")
+
+    failing = RecordingParticipant(warm_up=broken)
+    task_context(1, 0)
+    message = _recording_writer(tmp_path, failing).write(_batches(0, 4))
+    assert message.outcome is TaskOutcome.PREPARED
+    assert failing.warm_ups == ["started"] and "prepare" in failing.calls
+
+
+def test_a_replayed_decided_batch_warms_nothing_up(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    participant = RecordingParticipant()
+    writer = _recording_writer(tmp_path, participant)
+    task_context(2, 0)
+    writer.commit([writer.write(_batches(0, 4))], 2)
+    participant.warm_ups.clear()
+    task_context(2, 0, attempt=1)
+    replayed = writer.write(_batches(0, 4))
+    assert replayed.outcome is TaskOutcome.ALREADY_DECIDED
+    assert participant.warm_ups == []
 
 
 def test_new_messages_for_a_decided_batch_are_aborted(

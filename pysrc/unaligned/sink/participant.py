@@ -8,6 +8,7 @@ implement :class:`Participant` structurally; neither imports the core.
 Where the protocol steps use this contract:
 
 - Step 1, pre-commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.write`): a task
+  warms its process up (:meth:`Participant.warm_up`) while its first rows are on their way,
   opens a :class:`TaskWriter` with its first row, writes chunks, prepares, and returns a
   :class:`SinkCommitMessage` to the driver.
 - Step 2, decide and commit (:meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit`,
@@ -77,6 +78,12 @@ class Participant(Protocol):
 
     def check_at_query_start(self) -> None:
         """Refuse a bad target in Spark's planner, before recovery and before any task runs."""
+        ...
+
+    def warm_up(self) -> None:
+        """Make this process ready to open a task (imports, kept connections) without asking
+        or changing anything of the target's state. Runs on a thread of its own while a task's
+        first rows are on their way (step 1b); idempotent, and cheap once the process is warm."""
         ...
 
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> TaskWriter:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -106,7 +107,9 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
 
         # 1b. The barrier: replay inherited channel state, write new rows chunk by chunk, cut
         #     at the deadline in unaligned mode (unaligned.barriers.alignment). The transaction /
-        #     staging file opens with the first row written.
+        #     staging file opens with the first row written; until then the process warms up on
+        #     a thread (imports, kept connections; Participant.warm_up asks and claims nothing),
+        #     joined before the open and before write() returns.
         alignment = self._barrier_alignment(
             batch_id, partition_id, attempt, context.taskAttemptId()
         )
@@ -115,6 +118,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
         def write_chunk(chunk: pa.RecordBatch) -> None:
             nonlocal task
             if task is None:
+                warm_up.join()
                 # 1a again, right before anything opens: a zombie attempt (speculative, of a
                 # failed stage, of an earlier run) whose batch was decided meanwhile opens
                 # nothing that could fence a later batch's transaction.
@@ -124,6 +128,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             task.write_chunk(chunk)
             task.between_chunks()
 
+        warm_up = _WarmUp(self._participant.warm_up)
         try:
             try:
                 outcome = alignment.run(iterator, write_chunk, wall_clock_ms)
@@ -144,6 +149,7 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
                 _abort_quietly(task, batch_id, partition_id)
             raise
         finally:
+            warm_up.join()
             if task is not None:
                 task.close()
         rows = outcome.stats.rows_written
@@ -314,6 +320,27 @@ def _warn_aligned_once() -> None:
             "barriers that write pending rows); with this query's sources every barrier is "
             "aligned"
         )
+
+
+class _WarmUp:
+    """``work`` on a daemon thread of its own from construction to :meth:`join`. A failure is
+    logged, not raised: the task's own calls meet it again, with their retries and messages."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(work,), name="unaligned-sink-warm-up", daemon=True
+        )
+        self._thread.start()
+
+    @staticmethod
+    def _run(work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception as exc:
+            logger.debug("sink task warm-up failed (the task will try itself): %r", exc)
+
+    def join(self) -> None:
+        self._thread.join()
 
 
 class _DecidedMeanwhile(Exception):

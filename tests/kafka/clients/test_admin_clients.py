@@ -12,7 +12,11 @@ from kafka.admin import KafkaAdminClient
 
 from unaligned._process_memo import ProcessMemo
 from unaligned.kafka.clients import admin_clients
-from unaligned.kafka.clients.admin_clients import admin_client_kwargs, shared_admin_client
+from unaligned.kafka.clients.admin_clients import (
+    admin_client_kwargs,
+    shared_admin_client,
+    warm_admin_client,
+)
 
 
 class _Admin:
@@ -113,3 +117,23 @@ def test_a_client_with_another_in_flight_bound_is_kept_apart() -> None:
     assert isinstance(wide, _Admin)
     assert wide.kwargs["max_in_flight_requests_per_connection"] == 17
     assert "max_in_flight_requests_per_connection" not in default.kwargs  # type: ignore[attr-defined]
+
+
+def test_a_warmed_client_is_the_one_the_next_block_is_lent() -> None:
+    warm_admin_client(KWARGS)
+    warm_admin_client(KWARGS)  # warm already: nothing built
+    assert len(_Admin.built) == 1
+    with shared_admin_client(KWARGS) as lent:
+        assert lent is _Admin.built[0] and not lent.closed
+    warm_admin_client(KWARGS, max_in_flight=17)
+    with shared_admin_client(KWARGS, max_in_flight=17) as wide:
+        assert wide is _Admin.built[1]
+    assert len(_Admin.built) == 2
+
+
+def test_warming_a_client_lent_to_a_block_builds_none_and_takes_nothing() -> None:
+    with shared_admin_client(KWARGS) as outer:
+        warm_admin_client(KWARGS)
+        assert _Admin.built == [outer]
+    with shared_admin_client(KWARGS) as later:
+        assert later is outer  # warming did not keep it lent

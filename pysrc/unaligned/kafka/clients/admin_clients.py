@@ -20,6 +20,9 @@ time as the question itself (about 10 ms each on the embedded broker). Guarantee
 - a block that raises drops the kept client (closed): a client whose connections failed is not
   lent again, and the next block builds a new one. Answers are never cached, only the client.
 
+:func:`warm_admin_client` builds the kept client ahead of the first block that needs it (a sink
+task does, on a thread of its own, while its first rows are on their way).
+
 :func:`ask_admin` asks a question on the kept client through a lost broker or a moved
 coordinator: a retriable error drops the client (its metadata and cached coordinators are
 stale) and the question is asked again on a new one, with a doubling backoff, until
@@ -120,6 +123,18 @@ def shared_admin_client(
         _drop(key, kept)
         raise
     kept.lock.release()
+
+
+def warm_admin_client(
+    client_kwargs: Mapping[str, Any], *, max_in_flight: int | None = None
+) -> None:
+    """Build the process's kept client for these settings if it has none (its bootstrap,
+    connection and ``ApiVersions``), and lend it to no one: a thread asking meanwhile waits
+    for the build and gets the kept client, not one of its own."""
+    key = settings_key({**admin_client_kwargs(client_kwargs), "max_in_flight": max_in_flight})
+    kept = _lend(key, client_kwargs, max_in_flight)
+    if kept is not None:
+        kept.lock.release()
 
 
 def _lend(

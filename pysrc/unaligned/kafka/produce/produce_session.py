@@ -34,7 +34,7 @@ import kafka.errors as kafka_errors
 
 from kafka import KafkaProducer
 from unaligned.errors import OptionError, TransactionWriteError
-from unaligned.kafka.clients.admin_clients import shared_admin_client
+from unaligned.kafka.clients.admin_clients import shared_admin_client, warm_admin_client
 from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.clients.connections import describe_servers
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
@@ -52,6 +52,12 @@ from unaligned.kafka.transactions.transactions import WriterState
 #: How long past ``delivery.timeout.ms`` :meth:`ProduceSession.flush` waits for the last answer.
 _FLUSH_SLACK_S = 5.0
 W = TypeVar("W")
+
+
+def warm_up(client_kwargs: Mapping[str, Any]) -> None:
+    """Build the kept client :meth:`ProduceSession.begin` lends for these ``client_kwargs``
+    (:func:`unaligned.kafka.clients.admin_clients.warm_admin_client`); no request of a session."""
+    warm_admin_client(client_kwargs, max_in_flight=CONNECTION_IN_FLIGHT)
 
 
 class ProduceSession(Generic[W]):

@@ -134,6 +134,9 @@ class FileParticipant:
         output = self.output()
         output.filesystem.create_dir(output.path, recursive=True)
 
+    def warm_up(self) -> None:
+        """Nothing: a staging file opens with a local call."""
+
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> FileTaskWriter:
         writer = FileTaskWriter(
             self.output(),

@@ -72,6 +72,12 @@ class KafkaAtLeastOnceParticipant:
         if self._target.topic is not None:
             require_topic(self.client_kwargs(), self._target.topic, self._target.bootstrap_servers)
 
+    def warm_up(self) -> None:
+        """Step 1b's warm-up: :func:`unaligned.sink.topics.kafka_task_writer.warm_up`."""
+        from unaligned.sink.topics import kafka_task_writer  # task workers only
+
+        kafka_task_writer.warm_up(self.client_kwargs())
+
     def open_task(
         self, batch_id: int, partition_id: int, attempt_number: int
     ) -> SessionTaskWriter[WrittenRecords]:

@@ -110,6 +110,12 @@ class KafkaParticipant:
         say whether this batch's transactions take part in two-phase commit (KIP-939)."""
         self._two_phase_commit = check_cluster(self._target, self.client_kwargs())
 
+    def warm_up(self) -> None:
+        """Step 1b's warm-up: :func:`unaligned.sink.topics.kafka_task_writer.warm_up`."""
+        from unaligned.sink.topics import kafka_task_writer  # task workers only
+
+        kafka_task_writer.warm_up(self.client_kwargs())
+
     def open_task(self, batch_id: int, partition_id: int, attempt_number: int) -> KafkaTaskWriter:
         """1. Pre-commit starts: claim the first free id of the attempt's lane of the pool
         (:mod:`unaligned.sink.topics.kafka_id_pool`), ``InitProducerId`` on it, begin."""

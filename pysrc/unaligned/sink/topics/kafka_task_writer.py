@@ -27,6 +27,8 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 
 from unaligned.errors import TransactionWriteError
+from unaligned.kafka.clients.admin_clients import warm_admin_client
+from unaligned.kafka.produce import produce_session
 from unaligned.kafka.produce.produce_session import ProduceSession
 from unaligned.kafka.produce.producer_modes import Idempotent, InTransaction, WrittenRecords
 from unaligned.kafka.transactions.transactions import PreparedTransaction
@@ -36,6 +38,16 @@ from unaligned.sink.topics.kafka_columns import KafkaColumns
 from unaligned.sink.topics.kafka_items import prepared_to_json, written_to_json
 
 W = TypeVar("W")
+
+
+def warm_up(client_kwargs: Mapping[str, Any]) -> None:
+    """Ready this worker process for a task writer on ``client_kwargs`` (step 1b): this module's
+    imports (the encoder, ``pyarrow.compute``, the produce session), the produce session's kept
+    client, and the kept client the topic's limits and
+    :func:`unaligned.sink.topics.kafka_id_pool.free_id` ask through. Nothing is asked of a
+    coordinator and no id is claimed."""
+    produce_session.warm_up(client_kwargs)
+    warm_admin_client(client_kwargs)
 
 
 class SessionTaskWriter(Generic[W]):
