@@ -131,3 +131,39 @@ def test_a_prepared_transaction_survives_the_commit_record_as_json(tmp_path: Pat
     participant = _participant(tmp_path, "app")
     assert participant.item_key(item) == "app-5-2-1"
     assert participant.owns(participant.item_key(item))
+
+
+def test_the_warm_up_builds_the_kept_clients_a_task_then_borrows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 1b's warm-up builds the produce session's kept client and the one ``free_id`` asks
+    through, and nothing else: no request of its own (the stand-in client records none)."""
+    from unaligned._process_memo import ProcessMemo
+    from unaligned.kafka.clients import admin_clients
+    from unaligned.kafka.produce.produce_requests import CONNECTION_IN_FLIGHT
+
+    built: list[dict[str, Any]] = []
+
+    class Admin:
+        DEFAULT_CONFIG = admin_clients.KafkaAdminClient.DEFAULT_CONFIG
+
+        def __init__(self, **kwargs: Any) -> None:
+            built.append(kwargs)
+
+    monkeypatch.setattr(admin_clients, "KafkaAdminClient", Admin)
+    monkeypatch.setattr(admin_clients, "_KEPT", ProcessMemo())
+    participant = _participant(tmp_path, "p")
+    participant.warm_up()
+    participant.warm_up()  # warm already: nothing more is built
+    in_flight = sorted(
+        b.get(
+            "max_in_flight_requests_per_connection",
+            Admin.DEFAULT_CONFIG["max_in_flight_requests_per_connection"],
+        )
+        for b in built
+    )
+    default = Admin.DEFAULT_CONFIG["max_in_flight_requests_per_connection"]
+    assert in_flight == sorted([default, CONNECTION_IN_FLIGHT])
+    with admin_clients.shared_admin_client(participant.client_kwargs()):
+        pass
+    assert len(built) == 2  # free_id's questions go to the warmed client
