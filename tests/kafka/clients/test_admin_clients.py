@@ -8,10 +8,8 @@ import os
 import threading
 
 import pytest
-from kafka.admin import KafkaAdminClient
 
-from unaligned._process_memo import ProcessMemo
-from unaligned.kafka.clients import admin_clients
+from fake_admin_client import FakeAdmin, use_fake_admin
 from unaligned.kafka.clients.admin_clients import (
     admin_client_kwargs,
     shared_admin_client,
@@ -19,24 +17,9 @@ from unaligned.kafka.clients.admin_clients import (
 )
 
 
-class _Admin:
-    DEFAULT_CONFIG = KafkaAdminClient.DEFAULT_CONFIG
-    built: list[_Admin] = []
-
-    def __init__(self, **kwargs: object) -> None:
-        self.kwargs = kwargs
-        self.closed = False
-        _Admin.built.append(self)
-
-    def close(self) -> None:
-        self.closed = True
-
-
 @pytest.fixture(autouse=True)
 def fake_admin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(admin_clients, "KafkaAdminClient", _Admin)
-    monkeypatch.setattr(admin_clients, "_KEPT", ProcessMemo())
-    monkeypatch.setattr(_Admin, "built", [])
+    use_fake_admin(monkeypatch)
 
 
 KWARGS = {"bootstrap_servers": ["b:9092"], "transactional_id": "t", "acks": "all"}
@@ -68,7 +51,7 @@ def test_one_client_is_kept_per_process_and_settings() -> None:
     with shared_admin_client({**KWARGS, "bootstrap_servers": ["c:9092"]}) as elsewhere:
         pass
     assert again is first and elsewhere is not first
-    assert len(_Admin.built) == 2 and not any(a.closed for a in _Admin.built)
+    assert len(FakeAdmin.built) == 2 and not any(a.closed for a in FakeAdmin.built)
 
 
 def test_a_client_lent_to_one_block_is_not_lent_to_another() -> None:
@@ -81,7 +64,7 @@ def test_a_client_lent_to_one_block_is_not_lent_to_another() -> None:
         worker.join()
         with shared_admin_client(KWARGS) as nested:
             assert nested is not outer
-        assert isinstance(nested, _Admin) and nested.closed  # the block's own, closed after
+        assert isinstance(nested, FakeAdmin) and nested.closed  # the block's own, closed after
     assert inner and inner[0] is not outer
     with shared_admin_client(KWARGS) as later:
         assert later is outer  # given back
@@ -90,7 +73,7 @@ def test_a_client_lent_to_one_block_is_not_lent_to_another() -> None:
 def test_a_block_that_raises_drops_the_client() -> None:
     with pytest.raises(ConnectionError), shared_admin_client(KWARGS) as broken:
         raise ConnectionError("broker away")
-    assert isinstance(broken, _Admin) and broken.closed
+    assert isinstance(broken, FakeAdmin) and broken.closed
     with shared_admin_client(KWARGS) as fresh:
         assert fresh is not broken and not fresh.closed
 
@@ -114,7 +97,7 @@ def test_a_client_with_another_in_flight_bound_is_kept_apart() -> None:
     with shared_admin_client(KWARGS, max_in_flight=17) as again:
         pass
     assert wide is not default and again is wide
-    assert isinstance(wide, _Admin)
+    assert isinstance(wide, FakeAdmin)
     assert wide.kwargs["max_in_flight_requests_per_connection"] == 17
     assert "max_in_flight_requests_per_connection" not in default.kwargs  # type: ignore[attr-defined]
 
@@ -122,18 +105,18 @@ def test_a_client_with_another_in_flight_bound_is_kept_apart() -> None:
 def test_a_warmed_client_is_the_one_the_next_block_is_lent() -> None:
     warm_admin_client(KWARGS)
     warm_admin_client(KWARGS)  # warm already: nothing built
-    assert len(_Admin.built) == 1
+    assert len(FakeAdmin.built) == 1
     with shared_admin_client(KWARGS) as lent:
-        assert lent is _Admin.built[0] and not lent.closed
+        assert lent is FakeAdmin.built[0] and not lent.closed
     warm_admin_client(KWARGS, max_in_flight=17)
     with shared_admin_client(KWARGS, max_in_flight=17) as wide:
-        assert wide is _Admin.built[1]
-    assert len(_Admin.built) == 2
+        assert wide is FakeAdmin.built[1]
+    assert len(FakeAdmin.built) == 2
 
 
 def test_warming_a_client_lent_to_a_block_builds_none_and_takes_nothing() -> None:
     with shared_admin_client(KWARGS) as outer:
         warm_admin_client(KWARGS)
-        assert _Admin.built == [outer]
+        assert FakeAdmin.built == [outer]
     with shared_admin_client(KWARGS) as later:
         assert later is outer  # warming did not keep it lent

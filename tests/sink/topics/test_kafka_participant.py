@@ -11,6 +11,7 @@ import pytest
 from kafka.admin import TransactionDescription, TransactionState
 from pyspark.sql.types import StringType, StructField, StructType
 
+from fake_admin_client import FakeAdmin, use_fake_admin
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.transactions import transaction_coordinator, transaction_states
@@ -138,32 +139,19 @@ def test_the_warm_up_builds_the_kept_clients_a_task_then_borrows(
 ) -> None:
     """Step 1b's warm-up builds the produce session's kept client and the one ``free_id`` asks
     through, and nothing else: no request of its own (the stand-in client records none)."""
-    from unaligned._process_memo import ProcessMemo
     from unaligned.kafka.clients import admin_clients
     from unaligned.kafka.produce.produce_requests import CONNECTION_IN_FLIGHT
 
-    built: list[dict[str, Any]] = []
-
-    class Admin:
-        DEFAULT_CONFIG = admin_clients.KafkaAdminClient.DEFAULT_CONFIG
-
-        def __init__(self, **kwargs: Any) -> None:
-            built.append(kwargs)
-
-    monkeypatch.setattr(admin_clients, "KafkaAdminClient", Admin)
-    monkeypatch.setattr(admin_clients, "_KEPT", ProcessMemo())
+    use_fake_admin(monkeypatch)
     participant = _participant(tmp_path, "p")
     participant.warm_up()
     participant.warm_up()  # warm already: nothing more is built
+    default = FakeAdmin.DEFAULT_CONFIG["max_in_flight_requests_per_connection"]
     in_flight = sorted(
-        b.get(
-            "max_in_flight_requests_per_connection",
-            Admin.DEFAULT_CONFIG["max_in_flight_requests_per_connection"],
-        )
-        for b in built
+        admin.kwargs.get("max_in_flight_requests_per_connection", default)
+        for admin in FakeAdmin.built
     )
-    default = Admin.DEFAULT_CONFIG["max_in_flight_requests_per_connection"]
     assert in_flight == sorted([default, CONNECTION_IN_FLIGHT])
     with admin_clients.shared_admin_client(participant.client_kwargs()):
         pass
-    assert len(built) == 2  # free_id's questions go to the warmed client
+    assert len(FakeAdmin.built) == 2  # free_id's questions go to the warmed client
