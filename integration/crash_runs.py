@@ -25,7 +25,7 @@ from unaligned import crash_points
 from unaligned.checkpoint import Checkpoint
 from unaligned.kafka.transactions import transaction_states
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
+from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka
 
 RUNNER = Path(__file__).with_name("query_runner.py")

@@ -21,7 +21,7 @@ from harness import kafka_stream, kcat_read_committed, wait_until
 from unaligned.checkpoint import Checkpoint
 from unaligned.kafka.transactions import transaction_states
 from unaligned.sink.commit_log import CommitLog
-from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
+from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka
 
 TopicFactory = Callable[..., str]

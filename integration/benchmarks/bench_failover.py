@@ -35,7 +35,7 @@ from broker_chaos import (
 )
 from harness import kcat_read_committed
 from unaligned.kafka.transactions import transaction_states
-from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
+from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix
 from unaligned.testing import EmbeddedKafka
 
 PARTITIONS = 4

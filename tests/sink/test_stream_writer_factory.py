@@ -12,10 +12,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from unaligned.errors import SinkConfigurationError
 from unaligned.sink.files.file_participant import FileParticipant
-from unaligned.sink.stream_writer_factory import (
-    build_stream_writer,
-    default_transactional_id_prefix,
-)
+from unaligned.sink.stream_writer_factory import build_stream_writer
+from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix, owner_tag
 
 VALUE_ONLY = StructType([StructField("value", StringType())])
 
@@ -28,29 +26,39 @@ def _kafka_options(checkpoint: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def test_default_prefix_comes_from_the_query_id(tmp_path: Path) -> None:
-    (tmp_path / "metadata").write_text('{"id":"0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"}\n')
+QUERY_ID = "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+
+
+def test_default_stem_comes_from_the_query_id(tmp_path: Path) -> None:
+    (tmp_path / "metadata").write_text(f'{{"id":"{QUERY_ID}"}}\n')
     writer = build_stream_writer(_kafka_options(tmp_path, topic="t"), VALUE_ONLY)
-    assert writer.participant.transactional_id_prefix == (  # type: ignore[attr-defined]
-        "unaligned-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
-    )
+    assert writer.participant.id_stem == f"unaligned-{QUERY_ID}"  # type: ignore[attr-defined]
     assert writer.participant.transactional_id(2, 1).endswith("-2-1")  # type: ignore[attr-defined]
     assert default_transactional_id_prefix("q") == "unaligned-q"
 
 
-def test_an_explicit_prefix_needs_no_query_id(tmp_path: Path) -> None:
+def test_a_users_prefix_is_followed_by_the_querys_owner_tag(tmp_path: Path) -> None:
+    """Two queries with one prefix get two stems: neither can take the other's ids."""
+    (tmp_path / "metadata").write_text(f'{{"id":"{QUERY_ID}"}}\n')
     writer = build_stream_writer(
         _kafka_options(tmp_path, topic="t", transactionalidprefix="mine"), VALUE_ONLY
     )
-    assert writer.participant.transactional_id_prefix == "mine"  # type: ignore[attr-defined]
+    stem = writer.participant.id_stem  # type: ignore[attr-defined]
+    assert stem == f"mine-{owner_tag(QUERY_ID)}"
+    assert owner_tag(QUERY_ID) != owner_tag("another query") and len(owner_tag("x")) == 13
 
 
-def test_without_a_query_id_the_prefix_must_be_set(tmp_path: Path) -> None:
-    with pytest.raises(SinkConfigurationError, match="transactionalIdPrefix"):
+def test_without_a_query_id_no_transactional_id_can_be_made(tmp_path: Path) -> None:
+    with pytest.raises(SinkConfigurationError, match="query id"):
         build_stream_writer(_kafka_options(tmp_path, topic="t"), VALUE_ONLY)
+    with pytest.raises(SinkConfigurationError, match="query id"):
+        build_stream_writer(
+            _kafka_options(tmp_path, topic="t", transactionalidprefix="mine"), VALUE_ONLY
+        )
 
 
 def test_kafka_sink_columns_include_topic_only_without_option_topic(tmp_path: Path) -> None:
+    (tmp_path / "metadata").write_text(f'{{"id":"{QUERY_ID}"}}\n')
     with_topic = build_stream_writer(
         _kafka_options(tmp_path, topic="t", transactionalidprefix="p"), VALUE_ONLY
     )

@@ -131,7 +131,7 @@ def _run_until(
 def run_demo(records: int, partitions: int, workdir: Path) -> int:
     """Run the story; return 0 when every record arrived exactly once and nothing is open."""
     from unaligned.kafka.transactions.transaction_states import list_transactional_ids
-    from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
+    from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix
     from unaligned.testing import EmbeddedKafka
 
     started = time.monotonic()

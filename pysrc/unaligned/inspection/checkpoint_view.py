@@ -40,7 +40,7 @@ from unaligned.inspection.model import (
 )
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.stream_writer_factory import default_transactional_id_prefix
+from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix
 from unaligned.source.offsets import KafkaSourceOffset
 
 _TOKEN_KEY = "barrierToken"

@@ -10,8 +10,9 @@ garbage collection. Which Spark process calls it, and why recovery runs only in 
 The Kafka participant is the exactly-once one (transactions,
 :mod:`unaligned.sink.topics.kafka_participant`) or, with ``deliveryGuarantee=at-least-once``, the
 at-least-once one (:mod:`unaligned.sink.topics.kafka_at_least_once`). The exactly-once participant's
-transactional ids share one prefix per query: the option ``transactionalIdPrefix``, else
-:func:`default_transactional_id_prefix` of the query id that Spark keeps in the checkpoint.
+transactional ids share one stem per query, made of the option ``transactionalIdPrefix`` (else
+``unaligned``) and the query id that Spark keeps in the checkpoint
+(:func:`unaligned.sink.topics.kafka_id_pool.id_stem`).
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
 from unaligned.sink.writer_role import WriterRole, writer_role
 
 logger = logging.getLogger(__name__)
-
-
-def default_transactional_id_prefix(query_id: str) -> str:
-    return f"unaligned-{query_id}"
 
 
 def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPhaseCommitWriter:
@@ -75,6 +72,7 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
             target, schema, options.checkpoint, log_retain_batches=options.min_batches_to_retain
         )
     from unaligned.sink.topics.kafka_columns import kafka_columns
+    from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix, id_stem
 
     columns = kafka_columns(schema, target)
     target.client_kwargs()  # maps and checks every kafka.* option now, before any data moves
@@ -83,11 +81,15 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
 
         # its client ids: producer-<prefix>-<pid>, as the exactly-once sink's
         return KafkaAtLeastOnceParticipant(
-            target, columns, _transactional_id_prefix(options, target)
+            target,
+            columns,
+            target.transactional_id_prefix or default_transactional_id_prefix(_query_id(options)),
         )
     from unaligned.sink.topics.kafka_participant import KafkaParticipant
 
-    return KafkaParticipant(target, columns, _transactional_id_prefix(options, target))
+    return KafkaParticipant(
+        target, columns, id_stem(target.transactional_id_prefix, _query_id(options))
+    )
 
 
 def _check_formats(options: SinkOptions, schema: StructType) -> None:
@@ -105,17 +107,15 @@ def _check_formats(options: SinkOptions, schema: StructType) -> None:
             writer_schema(target.formats, column, target.topic, field.type)
 
 
-def _transactional_id_prefix(options: SinkOptions, target: KafkaTarget) -> str:
-    if target.transactional_id_prefix is not None:
-        return target.transactional_id_prefix
+def _query_id(options: SinkOptions) -> str:
+    """The query id Spark keeps in the checkpoint: the owner of the sink's transactional ids."""
     try:
-        query_id = options.checkpoint.query_id()
+        return options.checkpoint.query_id()
     except BarrierError as exc:
         raise SinkConfigurationError(
-            f"cannot derive the default transactionalIdPrefix from the query id: {exc}; "
-            "set option transactionalIdPrefix"
+            f"cannot read the query id, which the sink's transactional ids are made of, from "
+            f"the checkpoint: {exc}"
         ) from exc
-    return default_transactional_id_prefix(query_id)
 
 
 def _sink_columns(options: SinkOptions) -> frozenset[str] | None:

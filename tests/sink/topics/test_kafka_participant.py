@@ -3,6 +3,7 @@ that talks to a broker is in integration/test_kafka_sink.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_target import KafkaTarget
 from unaligned.sink.options import SinkOptions
+from unaligned.sink.topics import kafka_id_pool
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_items import prepared_from_json, prepared_to_json
 from unaligned.sink.topics.kafka_participant import KafkaParticipant
@@ -42,10 +44,23 @@ def test_only_the_sinks_own_transactional_ids_are_recognised(tmp_path: Path) -> 
     participant = _participant(tmp_path, "app")
     assert participant.transactional_id(3, 0) == "app-3-0"
     assert participant.owns("app-3-0")
-    assert participant.owns("app-12-3-0")  # the earlier per-batch scheme is still cleaned up
-    # Another sink whose prefix merely starts with "app" is left alone by cleanup.
-    for foreign in ("app-2-12-3-0", "apple-1-2", "app-1", "app-x-2", "app-1-2-"):
+    # Another stem that merely starts with "app" (prefix "app-12"'s ids, the old per-batch
+    # scheme's) is never taken for this query's: clean-up would fence it.
+    for foreign in ("app-12-3-0", "app-2-12-3-0", "apple-1-2", "app-1", "app-x-2", "app-1-2-"):
         assert not participant.owns(foreign), foreign
+
+
+def test_prefixes_x_and_x_7_never_share_an_id(tmp_path: Path) -> None:
+    """The issue's clash: queries with prefixes ``X`` and ``X-7`` (and two queries with one
+    prefix) own disjoint ids, whatever the tasks and slots."""
+    stems = [kafka_id_pool.id_stem(p, q) for p in ("X", "X-7") for q in ("q1", "q2")]
+    stems += ["X", "X-7", kafka_id_pool.default_transactional_id_prefix("q1")]
+    owners = [_participant(tmp_path / str(i), stem) for i, stem in enumerate(stems)]
+    for owner in owners:
+        for task, slot in ((0, 0), (0, 1), (7, 0), (12, 3)):
+            tid = owner.transactional_id(task, slot)
+            assert [o.id_stem for o in owners if o.owns(tid)] == [owner.id_stem], tid
+            assert kafka_id_pool.stem_of(tid) == owner.id_stem
 
 
 def test_a_prefix_with_regex_characters_matches_only_itself(tmp_path: Path) -> None:
@@ -82,8 +97,37 @@ def test_clean_up_fences_open_ids_no_needed_record_names(
     monkeypatch.setattr(transaction_states, "list_transactional_ids", lambda kw, prefix: listed)
     fenced: list[str] = []
     monkeypatch.setattr(transaction_coordinator, "fence", lambda kwargs, tid: fenced.append(tid))
-    assert participant.clean_up(log, 7) == 3
-    assert sorted(fenced) == ["app-0-1", "app-1-0", "app-5-1-0"]  # fenced at once: any order
+    assert participant.clean_up(log, 7) == 2
+    # fenced at once (any order); "app-5-1-0" is prefix "app-5"'s (or the old per-batch scheme's)
+    assert sorted(fenced) == ["app-0-1", "app-1-0"]
+
+
+def test_recovery_names_open_ids_of_other_stems_under_the_prefix_and_leaves_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another query with the same ``transactionalIdPrefix`` (another owner tag), and ids of
+    the scheme before owner tags: one warning names them, nothing of theirs is fenced."""
+    target = dataclasses.replace(
+        _participant(tmp_path, "x")._target, transactional_id_prefix="orders"
+    )
+    columns = kafka_columns(StructType([StructField("value", StringType())]), target)
+    mine = KafkaParticipant(target, columns, "orders-qaaaa")
+    log = CommitLog(Checkpoint.resolve(str(tmp_path)))
+    listed = ["orders-qaaaa-0-1", "orders-qbbbb-0-0", "orders-0-0", "orders-7-0-1"]
+    monkeypatch.setattr(
+        transaction_states,
+        "list_transactional_ids",
+        lambda kw, prefix: [tid for tid in listed if tid.startswith(prefix)],
+    )
+    fenced: list[str] = []
+    monkeypatch.setattr(transaction_coordinator, "fence", lambda kwargs, tid: fenced.append(tid))
+    with caplog.at_level("WARNING"):
+        assert mine.clean_up(log, None) == 1
+    assert fenced == ["orders-qaaaa-0-1"]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "3 open transaction(s)" in warned[0], warned
+    for other in ("orders-qbbbb-0-0", "orders-0-0", "orders-7-0-1"):
+        assert other in warned[0]
 
 
 def _description(state: str, pid: int = 4001, epoch: int = 3, start: int = 0) -> Any:
@@ -120,17 +164,17 @@ def test_commit_blockers_accept_a_live_transaction_and_an_empty_one() -> None:
 
 def test_a_prepared_transaction_survives_the_commit_record_as_json(tmp_path: Path) -> None:
     prepared = PreparedTransaction(
-        transactional_id="app-5-2-1", producer_id=4001, epoch=3, record_count=17
+        transactional_id="app-2-1", producer_id=4001, epoch=3, record_count=17
     )
     item = json.loads(json.dumps(prepared_to_json(prepared, 2)))
     assert item["partition"] == 2
     assert prepared_from_json(item) == prepared
     assert "twoPhaseCommit" not in item  # the layout without two-phase commit, as before
-    two_phase = PreparedTransaction("app-5-2-1", 4001, 3, 17, two_phase_commit=True)
+    two_phase = PreparedTransaction("app-2-1", 4001, 3, 17, two_phase_commit=True)
     item_2pc = json.loads(json.dumps(prepared_to_json(two_phase, 2)))
     assert item_2pc["twoPhaseCommit"] is True and prepared_from_json(item_2pc) == two_phase
     participant = _participant(tmp_path, "app")
-    assert participant.item_key(item) == "app-5-2-1"
+    assert participant.item_key(item) == "app-2-1"
     assert participant.owns(participant.item_key(item))
 
 

@@ -248,12 +248,9 @@ async def _async_end_one(
 
 def _refusal(prepared: PreparedTransaction, outcome: _EndTxnOutcome, answer: _Answer) -> Exception:
     if answer in (kafka_errors.ProducerFencedError, kafka_errors.InvalidProducerEpochError):
-        reason = (
-            "a newer epoch of this id exists: fenced by init_transactions, or aborted by the "
-            "broker after transaction_timeout_ms"
-        )
+        reason = "a newer epoch of this id exists: something ended this transaction"
     elif answer is kafka_errors.InvalidTxnStateError and outcome is _EndTxnOutcome.COMMIT:
-        reason = "already aborted: by an abort, a fence or the transaction timeout"
+        reason = "already aborted"
     elif answer is kafka_errors.InvalidTxnStateError:
         reason = "already committed"
     elif answer is kafka_errors.InvalidProducerIdMappingError:

@@ -1,5 +1,12 @@
-"""The Kafka sink's pool of transactional ids, ``<prefix>-<task>-<slot>``, and how an attempt
-claims one that no other live attempt of the task can claim.
+"""The Kafka sink's pool of transactional ids, ``<stem>-<task>-<slot>``: whose ids they are, and
+how an attempt claims one that no other live attempt of the task can claim.
+
+The *stem* proves an id is this query's (:func:`id_stem`): ``unaligned-<query id>`` by default,
+``<transactionalIdPrefix>-q<owner>`` with a user prefix, ``<owner>`` twelve hex digits of the
+query id's SHA-256. Ids are exactly ``<stem>-<digits>-<digits>``, so an id names one stem (read
+from its end, :func:`stem_of`): two queries sharing a prefix, or prefixes ``X`` and ``X-7``, never
+see each other's ids as their own, and a query only describes, fences, aborts or commits ids of
+its own stem (:func:`id_pattern`).
 
 A slot is taken by ``InitProducerId``, which fences whoever held the id before: two live
 attempts of one task must therefore never try the same slot. Each attempt has its own *lane*,
@@ -23,6 +30,7 @@ the protocol around it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -49,10 +57,41 @@ def slot(lane_index: int, k: int) -> int:
     return _pair(lane_index, k)
 
 
-def id_pattern(prefix: str) -> re.Pattern[str]:
-    """Ids of the pool of ``prefix``, and of the earlier per-batch scheme
-    (``<prefix>-<batch>-<task>-<attempt>``), which clean-up still fences."""
-    return re.compile(re.escape(prefix) + r"-\d+-\d+(-\d+)?")
+DEFAULT_PREFIX = "unaligned"
+OWNER_DIGITS = 12
+
+
+def default_transactional_id_prefix(query_id: str) -> str:
+    """The stem of a query that set no ``transactionalIdPrefix``: it holds the whole query id."""
+    return f"{DEFAULT_PREFIX}-{query_id}"
+
+
+def owner_tag(query_id: str) -> str:
+    """``q`` and twelve hex digits of the query id's SHA-256: the same for every run of a
+    checkpoint (Spark keeps the query id in it), another for another query."""
+    return "q" + hashlib.sha256(query_id.encode("utf-8")).hexdigest()[:OWNER_DIGITS]
+
+
+def id_stem(prefix: str | None, query_id: str) -> str:
+    """What every id of the query's pool starts with (module docstring)."""
+    if prefix is None:
+        return default_transactional_id_prefix(query_id)
+    return f"{prefix}-{owner_tag(query_id)}"
+
+
+def id_pattern(stem: str) -> re.Pattern[str]:
+    """Exactly the ids of the pool of ``stem``: ``<stem>-<task>-<slot>``."""
+    return re.compile(re.escape(stem) + r"-\d+-\d+")
+
+
+def stem_of(transactional_id: str) -> str | None:
+    """The stem of a pool id (``None`` for an id of no pool): everything before its last two
+    ``-<digits>`` parts. Ids of this project before stems had owners (``<prefix>-<task>-<slot>``,
+    or ``<prefix>-<batch>-<task>-<attempt>``) read as stems of no owner."""
+    parts = transactional_id.rsplit("-", 2)
+    if len(parts) == 3 and parts[0] and parts[1].isdigit() and parts[2].isdigit():
+        return parts[0]
+    return None
 
 
 def free_id(

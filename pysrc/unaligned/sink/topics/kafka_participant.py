@@ -2,14 +2,15 @@
 
 Input columns and their types: :mod:`unaligned.sink.topics.kafka_columns`; the participant
 contract: :mod:`unaligned.sink.participant`. A task attempt writes into a transaction on an id
-of the query's pool ``<prefix>-<task>-<slot>`` that no other live attempt can claim
-(:mod:`unaligned.sink.topics.kafka_id_pool`) through a
-:class:`~unaligned.sink.topics.kafka_task_writer.KafkaTaskWriter` (imported by task workers
-only); items of commit records: :mod:`unaligned.sink.topics.kafka_items`. The driver checks
+of the query's pool ``<stem>-<task>-<slot>`` that no other live attempt can claim
+(:mod:`unaligned.sink.topics.kafka_id_pool`, which also says why no other query's id matches)
+through a :class:`~unaligned.sink.topics.kafka_task_writer.KafkaTaskWriter` (imported by task
+workers only); items of commit records: :mod:`unaligned.sink.topics.kafka_items`. The driver checks
 every prepared transaction can still commit, commits by handle
-(:mod:`unaligned.kafka.transactions.transaction_coordinator`) and fences the pool's leftovers.
-The default prefix is ``unaligned-<query id>``; a user-set ``transactionalIdPrefix`` must be
-unique to the query on the cluster. A prepared transaction must be committed within
+(:mod:`unaligned.kafka.transactions.transaction_coordinator`) and fences the pool's leftovers,
+never another stem's ids (those under its ``transactionalIdPrefix`` are named in one warning at
+recovery); a refused commit says what ended the transaction
+(:mod:`unaligned.sink.topics.kafka_refusals`). A prepared transaction must be committed within
 ``kafka.transaction.timeout.ms`` of its first record (ARCHITECTURE.md, "The two-phase commit";
 :func:`unaligned.sink.recovery.roll_forward` for a restart that comes later).
 """
@@ -39,7 +40,7 @@ from unaligned.kafka.transactions import transaction_coordinator, transaction_st
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.kafka_target import KafkaTarget
-from unaligned.sink.topics import kafka_id_pool
+from unaligned.sink.topics import kafka_id_pool, kafka_refusals
 from unaligned.sink.topics.kafka_checks import check_cluster
 from unaligned.sink.topics.kafka_columns import KafkaColumns
 from unaligned.sink.topics.kafka_items import prepared_from_json
@@ -61,41 +62,41 @@ class KafkaParticipant:
 
     kind = PARTICIPANT
 
-    def __init__(
-        self, target: KafkaTarget, columns: KafkaColumns, transactional_id_prefix: str
-    ) -> None:
+    def __init__(self, target: KafkaTarget, columns: KafkaColumns, id_stem: str) -> None:
         self._target = target
         self._columns = columns
-        self._prefix = transactional_id_prefix
-        self._id_pattern = kafka_id_pool.id_pattern(transactional_id_prefix)
+        self._stem = id_stem
+        self._id_pattern = kafka_id_pool.id_pattern(id_stem)
         self._two_phase_commit = False
         """Resolved by :meth:`check_at_query_start` in Spark's planner, before the writer is
         pickled into the batch's tasks: their transactions take part in two-phase commit."""
 
     @property
-    def transactional_id_prefix(self) -> str:
-        return self._prefix
+    def id_stem(self) -> str:
+        """What every transactional id of the query's pool starts with
+        (:func:`~unaligned.sink.topics.kafka_id_pool.id_stem`)."""
+        return self._stem
 
     def client_kwargs(self) -> dict[str, Any]:
         """The ``KafkaProducer`` kwargs of the sink, in this process.
 
-        Without ``kafka.client.id`` the client id is ``producer-<transactionalIdPrefix>-<process
-        id>``: a Spark Python worker runs one task at a time and keeps its connections for the
-        next (:mod:`unaligned.kafka.produce.produce_session`), so broker quotas and client metrics
+        Without ``kafka.client.id`` the client id is ``producer-<id stem>-<process id>``: a Spark
+        Python worker runs one task at a time and keeps its connections for the next
+        (:mod:`unaligned.kafka.produce.produce_session`), so broker quotas and client metrics
         keyed by client id apply per running task, as with one producer per task.
         """
         kwargs = self._target.client_kwargs()
-        kwargs.setdefault("client_id", f"producer-{self._prefix}-{os.getpid()}")
+        kwargs.setdefault("client_id", f"producer-{self._stem}-{os.getpid()}")
         if self._two_phase_commit:
             kwargs[TWO_PHASE_COMMIT_KWARG] = True
         return kwargs
 
     def transactional_id(self, partition_id: int, slot: int) -> str:
         """The id of ``slot`` in ``partition_id``'s part of the pool."""
-        return f"{self._prefix}-{partition_id}-{slot}"
+        return f"{self._stem}-{partition_id}-{slot}"
 
     def owns(self, transactional_id: str) -> bool:
-        """True for an id of this sink's pool, or of the earlier per-batch scheme."""
+        """True exactly for an id of this query's pool (``<stem>-<task>-<slot>``)."""
         return self._id_pattern.fullmatch(transactional_id) is not None
 
     def describe(self, item: Mapping[str, Any]) -> str:
@@ -212,18 +213,32 @@ class KafkaParticipant:
         self, kwargs: Mapping[str, Any], prepared: Sequence[PreparedTransaction], batch_id: int
     ) -> None:
         committed: list[str] = []
-        refused: list[str] = []
+        refused: list[tuple[PreparedTransaction, TransactionCommitError]] = []
         for p in prepared:
             try:
                 transaction_coordinator.commit_prepared(kwargs, p)
                 committed.append(p.transactional_id)
             except TransactionCommitError as exc:
-                refused.append(f"{p.describe()}: {exc}")
+                refused.append((p, exc))
+        try:
+            now = transaction_states.describe_transactions(
+                kwargs, [p.transactional_id for p, _ in refused]
+            )
+            endings = [
+                kafka_refusals.transaction_ending(p, now.get(p.transactional_id))
+                for p, _ in refused
+            ]
+        except (KafkaError, UnalignedError) as exc:
+            endings = [f"its coordinator could not be asked what ended it ({exc!r})"] * len(refused)
         raise TransactionCommitError(
             f"batch {batch_id} was decided (commit record written) but the broker on "
             f"{self._target.bootstrap_servers} refused {len(refused)} of {len(prepared)} "
             f"transaction(s); committed: {', '.join(committed) or 'none'}; refused: "
-            + "; ".join(refused)
+            + "; ".join(
+                f"{exc} ({ending})" for (_, exc), ending in zip(refused, endings, strict=True)
+            )
+            + ". "
+            + kafka_refusals.way_out(batch_id)
         )
 
     def finish_batch(self, record: CommitRecord) -> None:
@@ -257,11 +272,13 @@ class KafkaParticipant:
         """
         kwargs = self.client_kwargs()
         try:
-            open_ids = transaction_states.list_transactional_ids(kwargs, self._prefix)
+            open_ids = transaction_states.list_transactional_ids(kwargs, self._stem)
         except (KafkaError, UnalignedError) as exc:
             logger.warning("clean-up skipped: listing open transactions failed: %r", exc)
             return 0
         candidates = [tid for tid in open_ids if self.owns(tid)]
+        if up_to_batch is None:
+            self._name_others(kwargs)
         if not candidates:
             return 0
         keep = set(log.unfinished_batch_ids())
@@ -273,3 +290,29 @@ class KafkaParticipant:
             logger.info("aborting open transaction %r that no commit record names", tid)
         transaction_coordinator.fence_all(kwargs, leftovers)
         return len(leftovers)
+
+    def _name_others(self, kwargs: Mapping[str, Any]) -> None:
+        """At recovery: one warning naming open transactions under the user's
+        ``transactionalIdPrefix`` that are not this query's (another query's, or ids of this
+        project from before stems had owners). They are never touched here."""
+        prefix = self._target.transactional_id_prefix
+        if prefix is None:
+            return
+        try:
+            open_ids = transaction_states.list_transactional_ids(kwargs, prefix)
+        except (KafkaError, UnalignedError) as exc:
+            logger.debug("listing the transactions under prefix %r failed: %r", prefix, exc)
+            return
+        others = [tid for tid in open_ids if not self.owns(tid)]
+        if others:
+            logger.warning(
+                "%d open transaction(s) under transactionalIdPrefix %r are not this query's "
+                "(its ids start with %r) and are left alone: %s. They belong to another query "
+                "using the same prefix, or were left by a version of this sink before ids had "
+                "owners. Give each query its own prefix; 'unaligned inspect' and 'unaligned "
+                "abandon' on the other query's checkpoint end what it holds",
+                len(others),
+                prefix,
+                self._stem,
+                ", ".join(others[:5]) + (", ..." if len(others) > 5 else ""),
+            )
