@@ -105,6 +105,14 @@ class Checkpoint:
         return self.done_markers_dir.child(f"{batch_id}.json")
 
     @property
+    def abandoned_notes_dir(self) -> Location:
+        return self.state_dir.child("abandoned")
+
+    def abandoned_note(self, batch_id: int) -> Location:
+        """What an operator's ``unaligned abandon`` did to a decided batch."""
+        return self.abandoned_notes_dir.child(f"{batch_id}.json")
+
+    @property
     def metrics_dir(self) -> Location:
         return self.state_dir.child("metrics")
 

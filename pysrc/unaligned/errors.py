@@ -129,6 +129,11 @@ class TransactionWriteError(UnalignedError):
     """
 
 
+class AbandonError(UnalignedError):
+    """``unaligned abandon`` cannot end the batch as asked: the message says why and what
+    choice is left."""
+
+
 class CommitLogError(UnalignedError):
     """The sink's durable state under the checkpoint is unreadable or inconsistent."""
 

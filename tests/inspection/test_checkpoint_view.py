@@ -21,6 +21,7 @@ from unaligned.inspection.model import (
     PendingChannelState,
     PendingTaskState,
 )
+from unaligned.sink.topics.kafka_id_pool import id_stem
 
 
 def test_barriers_carry_their_metrics_start_and_both_commit_logs(checkpoint: Path) -> None:
@@ -147,11 +148,12 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """Replace the broker: record (servers, prefix) and answer one open transaction."""
     calls: list[tuple[str, str]] = []
 
-    def answer(servers: str, prefix: str, in_doubt: Any) -> tuple[OpenTransaction, ...]:
-        calls.append((servers, prefix))
-        return (OpenTransaction(f"{prefix}-0-1", "Ongoing", 7, 0, 1, 60_000, 3),)
+    def answer(client: Any, prefix: str, stem: str, in_doubt: Any) -> tuple[OpenTransaction, ...]:
+        calls.append((client["bootstrap_servers"], prefix))
+        return (OpenTransaction(f"{stem}-0-1", "Ongoing", 7, 0, 1, 60_000, 3),)
 
     monkeypatch.setattr(broker_transactions, "open_transactions", answer)
+    monkeypatch.setattr(broker_transactions, "with_outcomes", lambda client, log, b: b)
     return calls
 
 
@@ -159,7 +161,7 @@ def test_open_transactions_use_the_prefix_of_the_commit_records(
     checkpoint: Path, asked: list[tuple[str, str]]
 ) -> None:
     found = build_view(
-        Checkpoint.resolve(str(checkpoint)), bootstrap_servers="h:9092"
+        Checkpoint.resolve(str(checkpoint)), kafka_client={"bootstrap_servers": "h:9092"}
     ).open_transactions
     assert asked == [("h:9092", "unaligned-q")]
     assert found is not None and (found.prefix, found.prefix_from) == (
@@ -173,13 +175,19 @@ def test_a_given_prefix_wins_and_without_records_the_default_is_used(
     checkpoint: Path, tmp_path: Path, asked: list[tuple[str, str]]
 ) -> None:
     given = build_view(
-        Checkpoint.resolve(str(checkpoint)), bootstrap_servers="h:1", transactional_id_prefix="mine"
+        Checkpoint.resolve(str(checkpoint)),
+        kafka_client={"bootstrap_servers": "h:1"},
+        transactional_id_prefix="mine",
     )
     assert given.open_transactions is not None
     assert given.open_transactions.prefix_from == "option"
+    # the query's own ids under a given prefix carry its owner tag
+    assert given.open_transactions.stem == id_stem("mine", QUERY_ID)
     files = new_checkpoint(tmp_path / "files")
     decide(files, 0, prepared=[{"staged": "s", "final": "f", "rows": 1}], participant="files")
-    default = build_view(Checkpoint.resolve(str(files)), bootstrap_servers="h:2").open_transactions
+    default = build_view(
+        Checkpoint.resolve(str(files)), kafka_client={"bootstrap_servers": "h:2"}
+    ).open_transactions
     assert default is not None and default.prefix_from == "default"
     assert asked == [("h:1", "mine"), ("h:2", f"unaligned-{QUERY_ID}")]
 
@@ -199,11 +207,11 @@ def test_open_transactions_are_described_and_matched_to_in_doubt_batches(
         lambda client, ids: {"p-0-0": described, "p-1-0": None},
     )
     found = broker_transactions.open_transactions(
-        "h:9092", "p", [InDoubtBatch(5, "kafka", 0, 1, ("p-0-0",))]
+        {"bootstrap_servers": "h:9092"}, "p", "p-qa", [InDoubtBatch(5, "kafka", 0, 1, ("p-0-0",))]
     )
     assert found == (
-        OpenTransaction("p-0-0", "Ongoing", 7, 2, 123, 60_000, 5),
-        OpenTransaction("p-1-0", None, None, None, None, None, None),
+        OpenTransaction("p-0-0", "Ongoing", 7, 2, 123, 60_000, 5),  # named: this query's
+        OpenTransaction("p-1-0", None, None, None, None, None, None, this_query=False),
     )
 
 

@@ -84,6 +84,8 @@ def test_json_document_has_the_documented_keys_and_values(
             "preparedItems": 2,
             "transactionalIds": ["unaligned-q-0-1", "unaligned-q-1-1"],
             "twoPhaseCommit": False,
+            "outcome": None,  # the broker was not asked
+            "blocksReaders": False,
         }
     ]
     assert doc["openTransactions"] is None
@@ -164,7 +166,7 @@ def test_an_unreachable_cluster_exits_1_naming_it(
     from unaligned.inspection import broker_transactions
 
     def refuse(client: Any, prefix: str) -> list[str]:
-        assert client["bootstrap_servers"] == "nowhere:9092"
+        assert client["bootstrap_servers"] == ["nowhere:9092"]
         raise kafka_errors.KafkaTimeoutError("Unable to bootstrap from nowhere:9092")
 
     monkeypatch.setattr(broker_transactions, "list_transactional_ids", refuse)

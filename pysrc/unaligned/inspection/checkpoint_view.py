@@ -14,8 +14,8 @@ servers: the sink's Kafka options are not stored in the checkpoint
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from unaligned._fs import read_bytes
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
@@ -40,7 +40,7 @@ from unaligned.inspection.model import (
 )
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix
+from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix, id_stem, stem_of
 from unaligned.source.offsets import KafkaSourceOffset
 
 _TOKEN_KEY = "barrierToken"
@@ -49,14 +49,15 @@ _TOKEN_KEY = "barrierToken"
 def build_view(
     checkpoint: Checkpoint,
     *,
-    bootstrap_servers: str | None = None,
+    kafka_client: Mapping[str, Any] | None = None,
     transactional_id_prefix: str | None = None,
 ) -> CheckpointView:
     """Everything ``unaligned inspect`` shows of ``checkpoint``.
 
-    ``bootstrap_servers``: also ask that cluster which transactions of the query's
-    transactional-id prefix are open (``transactional_id_prefix`` if given, else the prefix of
-    the ids in the commit records, else the sink's default ``unaligned-<query id>``).
+    ``kafka_client``: kafka-python kwargs of the sink's cluster; then also ask it which
+    transactions under the query's transactional-id prefix are open (``transactional_id_prefix``
+    if given, else the stem of the ids in the commit records, else the sink's default
+    ``unaligned-<query id>``) and what a restart does with each in-doubt batch.
 
     Raises :class:`~unaligned.errors.NotACheckpointError` for a path that is not the
     checkpoint of a query with a ``format("unaligned")`` source or sink.
@@ -68,12 +69,13 @@ def build_view(
     decided = log.decided_batch_ids()
     newest = log.read(decided[-1]) if decided else None
     open_transactions = None
-    if bootstrap_servers is not None:
-        from unaligned.inspection.broker_transactions import open_transactions as ask_broker
+    if kafka_client is not None:
+        from unaligned.inspection import broker_transactions
 
-        prefix, prefix_from = _prefix(query_id, transactional_id_prefix, in_doubt, newest)
-        transactions = ask_broker(bootstrap_servers, prefix, in_doubt)
-        open_transactions = OpenTransactions(prefix, prefix_from, transactions)
+        prefix, stem, prefix_from = _prefix(query_id, transactional_id_prefix, in_doubt, newest)
+        transactions = broker_transactions.open_transactions(kafka_client, prefix, stem, in_doubt)
+        open_transactions = OpenTransactions(prefix, prefix_from, transactions, stem)
+        in_doubt = broker_transactions.with_outcomes(kafka_client, log, in_doubt)
     last = max(entries) if entries else None
     return CheckpointView(
         checkpoint=checkpoint.location,
@@ -213,19 +215,20 @@ def _prefix(
     given: str | None,
     in_doubt: Sequence[InDoubtBatch],
     newest: CommitRecord | None,
-) -> tuple[str, Literal["option", "commit record", "default"]]:
-    """The transactional-id prefix to list: given, else the one of the ids in the commit records
-    (``<prefix>-<partition>-<slot>``), else the sink's default."""
+) -> tuple[str, str, Literal["option", "commit record", "default"]]:
+    """The transactional-id prefix to list and the query's own stem: the given prefix (and its
+    stem for this query), else the stem of the ids in the commit records, else the default."""
     if given is not None:
-        return given, "option"
+        return given, id_stem(given, query_id), "option"
     ids = [t for b in in_doubt for t in b.transactional_ids]
     if newest is not None:
         ids += _transactional_ids(newest)
     for tid in ids:
-        parts = tid.rsplit("-", 2)
-        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-            return parts[0], "commit record"
-    return default_transactional_id_prefix(query_id), "default"
+        stem = stem_of(tid)
+        if stem is not None:
+            return stem, stem, "commit record"
+    default = default_transactional_id_prefix(query_id)
+    return default, default, "default"
 
 
 def _pending(record: CommitRecord) -> PendingChannelState:

@@ -13,6 +13,7 @@ from unaligned.inspection.model import (
     BarrierView,
     CheckpointView,
     InDoubtBatch,
+    OpenTransaction,
     OpenTransactions,
     PendingTaskState,
     Positions,
@@ -200,4 +201,16 @@ def status_lines(view: CheckpointView) -> list[tuple[str, str]]:
 def transactions_title(found: OpenTransactions | None) -> str:
     if found is None:
         return TRANSACTIONS_NOT_ASKED
-    return f"prefix {found.prefix!r} (from {found.prefix_from}): {len(found.transactions)} open"
+    title = f"prefix {found.prefix!r} (from {found.prefix_from}): {len(found.transactions)} open"
+    if found.stem and found.stem != found.prefix:
+        title += f"; this query's ids start with {found.stem!r}"
+    return title
+
+
+def transaction_fate(t: OpenTransaction) -> str:
+    """What becomes of an open transaction under the query's prefix."""
+    if not t.this_query:
+        return "another query's: never touched by this one"
+    if t.named_by_batch is None:
+        return "none: fenced by the clean-up"
+    return f"batch {t.named_by_batch}: committed on restart"

@@ -271,18 +271,19 @@ def _rest(view: CheckpointView) -> str:
         if view.in_doubt
         else "<p>None: every decided batch is done.</p>"
     )
+    parts += [f"<p>Batch {b.batch_id}: {_e(b.outcome)}</p>" for b in view.in_doubt if b.outcome]
     parts.append("<h2>Open sink transactions</h2>")
     parts.append(f"<p>{_e(fmt.transactions_title(view.open_transactions))}</p>")
     if view.open_transactions is not None and view.open_transactions.transactions:
         parts.append(
             _table(
-                ("transactional id", "state", "started (UTC)", "named by batch"),
+                ("transactional id", "state", "started (UTC)", "record"),
                 [
                     (
                         t.transactional_id,
                         t.state or fmt.UNKNOWN,
                         fmt.timestamp(t.start_ms),
-                        fmt.UNKNOWN if t.named_by_batch is None else str(t.named_by_batch),
+                        fmt.transaction_fate(t),
                     )
                     for t in view.open_transactions.transactions
                 ],

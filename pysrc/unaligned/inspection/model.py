@@ -90,6 +90,11 @@ class InDoubtBatch:
     transactional_ids: tuple[str, ...]
     two_phase_commit: bool = False
     """Its transactions take part in two-phase commit (KIP-939): no broker timeout aborts them."""
+    outcome: str | None = None
+    """What a restart does with it, from its transactions' state on the broker (``None``: the
+    broker was not asked)."""
+    blocks_readers: bool = False
+    """Held transactions of it keep read_committed readers at the last stable offset."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +104,8 @@ class InDoubtBatch:
             "preparedItems": self.prepared_items,
             "transactionalIds": list(self.transactional_ids),
             "twoPhaseCommit": self.two_phase_commit,
+            "outcome": self.outcome,
+            "blocksReaders": self.blocks_readers,
         }
 
 
@@ -113,6 +120,9 @@ class OpenTransaction:
     start_ms: int | None
     timeout_ms: int | None
     named_by_batch: int | None
+    this_query: bool = True
+    """An id of the query's own stem; ``False``: another query's under the same prefix, which
+    the sink never touches."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,21 +133,25 @@ class OpenTransaction:
             "startMs": self.start_ms,
             "timeoutMs": self.timeout_ms,
             "namedByBatch": self.named_by_batch,
+            "thisQuery": self.this_query,
         }
 
 
 @dataclass(frozen=True)
 class OpenTransactions:
-    """The broker's answer for one prefix; ``prefix_from`` says where the prefix came from."""
+    """The broker's answer for one prefix; ``prefix_from`` says where the prefix came from,
+    ``stem`` what this query's own ids start with."""
 
     prefix: str
     prefix_from: Literal["option", "commit record", "default"]
     transactions: tuple[OpenTransaction, ...]
+    stem: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "prefix": self.prefix,
             "prefixFrom": self.prefix_from,
+            "stem": self.stem,
             "transactions": [t.to_dict() for t in self.transactions],
         }
 

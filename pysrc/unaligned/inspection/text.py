@@ -51,6 +51,7 @@ def render_text(view: CheckpointView) -> str:
     parts.append(f"\nIn-doubt sink batches ({len(view.in_doubt)}): decided, not done")
     if view.in_doubt:
         parts.append(table(fmt.IN_DOUBT_HEADERS, [fmt.in_doubt_row(b) for b in view.in_doubt]))
+        parts += [f"  batch {b.batch_id}: {b.outcome}" for b in view.in_doubt if b.outcome]
     else:
         parts.append("  none")
     parts.append(f"\nOpen sink transactions: {fmt.transactions_title(view.open_transactions)}")
@@ -65,9 +66,7 @@ def render_text(view: CheckpointView) -> str:
                         fmt.count(t.producer_id),
                         fmt.count(t.producer_epoch),
                         fmt.timestamp(t.start_ms),
-                        "none: fenced by the clean-up"
-                        if t.named_by_batch is None
-                        else f"batch {t.named_by_batch}: committed on restart",
+                        fmt.transaction_fate(t),
                     )
                     for t in view.open_transactions.transactions
                 ],

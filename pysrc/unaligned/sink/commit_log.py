@@ -4,6 +4,7 @@ Layout (``<checkpoint>`` is the query's ``checkpointLocation``, any ``pyarrow.fs
 
     <checkpoint>/unaligned/commits/<batchId>.json   the decision: commit these prepared items
     <checkpoint>/unaligned/done/<batchId>.json      every item committed, batch finished
+    <checkpoint>/unaligned/abandoned/<batchId>.json an operator ended the batch (unaligned abandon)
 
 Everything the sink keeps lives under ``<checkpoint>/unaligned/`` (metrics and, by default,
 channel state too); the paths are :class:`unaligned.checkpoint.Checkpoint`'s.
@@ -180,15 +181,46 @@ class CommitLog:
         )
         return True
 
-    def mark_done(self, batch_id: int, *, commit_ms: float | None = None) -> None:
-        """Record that every item of batch ``batch_id`` is committed (idempotent).
+    def mark_done(
+        self, batch_id: int, *, commit_ms: float | None = None, abandoned: str | None = None
+    ) -> None:
+        """Record that batch ``batch_id`` is finished (idempotent): every item committed, or,
+        with ``abandoned`` (the operator's choice), ended by ``unaligned abandon``.
 
         ``commit_ms``: how long the driver's ``commit()`` took up to here, kept for benchmarks.
         """
         doc: dict[str, Any] = {"batchId": batch_id, "doneAtMs": int(time.time() * 1000)}
         if commit_ms is not None:
             doc["commitMs"] = round(commit_ms, 3)
+        if abandoned is not None:
+            doc["abandoned"] = abandoned
         atomic_write(self._done_location(batch_id), json.dumps(doc).encode("utf-8"))
+
+    def note_abandoned(self, batch_id: int, note: Mapping[str, Any]) -> None:
+        """Keep what ``unaligned abandon`` did to batch ``batch_id`` (``inspect`` shows it)."""
+        location = self._checkpoint.abandoned_note(batch_id)
+        atomic_write(location, json.dumps(dict(note), sort_keys=True).encode("utf-8"))
+
+    def abandoned_notes(self) -> dict[int, dict[str, Any]]:
+        """Every batch an operator ended, with what was done (unreadable notes left out)."""
+        notes: dict[int, dict[str, Any]] = {}
+        for batch_id in numbered_files(self._checkpoint.abandoned_notes_dir):
+            data = read_bytes(self._checkpoint.abandoned_note(batch_id))
+            try:
+                notes[batch_id] = dict(json.loads((data or b"{}").decode("utf-8")))
+            except (ValueError, TypeError, UnicodeDecodeError):
+                logger.warning("abandon note of batch %d is unreadable", batch_id)
+        return notes
+
+    def withdraw(self, batch_id: int) -> None:
+        """Delete batch ``batch_id``'s commit record: the batch is undecided again and Spark
+        runs it anew. Only for ``unaligned abandon --replay``, once nothing of it is open."""
+        location = self._record_location(batch_id)
+        try:
+            self._checkpoint.filesystem.delete_file(location.path)
+        except FileNotFoundError:
+            return
+        logger.info("batch %d: commit record %s withdrawn", batch_id, describe(location))
 
     def done_info(self, batch_id: int) -> dict[str, Any] | None:
         """The done marker's content (``batchId``, ``doneAtMs``, maybe ``commitMs``)."""

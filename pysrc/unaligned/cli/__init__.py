@@ -2,9 +2,10 @@
 
 ``unaligned demo`` is the project's main job (:mod:`unaligned.demo.story`). ``unaligned broker``
 runs a local single-node Kafka for trying things (:mod:`unaligned.testing.local_broker`).
-``unaligned metrics``, ``inspect``, ``report`` and ``stop`` work on a query's checkpoint;
-``inspect`` also shows a file sink's output path, and ``remove-orphans`` deletes the files there
-that no reader names, for queries the user declares gone.
+``unaligned metrics``, ``inspect``, ``report``, ``abandon`` and ``stop`` work on a query's
+checkpoint; ``inspect`` also shows a file sink's output path, and ``remove-orphans`` deletes the
+files there that no reader names, for queries the user declares gone. This module parses the
+command line; the checkpoint commands run in :mod:`unaligned.cli.checkpoint_commands`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import unaligned
+from unaligned.cli import checkpoint_commands as commands
 from unaligned.demo.story import run_demo
 
 DESCRIPTION = (
@@ -107,6 +109,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument(
         "--json", action="store_true", help="print one JSON document (keys documented in README)"
     )
+    abandon = sub.add_parser(
+        "abandon",
+        help="end a decided Kafka sink batch whose held transactions block readers",
+        description="End the held transactions of a decided but unfinished batch of a stopped "
+        "query's exactly-once Kafka sink: --commit them (what the restart would do), --replay "
+        "(abort them; the restart writes the batch again, exactly once while none was "
+        "committed) or --skip (abort them and give the batch's records up). Safe to run again.",
+    )
+    abandon.add_argument("checkpoint", help="the query's checkpointLocation (path or URI)")
+    abandon.add_argument("--batch", type=int, required=True, help="the in-doubt batch's id")
+    choice = abandon.add_mutually_exclusive_group(required=True)
+    for name in ("commit", "replay", "skip"):
+        choice.add_argument(f"--{name}", dest="choice", action="store_const", const=name)
+    abandon.add_argument(
+        "--accept-duplicates",
+        action="store_true",
+        help="with --replay: go on although some of the batch's transactions were committed",
+    )
+    _kafka_arguments(abandon, "the sink's Kafka cluster (required)")
     orphans = sub.add_parser(
         "remove-orphans",
         help="delete a file sink's orphaned files and staging of queries that are gone",
@@ -183,11 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(metrics_jsonl(Checkpoint.resolve(args.checkpoint)))
         return 0
     if args.command == "stop":
-        return _stop(args.checkpoint, args.drain, args.timeout)
+        return commands.stop(args.checkpoint, args.drain, args.timeout)
     if args.command in ("inspect", "report"):
-        return _inspect(args)
+        return commands.inspect(args)
+    if args.command == "abandon":
+        return commands.abandon(args)
     if args.command == "remove-orphans":
-        return _remove_orphans(args)
+        return commands.remove_orphans(args)
     if args.command == "tune-spark":
         from unaligned.errors import OptionError
         from unaligned.spark_tuning import run as tune_spark
@@ -202,145 +225,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _checkpoint_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("checkpoint", help="the query's checkpointLocation (path or URI)")
-    command.add_argument(
-        "--bootstrap-servers",
-        metavar="HOST:PORT",
-        help="also list the sink's open transactions on this Kafka cluster (the sink's Kafka "
-        "options are not stored in the checkpoint)",
-    )
+    _kafka_arguments(command, "also list the sink's open transactions on this Kafka cluster")
     command.add_argument(
         "--transactional-id-prefix",
-        help="the sink's transactionalIdPrefix, if the query set one (default: the prefix of "
+        help="the sink's transactionalIdPrefix, if the query set one (default: the stem of "
         "the ids in its commit records, else unaligned-<query id>)",
     )
 
 
-def _inspect(args: argparse.Namespace) -> int:
-    """``unaligned inspect`` and ``unaligned report``: 0, 2 for a path that is not a checkpoint
-    of a ``format("unaligned")`` query (or a bad ``--timeout``), 1 for an unreadable checkpoint
-    or an unreachable ``--bootstrap-servers``."""
-    from unaligned._parsing import parse_duration_ms
-    from unaligned.checkpoint import Checkpoint
-    from unaligned.errors import NotACheckpointError, OptionError, UnalignedError
-    from unaligned.inspection import build_view, render_text
-
-    name = f"unaligned {args.command}"
-    try:
-        timeout_ms = parse_duration_ms("--timeout", args.timeout) if args.command == "report" else 0
-    except OptionError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return 2
-    # kafka-python logs every failed connection; an unreachable cluster is reported once below
-    kafka_logger = logging.getLogger("kafka")
-    kafka_level = kafka_logger.level
-    kafka_logger.setLevel(logging.CRITICAL)
-    try:
-        view = build_view(
-            Checkpoint.resolve(args.checkpoint),
-            bootstrap_servers=args.bootstrap_servers,
-            transactional_id_prefix=args.transactional_id_prefix,
-        )
-    except NotACheckpointError as exc:
-        if args.command == "inspect":
-            from unaligned.sink.files.output_survey import is_file_sink_output
-
-            if is_file_sink_output(args.checkpoint):
-                return _inspect_output(args)
-        print(f"{name}: {exc}", file=sys.stderr)
-        return 2
-    except UnalignedError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        kafka_logger.setLevel(kafka_level)
-    if args.command == "inspect":
-        if args.json:
-            import json
-
-            sys.stdout.write(json.dumps(view.to_dict(), indent=2, sort_keys=True) + "\n")
-        else:
-            sys.stdout.write(render_text(view))
-        return 0
-    from unaligned.inspection.html_report import render_html
-
-    args.output.write_text(render_html(view, timeout_ms), encoding="utf-8")
-    print(f"wrote {args.output} ({len(view.barriers)} barriers)")
-    return 0
-
-
-def _inspect_output(args: argparse.Namespace) -> int:
-    """``unaligned inspect`` of a file sink's output path: 0, 1 for an unreadable output."""
-    from unaligned.errors import UnalignedError
-    from unaligned.inspection.output_text import render_output_text
-    from unaligned.sink.files.output_survey import survey_output
-
-    try:
-        survey = survey_output(args.checkpoint)
-    except UnalignedError as exc:
-        print(f"unaligned inspect: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        import json
-
-        sys.stdout.write(json.dumps(survey.to_dict(), indent=2, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(render_output_text(survey))
-    return 0
-
-
-def _remove_orphans(args: argparse.Namespace) -> int:
-    """``unaligned remove-orphans``: 0, 2 for a path that is not a file sink's output, 1 for an
-    unreadable one."""
-    from unaligned.errors import UnalignedError
-    from unaligned.sink.files.output_survey import is_file_sink_output, remove_orphans
-
-    if not is_file_sink_output(args.path):
-        print(
-            f"unaligned remove-orphans: {args.path} is not a file sink's output (no "
-            "_unaligned_manifest, _unaligned_staging or _spark_metadata in it)",
-            file=sys.stderr,
-        )
-        return 2
-    queries = None if args.all_queries else set(args.query)
-    try:
-        removed = remove_orphans(args.path, queries, expired=args.expired, dry_run=args.dry_run)
-    except UnalignedError as exc:
-        print(f"unaligned remove-orphans: {exc}", file=sys.stderr)
-        return 1
-    verb = "would remove" if args.dry_run else "removed"
-    for name in removed:
-        print(f"{verb} {name}")
-    print(f"{verb} {len(removed)} file(s) or directories")
-    return 0
-
-
-def _stop(location: str, drain: bool, timeout_s: float) -> int:
-    """``unaligned stop``: 0 once the stop completed, 2 for a path that is not a checkpoint of
-    a ``format("unaligned")`` query, 3 when it did not complete in time, 4 when the query is
-    not running or ended before the stop completed."""
-    from unaligned.checkpoint import Checkpoint
-    from unaligned.errors import NotACheckpointError, QueryNotRunningError, StopTimeoutError
-    from unaligned.finishing.final_checkpoint import finished_batch
-    from unaligned.finishing.waiting import stop_from_elsewhere
-
-    checkpoint = Checkpoint.resolve(location)
-    try:
-        stop_from_elsewhere(checkpoint, drain, timeout_s, lambda line: print(line, flush=True))
-    except NotACheckpointError as exc:
-        print(f"unaligned stop: {exc}", file=sys.stderr)
-        return 2
-    except StopTimeoutError as exc:
-        print(f"unaligned stop: {exc}", file=sys.stderr)
-        return 3
-    except QueryNotRunningError as exc:
-        print(f"unaligned stop: {exc}", file=sys.stderr)
-        return 4
-    if drain:
-        print(f"drained: final checkpoint {finished_batch(checkpoint)} committed; nothing is open")
-    else:
-        print(f"stopped after batch {checkpoint.last_logged_batch()}; nothing is open")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def _kafka_arguments(command: argparse.ArgumentParser, servers_help: str) -> None:
+    command.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        help=f"{servers_help} (the sink's Kafka options are not stored in the checkpoint)",
+    )
+    command.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="Kafka client settings for that cluster, as for Kafka's own tools: a properties "
+        "file of security.protocol, sasl.*, ssl.* (without the kafka. prefix)",
+    )

@@ -1,0 +1,7 @@
+"""``python -m unaligned.cli``: the ``unaligned`` command."""
+
+import sys
+
+from unaligned.cli import main
+
+sys.exit(main())
