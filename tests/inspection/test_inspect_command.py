@@ -12,6 +12,7 @@ from checkpoint_files import QUERY_ID, new_checkpoint, plan
 from unaligned import cli
 
 TOP_KEYS = {
+    "abandoned",
     "checkpoint",
     "queryId",
     "barriers",

@@ -87,6 +87,7 @@ def build_view(
         pending=None if newest is None else _pending(newest),
         finished=_finished(checkpoint),
         stop_request=_stop(checkpoint),
+        abandoned=tuple(note for _, note in sorted(log.abandoned_notes().items())),
     )
 
 

@@ -280,6 +280,9 @@ class CheckpointView:
     pending: PendingChannelState | None
     finished: FinishedView | None
     stop_request: StopView | None
+    abandoned: tuple[Mapping[str, Any], ...] = ()
+    """What ``unaligned abandon`` did, per batch (its notes: ``batchId``, ``choice``, ``atMs``,
+    ``items``), oldest first."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
@@ -295,4 +298,5 @@ class CheckpointView:
             "pendingChannelState": None if self.pending is None else self.pending.to_dict(),
             "finished": None if self.finished is None else self.finished.to_dict(),
             "stopRequest": None if self.stop_request is None else self.stop_request.to_dict(),
+            "abandoned": [dict(note) for note in self.abandoned],
         }

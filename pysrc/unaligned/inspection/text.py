@@ -54,6 +54,11 @@ def render_text(view: CheckpointView) -> str:
         parts += [f"  batch {b.batch_id}: {b.outcome}" for b in view.in_doubt if b.outcome]
     else:
         parts.append("  none")
+    parts += [
+        f"  batch {note.get('batchId')}: ended by unaligned abandon --{note.get('choice')} at "
+        f"{fmt.timestamp(note.get('atMs'))}"
+        for note in view.abandoned
+    ]
     parts.append(f"\nOpen sink transactions: {fmt.transactions_title(view.open_transactions)}")
     if view.open_transactions is not None and view.open_transactions.transactions:
         parts.append(

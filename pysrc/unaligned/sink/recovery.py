@@ -112,21 +112,22 @@ def roll_forward(
     renamed file is found under its final name), so rolling forward twice is harmless.
 
     Late restart (Kafka): a prepared transaction older than ``kafka.transaction.timeout.ms`` has
-    been aborted by the broker, with its id's epoch bumped. Committing it then fails with
-    :class:`TransactionCommitError` naming the batch, the commit record, and which transactions
-    were committed and which refused. The refused transactions' records were never visible to
-    read_committed consumers and are gone from Kafka; the query stops and stays stopped (every
-    restart fails the same way) rather than skip them. What the user can do:
+    been aborted by the broker (without two-phase commit), or an operator ended it. Committing it
+    then fails with :class:`TransactionCommitError` naming the batch, the commit record, which
+    transactions were committed and which refused, and what ended each
+    (:mod:`unaligned.sink.topics.kafka_refusals`). The refused transactions' records were never
+    visible to read_committed consumers and are gone from Kafka; the query stops and stays
+    stopped (every restart fails the same way) rather than skip them, until the operator ends
+    the batch with ``unaligned abandon`` (:mod:`unaligned.sink.topics.kafka_abandon`):
 
-    - If *no* transaction of the batch was committed (the usual case: the crash came between
-      the commit record and the first commit): delete the batch's commit record (the file the
-      error names) and restart. The batch is undecided again; Spark replays it from its offset
-      log, the tasks write new transactions and the driver decides anew - still exactly once,
-      provided the source still has the batch's input (Kafka retention).
-    - If *some* were committed (crash in the middle of the commits, then a late restart):
-      deleting the record makes the replay write the committed tasks' records a second time
-      (duplicates of those partitions only). Exactly-once cannot be restored automatically; the
-      user chooses between those duplicates and the loss.
+    - ``--replay`` when *no* transaction of the batch was committed (the usual case: the crash
+      came between the commit record and the first commit): the batch is undecided again; Spark
+      replays it from its offset log, the tasks write new transactions and the driver decides
+      anew - still exactly once, provided the source still has the batch's input (Kafka
+      retention);
+    - when *some* were committed, neither choice is exactly once: ``--replay
+      --accept-duplicates`` writes the committed tasks' records a second time, ``--skip`` gives
+      the others up.
 
     Keep ``kafka.transaction.timeout.ms`` above batch time plus the longest restart time (at most
     the brokers' ``transaction.max.timeout.ms``, checked at query start).
