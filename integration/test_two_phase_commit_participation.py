@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -125,6 +127,35 @@ def test_a_restart_later_than_the_transaction_timeout(
     run = run_query(config, tmp_path, None)
     assert run.returncode != 0, f"the restart should stop; {tail(run)}"
     assert "TransactionCommitError" in run.stderr and "batch 1" in run.stderr, tail(run)
+    assert "the broker aborted it when kafka.transaction.timeout.ms" in run.stderr, tail(run)
+    assert "unaligned abandon" in run.stderr, tail(run)
+    # inspect tells this batch from one a restart commits; abandon --replay writes it again
+    (batch,) = _cli("inspect", str(checkpoint), "--json", servers=kafka)["inDoubt"]
+    assert batch["outcome"].startswith("a restart cannot commit it"), batch
+    assert not batch["blocksReaders"]
+    _cli("abandon", str(checkpoint), "--batch", "1", "--replay", servers=kafka)
+    finish(config, tmp_path)
+    _assert_exactly_once(kafka, output, checkpoint)
+
+
+def _cli(*args: str, servers: EmbeddedKafka) -> dict[str, object]:
+    """Run ``unaligned <args> --bootstrap-servers ...``; its JSON output, if any."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "unaligned.cli",
+            *args,
+            "--bootstrap-servers",
+            servers.bootstrap_servers,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, object] = json.loads(done.stdout) if args[-1] == "--json" else {}
+    return out
 
 
 def test_a_batch_slower_than_the_transaction_timeout_still_commits(

@@ -152,3 +152,23 @@ def test_demo_with_a_workdir_creates_and_keeps_it(
 def test_demo_exit_status_is_the_demos(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(cli, "run_demo", lambda records, partitions, workdir: 1)
     assert cli.main(["demo", "--workdir", str(tmp_path)]) == 1
+
+
+def test_abandon_waits_for_a_just_stopped_querys_heartbeat_and_refuses_a_running_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from unaligned.finishing import heartbeat
+
+    (tmp_path / "metadata").write_text('{"id":"q"}\n')
+    monkeypatch.setattr(heartbeat, "STALE_S", 0.2)
+    monkeypatch.setattr(heartbeat, "INTERVAL_S", 0.1)
+    monkeypatch.setattr(heartbeat, "beating", lambda checkpoint: True)
+    args = ["abandon", str(tmp_path), "--batch", "1", "--skip", "--bootstrap-servers", "h:1"]
+    assert cli.main(args) == 2
+    assert "is running" in capsys.readouterr().err
+    beats = iter([True, True, False])
+    monkeypatch.setattr(heartbeat, "beating", lambda checkpoint: next(beats))
+    assert cli.main(args) == 1  # the heartbeat went stale: on to the batch, which has no record
+    assert "never decided" in capsys.readouterr().err
+    assert cli.main(args[:-2]) == 2
+    assert "--bootstrap-servers is required" in capsys.readouterr().err

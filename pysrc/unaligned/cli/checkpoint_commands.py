@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from typing import Any
 
 
@@ -130,7 +131,7 @@ def abandon(args: argparse.Namespace) -> int:
     query, 1 when the batch cannot be ended as asked (nothing changed) or Kafka failed."""
     from unaligned.checkpoint import Checkpoint
     from unaligned.errors import AbandonError, OptionError, UnalignedError
-    from unaligned.finishing.heartbeat import beating
+    from unaligned.finishing.heartbeat import INTERVAL_S, STALE_S, beating
     from unaligned.sink.commit_log import CommitLog
     from unaligned.sink.topics.kafka_abandon import Choice, abandon
 
@@ -144,13 +145,17 @@ def abandon(args: argparse.Namespace) -> int:
     if client is None:
         print(f"{name}: --bootstrap-servers is required", file=sys.stderr)
         return 2
-    if beating(checkpoint):
-        print(
-            f"{name}: the query of {args.checkpoint} is running (its source's heartbeat is "
-            "fresh): stop it first ('unaligned stop')",
-            file=sys.stderr,
-        )
-        return 2
+    # a query that has just stopped leaves a heartbeat that is fresh for STALE_S more
+    deadline = time.monotonic() + STALE_S + INTERVAL_S
+    while beating(checkpoint):
+        if time.monotonic() > deadline:
+            print(
+                f"{name}: the query of {args.checkpoint} is running (its source's heartbeat "
+                "is fresh): stop it first ('unaligned stop')",
+                file=sys.stderr,
+            )
+            return 2
+        time.sleep(INTERVAL_S / 4)
     choice = Choice(args.choice)
     try:
         items = abandon(
