@@ -123,7 +123,7 @@ class TableParticipant:
         table = self.table()
         done = table.committed_batch()
         if done is not None and done >= batch_id:
-            progress(len(items))
+            _all_committed(items, progress)
             return
         if any(item["files"] for item in items):
             missing = missing_files(self._storage(), items)
@@ -135,7 +135,7 @@ class TableParticipant:
         summary = batch_summary(self._checkpoint, self._query_id, batch_id)
         if table.commit_batch(items, batch_id, summary):
             crash_points.reach(CrashPoint.DRIVER_AFTER_TABLE_COMMIT, batch_id)
-        progress(len(items))
+        _all_committed(items, progress)
 
     def consolidate(
         self, items: Sequence[Mapping[str, Any]], batch_id: int
@@ -173,6 +173,13 @@ class TableParticipant:
         table = self.table()
         batch = table.committed_batch()
         return batch, (table.snapshot_of(batch) if batch is not None else None)
+
+
+def _all_committed(items: Sequence[Mapping[str, Any]], progress: Callable[[int], None]) -> None:
+    """Every item was committed by the one table commit: progress reported item by item (so a
+    crash point armed "after the first of several items" fires after the table commit)."""
+    for done in range(1, len(items) + 1):
+        progress(done)
 
 
 def _json(text: str) -> dict[str, Any]:

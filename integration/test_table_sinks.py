@@ -1,0 +1,155 @@
+"""Kafka -> format("unaligned") -> an Iceberg or a Delta table, exactly once through crashes.
+
+Each query runs ``integration/query_runner.py`` (4 input partitions x 200 records,
+``maxOffsetsPerTrigger=300`` -> 3 batches, ``availableNow``) in a session of its own, with a
+crash point armed for batch 1 (:mod:`crash_runs`), then again from the same checkpoint. After
+the restart every record is in the table exactly once, read by the formats' own readers
+(deltalake's ``to_pyarrow_table``, pyiceberg's scan: :mod:`table_readers`); every commit of the
+query is stamped with its batch id once, with the Kafka offsets the batch read; and the data
+folder holds no Parquet file the table's current snapshot does not name (files of undecided
+batches, of killed or retried attempts are removed).
+
+The crash points: a task's files written and the driver killed before any decision
+(``task_after_precommit``, ``driver_before_commit_record``); the decision durable, the table not
+committed (``driver_after_commit_record``); the table committed, the sink not done
+(``driver_after_table_commit``: a commit whose answer was lost); everything done but Spark's
+commit (``driver_after_sink_commit``); killed again while recovery rolls the batch forward; a
+task attempt failing after its files were written (Spark retries it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crash_runs import PARTITIONS, crash, expected, finish, input_topic
+from table_readers import TableUnderTest
+from unaligned.checkpoint import Checkpoint
+from unaligned.sink.commit_log import CommitLog
+from unaligned.testing import EmbeddedKafka
+
+pytestmark = pytest.mark.slow
+
+MAX_OFFSETS = 300
+CRASH_BATCH = 1
+FORMATS = ["delta", "iceberg"]
+
+TopicFactory = Callable[..., str]
+
+# (batch 1 has a commit record, batch 1 is done, batch 1 is in the table) after the crash
+EXPECTED_STATE = {
+    "task_after_precommit": (False, False, False),
+    "driver_before_commit_record": (False, False, False),
+    "driver_after_commit_record": (True, False, False),
+    "driver_after_table_commit": (True, False, True),
+    "driver_after_sink_commit": (True, True, True),
+}
+
+
+def table_config(
+    kafka: EmbeddedKafka,
+    topic: str,
+    checkpoint: Path,
+    table: TableUnderTest,
+    **sink: str,
+) -> dict[str, Any]:
+    return {
+        "bootstrap": kafka.bootstrap_servers,
+        "input_topic": topic,
+        "checkpoint": str(checkpoint),
+        "max_offsets": MAX_OFFSETS,
+        "extra_sink_options": table.sink_options(**sink),
+    }
+
+
+def query_id(checkpoint: Path) -> str:
+    return Checkpoint.resolve(str(checkpoint)).query_id()
+
+
+def assert_table_exactly_once(
+    table: TableUnderTest, checkpoint: Path, batches: int = 3, copies: int = 1
+) -> None:
+    """Every input record ``copies`` times (one per query writing), each batch of this query
+    committed once, no file outside the table's snapshot, the commit log finished."""
+    got = table.values_by_partition()
+    for p in range(PARTITIONS):
+        want = sorted(expected(p) * copies)
+        assert sorted(got.get(p, [])) == want, f"input partition {p} not exactly once"
+    assert table.batches_of(query_id(checkpoint)) == list(range(batches))
+    on_disk, named = table.files_on_disk(), table.files_in_table()
+    assert on_disk == named, f"files outside the table: {sorted(on_disk - named)}"
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
+    assert log.unfinished_batch_ids() == []
+
+
+def _state(table: TableUnderTest, checkpoint: Path) -> tuple[bool, bool, bool]:
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
+    in_table = table.exists() and CRASH_BATCH in table.batches_of(query_id(checkpoint))
+    return log.read(CRASH_BATCH) is not None, log.is_done(CRASH_BATCH), in_table
+
+
+# The table commit's points run for both formats (their idempotence checks differ: Delta's app
+# transaction, Iceberg's table property and lineage); the points before it go through the same
+# shared code for both (a minute per case), so each format takes some of them.
+CASES = [
+    ("delta", "task_after_precommit"),
+    ("iceberg", "driver_before_commit_record"),
+    ("delta", "driver_after_commit_record"),
+    ("delta", "driver_after_table_commit"),
+    ("iceberg", "driver_after_table_commit"),
+    ("iceberg", "driver_after_sink_commit"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "point"), CASES)
+def test_table_sink_crash_point(
+    fmt: str, point: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    table = TableUnderTest.make(fmt, tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    config = table_config(kafka, input_topic(kafka, new_topic), checkpoint, table)
+    crash(config, tmp_path, f"{point}@{CRASH_BATCH}")
+    assert _state(table, checkpoint) == EXPECTED_STATE[point]
+    if point in ("task_after_precommit", "driver_before_commit_record"):
+        leftovers = table.files_on_disk() - table.files_in_table()
+        assert leftovers, "the crash left no data file to remove"
+    finish(config, tmp_path)
+    assert_table_exactly_once(table, checkpoint)
+    offsets = table.kafka_offsets(query_id(checkpoint))
+    ends = [sum(to for parts in o.values() for _, to in parts.values()) for o in offsets]
+    assert ends[-1] == PARTITIONS * 200 and ends == sorted(ends), offsets
+
+
+@pytest.mark.parametrize("fmt", ["delta"])
+def test_table_sink_crash_during_recovery(
+    fmt: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """Decided, killed; then killed again in recovery right after the roll-forward's table
+    commit (before the batch is marked done): the next run finds the batch in the table."""
+    table = TableUnderTest.make(fmt, tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    config = table_config(kafka, input_topic(kafka, new_topic), checkpoint, table)
+    crash(config, tmp_path, f"driver_after_commit_record@{CRASH_BATCH}")
+    crash(config, tmp_path, f"recovery@{CRASH_BATCH}")
+    assert _state(table, checkpoint) == (True, False, True)
+    finish(config, tmp_path)
+    assert_table_exactly_once(table, checkpoint)
+
+
+@pytest.mark.parametrize("fmt", ["iceberg"])
+def test_table_sink_retried_task_attempt_leaves_no_file(
+    fmt: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """Attempt 0 of batch 1's tasks writes its files, then fails; Spark retries. Only attempt
+    1's files enter the table; attempt 0's are removed."""
+    table = TableUnderTest.make(fmt, tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    config = table_config(kafka, input_topic(kafka, new_topic), checkpoint, table)
+    run = finish(config, tmp_path, crash_at=f"task_fail_first_attempt@{CRASH_BATCH}")
+    assert run.marker, "no task attempt failed"
+    assert_table_exactly_once(table, checkpoint)
+    record = CommitLog(Checkpoint.resolve(str(checkpoint))).read(CRASH_BATCH)
+    assert record is not None and {item["attempt"] for item in record.prepared} == {1}
