@@ -7,8 +7,8 @@ Started by the crash tests in a subprocess with ``start_new_session=True``::
 Config keys: ``bootstrap`` (servers), ``input_topic``, ``checkpoint``, ``max_offsets`` (per
 trigger), and either ``output_topic`` (Kafka sink; each record goes to the partition number it
 was read from), ``output_path`` (file sink) or neither (an Iceberg or Delta table, named by
-``tableFormat`` and ``path`` in ``extra_sink_options``). Optional: ``master`` (default ``local[2,3]``: two
-cores, a failed task is retried up to 3 times), ``extra_sink_options``.
+``tableFormat`` and ``path`` in ``extra_sink_options``). Optional: ``master`` (default
+``local[2,3]``: two cores, a failed task is retried up to 3 times), ``extra_sink_options``.
 
 The query uses ``trigger(availableNow=True)`` and ends when the input is consumed. Before Spark
 starts, the runner exports its session id as ``UNALIGNED_CRASH_SESSION``: an armed crash point

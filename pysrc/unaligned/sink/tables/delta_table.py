@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from unaligned.errors import MissingExtraError, TableCommitError, TableSchemaError
 from unaligned.sink.table_target import TableTarget
+from unaligned.sink.tables.batch_summary import BATCH_KEY, QUERY_KEY
 from unaligned.sink.tables.delta_layout import DeltaLayout, log_path
 from unaligned.sink.tables.schema_fit import columns_to_add
 from unaligned.sink.tables.table_storage import TableStorage
@@ -134,7 +135,11 @@ class DeltaTarget:
             for item in items
             for f in item["files"]
         ]
-        metadata: dict[str, Any] = dict(summary)
+        metadata: dict[str, Any] = {
+            **summary,
+            QUERY_KEY: self._query_id,
+            BATCH_KEY: str(batch_id),
+        }
         if self._target.user_metadata is not None:
             metadata["userMetadata"] = self._target.user_metadata
         last: Exception | None = None
@@ -182,8 +187,8 @@ class DeltaTarget:
         """The table version holding ``batch_id`` of this query, if the log still says."""
         table = self._table()
         for entry in table.history(limit=200):
-            if str(entry.get("unaligned.queryId")) == self._query_id and str(
-                entry.get("unaligned.batchId")
-            ) == str(batch_id):
+            if str(entry.get(QUERY_KEY)) == self._query_id and str(entry.get(BATCH_KEY)) == str(
+                batch_id
+            ):
                 return str(entry.get("version"))
         return None
