@@ -19,13 +19,15 @@ task attempt failing after its files were written (Spark retries it).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crash_runs import PARTITIONS, crash, expected, finish, input_topic
+from crash_runs import PARTITIONS, crash, expected, finish, input_topic, run_query, tail
 from table_readers import TableUnderTest
 from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog
@@ -153,3 +155,132 @@ def test_table_sink_retried_task_attempt_leaves_no_file(
     assert_table_exactly_once(table, checkpoint)
     record = CommitLog(Checkpoint.resolve(str(checkpoint))).read(CRASH_BATCH)
     assert record is not None and {item["attempt"] for item in record.prepared} == {1}
+
+
+# --- unaligned barriers, the final checkpoint -----------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_slow_table_writes_spill_and_the_final_checkpoint_commits_the_rest(
+    fmt: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """Partition 0's rows reach the sink slowly: unaligned barriers cut at 0.5 s and spill
+    the rest as channel state, which the next batch writes first; the availableNow query's
+    last batch is the final checkpoint and commits everything left."""
+    table = TableUnderTest.make(fmt, tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    config = table_config(
+        kafka,
+        input_topic(kafka, new_topic),
+        checkpoint,
+        table,
+        alignedCheckpointTimeout="500ms",
+        chunkRows="10",
+    )
+    config.update(slow_partition=0, slow_ms_per_row=20)
+    finish(config, tmp_path)
+    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
+    decided = log.decided_batch_ids()
+    assert any(r.channel_state for r in log.records(decided)), "no barrier spilled rows"
+    assert (checkpoint / "unaligned" / "finished.json").exists(), "no final checkpoint"
+    assert_table_exactly_once(table, checkpoint, batches=len(decided))
+
+
+# --- other writers, other queries, another schema -------------------------------------------------
+
+
+def _append_elsewhere(table: TableUnderTest, stop: threading.Event, appended: list[int]) -> None:
+    """Another application appending one row at a time until ``stop``."""
+    import pyarrow as pa
+
+    while not stop.wait(0.05):
+        if not table.exists():
+            continue
+        row = pa.table(
+            {
+                "key": pa.array([b"other"]),
+                "value": pa.array([f"other:{len(appended)}".encode()]),
+                "partition": pa.array([-1], pa.int32()),
+                "offset": pa.array([len(appended)], pa.int64()),
+            }
+        )
+        if table.format == "delta":
+            from deltalake import write_deltalake
+
+            target = table.delta()
+            write_deltalake(target, row.cast(pa.schema(target.schema().to_arrow())), mode="append")
+        else:
+            from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+            iceberg = table.iceberg()
+            iceberg.append(row.cast(schema_to_pyarrow(iceberg.schema(), include_field_ids=False)))
+        appended.append(1)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_concurrent_appender_makes_commits_retry_not_fail_or_duplicate(
+    fmt: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    table = TableUnderTest.make(fmt, tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    config = table_config(kafka, input_topic(kafka, new_topic), checkpoint, table)
+    stop, appended = threading.Event(), []
+    appender = threading.Thread(target=_append_elsewhere, args=(table, stop, appended))
+    appender.start()
+    try:
+        finish(config, tmp_path)
+    finally:
+        stop.set()
+        appender.join()
+    assert appended, "the other application appended nothing while the query ran"
+    got = table.values_by_partition()
+    assert len(got.pop(-1)) == len(appended)
+    assert_table_exactly_once(table, checkpoint)
+
+
+def test_two_queries_into_one_table_each_commit_their_batches_once(
+    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """Two queries (two checkpoints) append the same input to one Iceberg table at once."""
+    table = TableUnderTest.make("iceberg", tmp_path)
+    topic = input_topic(kafka, new_topic)
+    checkpoints = [tmp_path / "checkpoint-a", tmp_path / "checkpoint-b"]
+    configs = [table_config(kafka, topic, c, table) for c in checkpoints]
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(finish, config, tmp_path) for config in configs]
+        for run in runs:
+            run.result()
+    for checkpoint in checkpoints:
+        assert_table_exactly_once(table, checkpoint, copies=2)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_table_whose_schema_does_not_fit_is_refused_before_data_moves(
+    fmt: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+
+    table = TableUnderTest.make(fmt, tmp_path)
+    schema = pa.schema([("key", pa.binary()), ("value", pa.string()), ("partition", pa.int32())])
+    if fmt == "delta":
+        from deltalake import DeltaTable
+
+        DeltaTable.create(str(table.root), schema=schema)
+    else:
+        table.root.mkdir(parents=True)
+        from pyiceberg.catalog import load_catalog
+
+        catalog = load_catalog(
+            "default",
+            type="sql",
+            uri=f"sqlite:///{table.root}/unaligned-catalog.db",
+            warehouse=f"file://{table.root}",
+        )
+        catalog.create_namespace("db")
+        catalog.create_table(table.identifier, schema=schema)
+    checkpoint = tmp_path / "checkpoint"
+    config = table_config(kafka, input_topic(kafka, new_topic), checkpoint, table)
+    run = run_query(config, tmp_path, None)
+    assert run.returncode != 0
+    assert "value (binary into string)" in run.stderr and "offset" in run.stderr, tail(run)
+    assert table.read().num_rows == 0 and table.files_on_disk() == set()
