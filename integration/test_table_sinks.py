@@ -165,8 +165,9 @@ def test_slow_table_writes_spill_and_the_final_checkpoint_commits_the_rest(
     fmt: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
     """Partition 0's rows reach the sink slowly: unaligned barriers cut at 0.5 s and spill
-    the rest as channel state, which the next batch writes first; the availableNow query's
-    last batch is the final checkpoint and commits everything left."""
+    the rest as channel state, which the next batch writes first; the bounded query's
+    (``endingOffsets=latest``, availableNow) last batch is the final checkpoint and commits
+    everything left."""
     table = TableUnderTest.make(fmt, tmp_path)
     checkpoint = tmp_path / "checkpoint"
     config = table_config(
@@ -177,7 +178,7 @@ def test_slow_table_writes_spill_and_the_final_checkpoint_commits_the_rest(
         alignedCheckpointTimeout="500ms",
         chunkRows="10",
     )
-    config.update(slow_partition=0, slow_ms_per_row=20)
+    config.update(slow_partition=0, slow_ms_per_row=20, source_options={"endingOffsets": "latest"})
     finish(config, tmp_path)
     log = CommitLog(Checkpoint.resolve(str(checkpoint)))
     decided = log.decided_batch_ids()
