@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from unaligned._fs import absolute_path
 from unaligned._parsing import parse_bool, parse_choice
@@ -81,7 +81,8 @@ class TableTarget:
     merge_schema: bool = False
     compression: str = "snappy"
     catalog_name: str = DEFAULT_CATALOG_NAME
-    properties: tuple[tuple[str, str], ...] = ()
+    properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """May hold secrets (keys, tokens): never in a repr."""
     snapshot_properties: tuple[tuple[str, str], ...] = ()
     user_metadata: str | None = None
 

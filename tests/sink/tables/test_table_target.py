@@ -116,3 +116,11 @@ def test_wrong_or_conflicting_options_are_refused_by_name(
 def test_an_unknown_table_format_is_refused() -> None:
     with pytest.raises(OptionError, match="tableFormat"):
         SinkOptions.parse({**DELTA, "tableformat": "hudi"})
+
+
+def test_catalog_and_storage_secrets_stay_out_of_reprs() -> None:
+    iceberg = _target({**ICEBERG, "catalog.s3.secret-access-key": "hunter2"})
+    delta = _target({**DELTA, "storage.aws_secret_access_key": "hunter2"})
+    for target in (iceberg, delta):
+        assert "hunter2" not in repr(target)
+        assert "hunter2" not in target.describe()

@@ -34,7 +34,7 @@ class IcebergLayout:
     schema_json: str
     spec_json: str
     properties: tuple[tuple[str, str], ...]
-    io_properties: tuple[tuple[str, str], ...]
+    io_properties: tuple[tuple[str, str], ...] = field(repr=False)
     compression: str
     table: str
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

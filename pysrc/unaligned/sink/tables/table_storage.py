@@ -13,7 +13,7 @@ serves the table library and the sink's own file handling alike.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -34,7 +34,7 @@ class TableStorage:
     """The filesystem of a table location ``uri`` with ``properties`` (see the module)."""
 
     uri: str
-    properties: tuple[tuple[str, str], ...] = ()
+    properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def filesystem(self) -> pafs.FileSystem:
         scheme = urlparse(self.uri).scheme
