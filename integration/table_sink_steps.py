@@ -1,5 +1,6 @@
 """A table participant driven through the protocol's steps in one process (no Spark): the
-planner's check, tasks writing chunks, the driver's decision and commit."""
+planner's check, tasks writing chunks, the driver's decision and commit. Shared by the unit
+tests (``tests/sink/tables/``) and ``benchmarks/bench_table_commits.py``."""
 
 from __future__ import annotations
 
@@ -64,7 +65,10 @@ def rows(task: int, batch: int, n: int = 5) -> pa.RecordBatch:
             "partition": pa.array([task] * n, pa.int32()),
             "offset": pa.array(range(batch * n, batch * n + n), pa.int64()),
             "ts": pa.array(
-                [dt.datetime(2024, 1, 1 + i, tzinfo=dt.timezone.utc) for i in range(n)],
+                [
+                    dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=i % 28)
+                    for i in range(n)
+                ],
                 pa.timestamp("us", tz="UTC"),
             ),
         }
