@@ -68,6 +68,7 @@ def _fs(endpoint: str) -> pafs.S3FileSystem:
         region=KEYS["region"],
         endpoint_override=endpoint.removeprefix("http://"),
         scheme="http",
+        allow_bucket_creation=True,
     )
 
 
