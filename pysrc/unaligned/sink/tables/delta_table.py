@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -114,7 +114,11 @@ class DeltaTarget:
         return None if version is None else int(version)
 
     def commit_batch(
-        self, items: Sequence[Mapping[str, Any]], batch_id: int, summary: Mapping[str, str]
+        self,
+        items: Sequence[Mapping[str, Any]],
+        batch_id: int,
+        summary: Mapping[str, str],
+        verify: Callable[[], None] = lambda: None,
     ) -> bool:
         """Commit every file of ``items`` in one table version; ``False`` when the table holds
         the batch already (nothing committed now)."""
@@ -154,6 +158,8 @@ class DeltaTarget:
                     done,
                 )
                 return False
+            if attempt == 0:
+                verify()
             try:
                 table.create_write_transaction(
                     actions,

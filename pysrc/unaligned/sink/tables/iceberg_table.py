@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -183,10 +183,15 @@ class IcebergTarget:
         return None
 
     def commit_batch(
-        self, items: Sequence[Mapping[str, Any]], batch_id: int, summary: Mapping[str, str]
+        self,
+        items: Sequence[Mapping[str, Any]],
+        batch_id: int,
+        summary: Mapping[str, str],
+        verify: Callable[[], None] = lambda: None,
     ) -> bool:
         """Commit every file of ``items`` in one snapshot; ``False`` when the table holds the
-        batch already (nothing committed now)."""
+        batch already (nothing committed now). ``verify`` runs once, before the first
+        attempt to commit (not for a batch the table holds)."""
         from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
         from pyiceberg.table import Table, TableProperties
 
@@ -212,6 +217,8 @@ class IcebergTarget:
                     done,
                 )
                 return False
+            if attempt == 0:
+                verify()
             data_uri = self.storage(table).uri
             files = [decode_data_file(f, data_uri, table) for item in items for f in item["files"]]
             no_retries = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}

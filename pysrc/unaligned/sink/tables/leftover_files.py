@@ -17,7 +17,10 @@ needed. :func:`remove_leftovers` lists the data folder once (folders starting wi
 
 Nothing of another query is touched (the query id is in every name). The listing is one
 recursive walk of the data folder: its cost grows with the table's file count, which the
-maintenance of the guide (compaction, snapshot expiry, vacuum) keeps in bounds.
+maintenance of the guide (compaction, snapshot expiry, vacuum) keeps in bounds. Only the files
+of the newest :data:`RECENT_BATCHES` batches are weighed (one commit record read per batch
+with files), except every :data:`SWEEP_EVERY` batches, when all are: undecided batches are
+always the newest, and a zombie attempt finishes within minutes of its batch.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from unaligned.sink.tables.data_file_writer import parse_data_file_name
 from unaligned.sink.tables.table_storage import TableStorage
 
 logger = logging.getLogger(__name__)
+
+RECENT_BATCHES = 20
+SWEEP_EVERY = 100
 
 
 def named_files(items: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -64,11 +70,15 @@ def remove_leftovers(
     """Delete this query's files no decision names (see the module); returns how many."""
     decided = log.decided_batch_ids()
     oldest = min(decided) if decided else None
+    newest = up_to_batch if up_to_batch is not None else max(decided, default=0)
+    low = None if newest % SWEEP_EVERY == 0 else newest - RECENT_BATCHES
     named: dict[int, set[str]] = {}
     fs = storage.filesystem()
     removed = 0
     for batch_id, relative in list_query_files(storage, query_id):
         if up_to_batch is not None and batch_id > up_to_batch:
+            continue
+        if low is not None and batch_id < low:
             continue
         if batch_id in decided:
             if batch_id not in named:

@@ -50,6 +50,7 @@ class TableParticipant:
         self._checkpoint = checkpoint
         self._query_id = query_id
         self._layout: TableLayout | None = None
+        self._storage_found: TableStorage | None = None
         self.kind = target.format.value
 
     @classmethod
@@ -81,6 +82,11 @@ class TableParticipant:
     def _storage(self) -> TableStorage:
         if self._layout is not None:
             return self._layout.storage
+        if self._storage_found is None:
+            self._storage_found = self._find_storage()
+        return self._storage_found
+
+    def _find_storage(self) -> TableStorage:
         table = self.table()
         if self._target.format is TableFormat.DELTA:
             storage: TableStorage = table.storage
@@ -120,20 +126,19 @@ class TableParticipant:
         self, items: Sequence[Mapping[str, Any]], batch_id: int, progress: Callable[[int], None]
     ) -> None:
         """One table commit of every file of the batch (none when the table holds it)."""
-        table = self.table()
-        done = table.committed_batch()
-        if done is not None and done >= batch_id:
-            _all_committed(items, progress)
-            return
-        if any(item["files"] for item in items):
-            missing = missing_files(self._storage(), items)
-            if missing:
-                raise TableCommitError(
-                    f"batch {batch_id} was decided but data file(s) {', '.join(missing)} of "
-                    f"{self._target.describe()} are missing or changed: their rows would be lost"
-                )
+
+        def verify() -> None:  # before the first commit attempt, not for a batch committed
+            if any(item["files"] for item in items):
+                missing = missing_files(self._storage(), items)
+                if missing:
+                    raise TableCommitError(
+                        f"batch {batch_id} was decided but data file(s) {', '.join(missing)} of "
+                        f"{self._target.describe()} are missing or changed: their rows would be "
+                        "lost"
+                    )
+
         summary = batch_summary(self._checkpoint, self._query_id, batch_id)
-        if table.commit_batch(items, batch_id, summary):
+        if self.table().commit_batch(items, batch_id, summary, verify):
             crash_points.reach(CrashPoint.DRIVER_AFTER_TABLE_COMMIT, batch_id)
         _all_committed(items, progress)
 
