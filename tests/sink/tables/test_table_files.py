@@ -82,3 +82,36 @@ def test_the_summary_carries_the_kafka_offsets_the_batch_read(tmp_path: Path) ->
     assert second["unaligned.batchId"] == "1" and second["unaligned.queryId"] == "q"
     assert json.loads(second["unaligned.kafkaOffsets"]) == {"in": {"0": [10, 25], "1": [5, 5]}}
     assert "unaligned.kafkaOffsets" not in batch_summary(checkpoint, "q", 7)  # no offset log
+
+
+def test_leftovers_of_the_newest_batches_go_at_once_older_ones_at_the_next_sweep(
+    tmp_path: Path,
+) -> None:
+    from unaligned.sink.commit_log import CommitLog, CommitRecord
+    from unaligned.sink.tables.leftover_files import SWEEP_EVERY, remove_leftovers
+    from unaligned.sink.tables.table_storage import TableStorage
+
+    query = "5e0c1d2a-1111-2222-3333-444455556666"
+    root = new_checkpoint(tmp_path / "cp", query)
+    log = CommitLog(Checkpoint.resolve(str(root)))
+    data = tmp_path / "data"
+    data.mkdir()
+    storage = TableStorage(str(data))
+
+    def file(batch: int, token: str) -> str:
+        name = data_file_name(batch, 0, 0, token, 0, query)
+        (data / name).write_bytes(b"x")
+        return name
+
+    for batch in range(SWEEP_EVERY - 1):
+        named = file(batch, "aaaaaaaa")
+        item = {"partition": 0, "files": [{"path": named, "bytes": 1}]}
+        log.write(CommitRecord(batch, "delta", (item,), 0))
+        log.mark_done(batch)
+    old_zombie = file(2, "bbbbbbbb")
+    new_zombie = file(SWEEP_EVERY - 2, "cccccccc")
+    assert remove_leftovers(storage, query, log, SWEEP_EVERY - 2) == 1
+    assert not (data / new_zombie).exists() and (data / old_zombie).exists()
+    assert remove_leftovers(storage, query, log, SWEEP_EVERY) == 1  # the sweep
+    assert not (data / old_zombie).exists()
+    assert len(list(data.iterdir())) == SWEEP_EVERY - 1  # every named file kept
