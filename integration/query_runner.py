@@ -6,8 +6,9 @@ Started by the crash tests in a subprocess with ``start_new_session=True``::
 
 Config keys: ``bootstrap`` (servers), ``input_topic``, ``checkpoint``, ``max_offsets`` (per
 trigger), and either ``output_topic`` (Kafka sink; each record goes to the partition number it
-was read from) or ``output_path`` (file sink). Optional: ``master`` (default ``local[2,3]``: two
-cores, a failed task is retried up to 3 times), ``extra_sink_options``.
+was read from), ``output_path`` (file sink) or neither (an Iceberg or Delta table, named by
+``tableFormat`` and ``path`` in ``extra_sink_options``). Optional: ``master`` (default
+``local[2,3]``: two cores, a failed task is retried up to 3 times), ``extra_sink_options``.
 
 The query uses ``trigger(availableNow=True)`` and ends when the input is consumed. Before Spark
 starts, the runner exports its session id as ``UNALIGNED_CRASH_SESSION``: an armed crash point
@@ -315,8 +316,9 @@ def main(config: dict[str, Any]) -> int:
             "topic", config["output_topic"]
         )
         # Kafka sink takes key/value/partition; offset is ignored (extra columns are allowed).
-    else:
+    elif "output_path" in config:
         writer = writer.option("path", config["output_path"])
+    # neither: the target is in extra_sink_options (tableFormat and path: Iceberg, Delta)
     for key, value in config.get("extra_sink_options", {}).items():
         writer = writer.option(key, value)
     trigger = config.get("trigger", "availableNow")

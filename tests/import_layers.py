@@ -45,6 +45,7 @@ SUBLAYERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
         (
             "__init__",
             "kafka_target",
+            "table_target",
             "options",
             "commit_log",
             "writer_role",
@@ -53,7 +54,7 @@ SUBLAYERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
             "barrier_outcome",
             "two_phase_commit",
         ),
-        ("files", "topics"),
+        ("files", "topics", "tables"),
         ("stream_writer_factory",),
     ),
 }

@@ -65,6 +65,10 @@ class CrashPoint(str, enum.Enum):
     DRIVER_AFTER_SPARK_LOG = "driver_after_spark_log"
     """Step 2d, file sink: every file renamed and the batch in ``_spark_metadata`` (Spark's
     readers see it), its manifest entry not written (ours do not yet)."""
+    DRIVER_AFTER_TABLE_COMMIT = "driver_after_table_commit"
+    """Step 2c, Iceberg and Delta sinks: the batch's table commit landed, the sink has not
+    marked the batch done (a commit whose answer was lost): the next run must find the batch
+    in the table and not commit it again."""
     DRIVER_AFTER_SINK_COMMIT = "driver_after_sink_commit"
     """End of the sink's ``commit()``: done and cleaned up, but Spark has not recorded the batch."""
     DRAIN_HONOURED = "drain_honoured"

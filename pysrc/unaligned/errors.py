@@ -138,6 +138,24 @@ class CommitLogError(UnalignedError):
     """The sink's durable state under the checkpoint is unreadable or inconsistent."""
 
 
+class TableSchemaError(SchemaMismatchError):
+    """An Iceberg or Delta table's schema does not take the query's columns (a missing column,
+    another type, a nullable column into a required one). Raised before any data moves; the
+    message names the columns and the way out (``mergeSchema``, or another table)."""
+
+
+class TableCommitError(UnalignedError):
+    """An Iceberg or Delta table refused a batch's commit for a reason retrying cannot cure, or
+    kept refusing it past the sink's retries (the message names the table, the batch and the
+    last refusal). Nothing of the batch is lost: its decision stays in the commit log and the
+    next run commits it once."""
+
+
+class TableUnavailableError(UnalignedError, ConnectionError):
+    """An Iceberg catalog or a table's storage could not be reached, or the optional package a
+    table format needs is not installed; the message names the catalog or location."""
+
+
 class TaskContextError(UnalignedError, RuntimeError):
     """Code that must run inside a Spark task (the sink's ``write()``) ran outside one."""
 

@@ -208,7 +208,10 @@ def test_unknown_option_refused_with_the_known_ones(typo: str, spelled: str) -> 
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({**KAFKA, "compression": "zstd"}, "option 'compression' applies to the file sink only"),
+        (
+            {**KAFKA, "compression": "zstd"},
+            "option 'compression' applies to the file, Iceberg, Delta sinks only",
+        ),
         ({**KAFKA, "retention": "1h"}, "option 'retention' applies to the file sink only"),
         (
             {**CHECKPOINT, "path": "/tmp/o", "transactionalIdPrefix": "p"},

@@ -34,6 +34,12 @@ from unaligned.sink.kafka_target import (
     KafkaTarget,
     parse_kafka_target,
 )
+from unaligned.sink.table_target import (
+    TableTarget,
+    is_table_option,
+    parse_table_target,
+    table_format,
+)
 
 DEFAULT_CHUNK_ROWS = 1000
 DEFAULT_MIN_BATCHES_TO_RETAIN = 100
@@ -71,7 +77,7 @@ class _Option:
     """One known sink option: its spelling in messages and the target it applies to."""
 
     name: str
-    only_for: str | None = None  # "Kafka" or "file": refused with the other target
+    only_for: tuple[str, ...] = ()  # the targets that read it ("Kafka", "file", ...); () all
 
 
 _OPTIONS: dict[str, _Option] = {
@@ -79,15 +85,20 @@ _OPTIONS: dict[str, _Option] = {
     for o in (
         _Option("checkpointLocation"),
         _Option("queryName"),  # Spark passes it to every sink
-        _Option("path", "file"),
-        _Option("compression", "file"),
-        _Option("retention", "file"),
-        _Option("logCompactInterval", "file"),
-        _Option("mergeFilesBelow", "file"),
-        _Option("topic", "Kafka"),
-        _Option("transactionalIdPrefix", "Kafka"),
-        _Option("maxUnacknowledgedBytes", "Kafka"),
-        _Option("deliveryGuarantee", "Kafka"),
+        _Option("path", ("file", "Iceberg", "Delta")),
+        _Option("compression", ("file", "Iceberg", "Delta")),
+        _Option("retention", ("file",)),
+        _Option("logCompactInterval", ("file",)),
+        _Option("mergeFilesBelow", ("file",)),
+        _Option("topic", ("Kafka",)),
+        _Option("transactionalIdPrefix", ("Kafka",)),
+        _Option("maxUnacknowledgedBytes", ("Kafka",)),
+        _Option("deliveryGuarantee", ("Kafka",)),
+        _Option("tableFormat", ("Iceberg", "Delta")),
+        _Option("partitionBy", ("Iceberg", "Delta")),
+        _Option("mergeSchema", ("Iceberg", "Delta")),
+        _Option("merge-schema", ("Iceberg", "Delta")),
+        _Option("userMetadata", ("Delta",)),
         _Option("chunkRows"),
         _Option("minBatchesToRetain"),
         _Option("checkpointMode"),
@@ -102,7 +113,17 @@ _OPTIONS: dict[str, _Option] = {
 }
 #: Every option the sink knows, as listed in the message for an unknown one.
 KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
-    sorted([*(o.name for o in _OPTIONS.values()), *SINK_OPTION_NAMES, "kafka.*"], key=str.lower)
+    sorted(
+        [
+            *(o.name for o in _OPTIONS.values()),
+            *SINK_OPTION_NAMES,
+            "kafka.*",
+            "catalog.*",
+            "storage.*",
+            "snapshot-property.*",
+        ],
+        key=str.lower,
+    )
 )
 
 
@@ -111,6 +132,7 @@ def _check_known(opts: Mapping[str, str], spelled: Mapping[str, str]) -> None:
     for key in opts:
         if (
             not key.startswith(KAFKA_PREFIX)
+            and not is_table_option(key)
             and key not in _OPTIONS
             and not is_format_option(key, sink=True)
         ):
@@ -121,18 +143,30 @@ def _check_known(opts: Mapping[str, str], spelled: Mapping[str, str]) -> None:
 
 
 def _check_target_options(opts: Mapping[str, str], target: str) -> None:
-    """Refuse an option that only the other target (``Kafka`` or ``file``) reads."""
+    """Refuse an option that only another target (``Kafka``, ``file``, ``Iceberg``,
+    ``Delta``) reads."""
     for key in opts:
-        if target == "file" and is_format_option(key, sink=True):
+        if target != "Kafka" and is_format_option(key, sink=True):
             raise SinkConfigurationError(
                 f"option '{key}' (Schema Registry formats) applies to the Kafka sink only; this "
-                "query writes to the file sink"
+                f"query writes to the {target} sink"
+            )
+        if target not in ("Iceberg", "Delta") and is_table_option(key):
+            raise SinkConfigurationError(
+                f"option '{key}' applies to the Iceberg and Delta sinks only (with option "
+                f"tableFormat); this query writes to the {target} sink"
+            )
+        if target in ("Iceberg", "Delta") and key.startswith(KAFKA_PREFIX):
+            raise SinkConfigurationError(
+                f"option 'kafka.{key[len(KAFKA_PREFIX) :]}' applies to the Kafka sink only; "
+                f"this query writes to the {target} sink"
             )
         option = _OPTIONS.get(key)
-        if option is not None and option.only_for not in (None, target):
+        if option is not None and option.only_for and target not in option.only_for:
             raise SinkConfigurationError(
-                f"option '{option.name}' applies to the {option.only_for} sink only; this "
-                f"query writes to the {target} sink"
+                f"option '{option.name}' applies to the {', '.join(option.only_for)} "
+                f"sink{'s' if len(option.only_for) > 1 else ''} only; this query writes to "
+                f"the {target} sink"
             )
 
 
@@ -140,7 +174,7 @@ def _check_target_options(opts: Mapping[str, str], target: str) -> None:
 class SinkOptions:
     checkpoint: Checkpoint
     query_name: str | None
-    target: KafkaTarget | FileTarget
+    target: KafkaTarget | FileTarget | TableTarget
     chunk_rows: int
     min_batches_to_retain: int
     alignment: AlignmentSettings
@@ -158,7 +192,7 @@ class SinkOptions:
                 "spark.sql.streaming.checkpointLocation)"
             )
         target = _parse_target(opts)
-        _check_target_options(opts, "file" if isinstance(target, FileTarget) else "Kafka")
+        _check_target_options(opts, _target_name(target))
         chunk_rows = _positive_int(opts, "chunkrows", "chunkRows", DEFAULT_CHUNK_ROWS)
         resolved = Checkpoint.resolve(checkpoint)
         return cls(
@@ -218,9 +252,21 @@ def _bytes(opts: Mapping[str, str], key: str, name: str, default: int, minimum: 
     return default if raw is None else parse_bytes(name, raw, minimum)
 
 
-def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
+def _target_name(target: KafkaTarget | FileTarget | TableTarget) -> str:
+    if isinstance(target, TableTarget):
+        return target.format.title
+    return "file" if isinstance(target, FileTarget) else "Kafka"
+
+
+def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget | TableTarget:
     path = opts.get("path", "").strip()
     kafka = kafka_params(opts)
+    fmt = table_format(opts)
+    if fmt is not None:
+        compression = parse_choice(
+            "compression", opts.get("compression", DEFAULT_COMPRESSION), PARQUET_COMPRESSIONS
+        )
+        return parse_table_target(opts, fmt, compression)
     kafka_named = [
         name
         for name, present in (

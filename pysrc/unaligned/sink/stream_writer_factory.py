@@ -31,6 +31,7 @@ from unaligned.sink.kafka_target import DeliveryGuarantee, KafkaTarget
 from unaligned.sink.options import FileTarget, SinkOptions
 from unaligned.sink.participant import Participant
 from unaligned.sink.recovery import recover
+from unaligned.sink.table_target import TableTarget
 from unaligned.sink.two_phase_commit import TwoPhaseCommitWriter
 from unaligned.sink.writer_role import WriterRole, writer_role
 
@@ -71,6 +72,10 @@ def _make_participant(options: SinkOptions, schema: StructType) -> Participant:
         return FileParticipant.for_query(
             target, schema, options.checkpoint, log_retain_batches=options.min_batches_to_retain
         )
+    if isinstance(target, TableTarget):
+        from unaligned.sink.tables.table_participant import TableParticipant
+
+        return TableParticipant.for_query(target, schema, options.checkpoint)
     from unaligned.sink.topics.kafka_columns import kafka_columns
     from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix, id_stem
 
@@ -121,7 +126,7 @@ def _query_id(options: SinkOptions) -> str:
 def _sink_columns(options: SinkOptions) -> frozenset[str] | None:
     """The input columns the sink writes out (``None``: every column, the file sink)."""
     target = options.target
-    if isinstance(target, FileTarget):
+    if isinstance(target, (FileTarget, TableTarget)):
         return None
     names = {"value", "key", "partition", "headers", "timestamp"}
     if target.formats is not None:
