@@ -108,7 +108,7 @@ class KafkaParticipant:
     def check_at_query_start(self) -> None:
         """The cluster checks of :func:`unaligned.sink.topics.kafka_checks.check_cluster`; they also
         say whether this batch's transactions take part in two-phase commit (KIP-939)."""
-        self._two_phase_commit = check_cluster(self._target, self.client_kwargs())
+        self._two_phase_commit = check_cluster(self._target, self.client_kwargs(), self._prefix)
 
     def warm_up(self) -> None:
         """Step 1b's warm-up: :func:`unaligned.sink.topics.kafka_task_writer.warm_up`."""
