@@ -215,7 +215,7 @@ def broker_setting(admin: KafkaAdminClient, node: int, name: str) -> str | None:
     request = DescribeConfigsRequest(
         resources=[(int(ConfigResourceType.BROKER), str(node), [name])], include_synonyms=False
     )
-    response = manager.run(manager.send, request, node_id=node)
+    response = manager.run(_send_to, manager, request, node)
     for result in response.results:
         error = kafka_errors.for_code(int(result.error_code))
         if error is not kafka_errors.NoError:
@@ -224,3 +224,7 @@ def broker_setting(admin: KafkaAdminClient, node: int, name: str) -> str | None:
             if config.name == name:
                 return None if config.value is None else str(config.value)
     return None
+
+
+async def _send_to(manager: Any, request: Any, node: int) -> Any:
+    return await manager.send(request, node_id=node)

@@ -53,11 +53,9 @@ AUTHORIZATION_ERRORS = (
 )
 
 TOPIC, TRANSACTIONAL_ID, GROUP, CLUSTER = "Topic", "TransactionalId", "Group", "Cluster"
-#: Kafka's ``AclOperation`` codes of the operations a topic's authorized-operations bit set is
+#: Kafka's ``AclOperation`` codes of the operations a topic's authorized operations are
 #: checked for (bit ``code`` set: allowed).
 OPERATION_CODES = {"Read": 3, "Write": 4, "Describe": 8}
-#: ``topic_authorized_operations`` when the broker did not say (``Integer.MIN_VALUE``).
-_NOT_SAID = -(2**31)
 _FLAGS = {
     TOPIC: "--topic",
     TRANSACTIONAL_ID: "--transactional-id",
@@ -188,7 +186,7 @@ def refused(
 def is_refusal(error: BaseException | type) -> bool:
     """Whether ``error`` (an instance or a class) is a broker's authorization refusal."""
     kind = error if isinstance(error, type) else type(error)
-    return issubclass(kind, AUTHORIZATION_ERRORS)
+    return issubclass(kind, kafka_errors.AuthorizationError)
 
 
 def check_topic(admin: KafkaAdminClient, topic: str, operations: Sequence[str]) -> None:
@@ -219,10 +217,10 @@ def check_topic(admin: KafkaAdminClient, topic: str, operations: Sequence[str]) 
         raise TopicNotFoundError(f"no such topic {topic!r}")
     if error is not kafka_errors.NoError:
         raise error(f"Metadata of topic {topic!r}")
-    allowed = int(getattr(found, "topic_authorized_operations", _NOT_SAID) or 0)
-    if allowed == _NOT_SAID:
+    allowed = found.authorized_operations  # kafka-python: the set bits' codes, None: not said
+    if allowed is None:
         return
-    missing = [op for op in operations if not allowed & (1 << OPERATION_CODES[op])]
+    missing = [op for op in operations if OPERATION_CODES[op] not in allowed]
     if missing:
         raise RequestRefused(
             "Metadata (the topic's authorized operations)", Resource(TOPIC, topic), missing

@@ -76,7 +76,8 @@ def check_cluster(target: KafkaTarget, kwargs: Mapping[str, Any], prefix: str) -
 _BROKER_MAX_TIMEOUT_MS: ProcessMemo[SettingsKey, int] = ProcessMemo()
 """The brokers' transaction.max.timeout.ms by client kwargs: the check runs before every
 micro-batch (see unaligned.sink.writer_role.writer_role) and the value is static."""
-_UNREAD_SAID: ProcessMemo[SettingsKey, bool] = ProcessMemo()
+_UNREAD_SAID: ProcessMemo[tuple[str, str], bool] = ProcessMemo()
+"""(servers, principal) whose refused DescribeConfigs this process has warned about."""
 
 
 def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
@@ -94,7 +95,7 @@ def broker_max_transaction_timeout_ms(kwargs: Mapping[str, Any]) -> int:
 
 
 def _say_unread(kwargs: Mapping[str, Any]) -> None:
-    if not _UNREAD_SAID.first_time(settings_key(kwargs)):
+    if not _UNREAD_SAID.first_time((describe_servers(kwargs), authorization.principal(kwargs))):
         return
     grant = authorization.grant_command(kwargs, Resource(CLUSTER), ["DescribeConfigs"])
     logger.warning(
