@@ -74,3 +74,32 @@ def test_import_strings() -> None:
         load_attribute("nothing", "o")
     with pytest.raises(OptionError, match="is not callable"):
         load_attribute("json:__doc__", "o")
+
+
+def test_an_https_endpoint_is_trusted_by_the_truststore_given_for_it(tmp_path: Path) -> None:
+    from unaligned.kafka.login.tls_stores import StoreFile, TlsSettings
+    from unaligned.testing.tls_material import make_tls_material
+
+    tls = make_tls_material(tmp_path, "store-pw", "key-pw")
+    with OidcIssuer({"app": "s3cret"}, tls=tls) as issuer:
+        assert issuer.token_url.startswith("https://127.0.0.1:")
+        trust = TlsSettings(trust=StoreFile("truststore", str(tls.ca_pem), "PEM"))
+        given = ClientCredentials(issuer.token_url, "app", "s3cret", tls=trust)
+        assert client_credentials_fetch(given)().value.count(".") == 2
+        system_only = ClientCredentials(
+            issuer.token_url, "app", "s3cret", retry_backoff_ms=1, retry_backoff_max_ms=1
+        )
+        with pytest.raises(OAuthTokenError, match="CERTIFICATE_VERIFY_FAILED"):
+            client_credentials_fetch(system_only)()
+        assert issuer.issued == 1
+
+
+def test_the_expiry_of_the_token_a_login_sent() -> None:
+    from unaligned.kafka.login.oauth_tokens import bearer_expiry
+
+    with OidcIssuer({}, lifetime_s=50) as issuer:
+        token = issuer.mint("app", now=1000)
+    sent = f"n,,\x01auth=Bearer {token}\x01pool=p1\x01\x01".encode()
+    assert bearer_expiry(sent) == 1050
+    assert bearer_expiry(b"n,,\x01auth=Bearer opaque\x01\x01") is None
+    assert bearer_expiry(b"\x01") is None
