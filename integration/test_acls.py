@@ -160,6 +160,23 @@ def test_each_mode_runs_with_exactly_the_documented_acls(
     }
     _run(spark, source_options, sink_options, tmp_path / "checkpoint")
     _assert_each_record_once(kafka, output)
+    if reader == "grouped":  # a refused group commit is only logged: check it landed
+        assert _group_committed(kafka, source_options["groupIdPrefix"]) > 0
+
+
+def _group_committed(kafka: EmbeddedKafka, prefix: str) -> int:
+    """Offsets committed to the source's group ``<prefix>-<token>`` (read as the super user)."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    try:
+        names = [str(g["group_id"]) for g in admin.list_groups()]
+        groups = [name for name in names if name.startswith(f"{prefix}-")]
+        assert len(groups) == 1, names
+        offsets = admin.list_group_offsets({groups[0]: None})[groups[0]]
+        return sum(int(o.offset) for o in offsets.values())
+    finally:
+        admin.close()
 
 
 def _participant(
