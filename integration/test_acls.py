@@ -30,6 +30,7 @@ from harness import kcat_read_committed, wait_until
 from secured_cluster import jaas
 from unaligned.errors import KafkaAuthorizationError, TopicNotFoundError
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
+from unaligned.kafka.transactions import transactional_probe
 from unaligned.sink.kafka_target import KafkaTarget
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.topics.kafka_columns import kafka_columns
@@ -209,6 +210,11 @@ def test_without_any_cluster_acl_the_default_is_assumed_with_one_warning(
     assert len(warned) == 1, warned
     assert "refused DescribeConfigs" in warned[0] and "900000" in warned[0], warned[0]
     assert "--operation DescribeConfigs --cluster" in warned[0], warned[0]
+    # a restarted query's planner probes again: plain after two-phase and back, on the same id
+    kwargs = participant.client_kwargs()
+    tid = transactional_probe.probe_id(participant.transactional_id_prefix)
+    for two_phase_commit in (False, True, False):
+        transactional_probe.probe(kwargs, tid, 60_000, two_phase_commit)
 
 
 def test_without_transactional_id_acls_the_sink_names_them(
