@@ -157,6 +157,11 @@ _TWO_PHASE_SUPPORT: ProcessMemo[SettingsKey, TwoPhaseSupport] = ProcessMemo()
 """What the brokers answered about two-phase commit, by client kwargs (asked once per planner
 process: the check runs before every micro-batch)."""
 _TWO_PHASE_SAID: ProcessMemo[SettingsKey, bool] = ProcessMemo()
+_TWO_PHASE_PROBED: ProcessMemo[tuple[SettingsKey, str], tuple[RequestRefused | None]] = (
+    ProcessMemo()
+)
+"""The probe with ``enable2Pc`` by client kwargs and prefix: asked once per planner process,
+its refusal too (``auto`` then runs without two-phase commit in every batch of the process)."""
 
 
 def _two_phase_commit(target: KafkaTarget, kwargs: Mapping[str, Any], prefix: str) -> bool:
@@ -179,7 +184,10 @@ def _two_phase_commit(target: KafkaTarget, kwargs: Mapping[str, Any], prefix: st
             )
         _say_off(kwargs, missing)
         return False
-    refusal = _probe_refusal(target, kwargs, prefix, two_phase_commit=True)
+    key = (settings_key(kwargs), prefix)
+    (refusal,) = _TWO_PHASE_PROBED.get_or_compute(
+        key, lambda: (_probe_refusal(target, kwargs, prefix, two_phase_commit=True),)
+    )
     if refusal is None:
         return True
     worded = _worded(refusal, kwargs, prefix)
