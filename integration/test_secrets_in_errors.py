@@ -6,11 +6,11 @@ listener). The secret must be absent from the raised error (its whole chain of c
 the streaming query's exception text.
 
 Real refused logins on the secured broker (secured_cluster.py): a wrong PLAIN or SCRAM password,
-an expired token, a wrong OAuth client secret, mutual TLS without a certificate. Each fails the
-source's look-ups and the sink's checks within the request timeout (and the time to say why),
-with an error naming the mechanism and the reason, never a secret of any login (passwords,
-client secret, store and key passwords) nor the token; a query with a wrong password fails the
-same way in Spark.
+an expired token (called expired), a wrong OAuth client secret, mutual TLS without a
+certificate. Each fails the source's look-ups and the sink's checks within the request timeout
+(and the time to say why), with an error naming the mechanism and the reason, never a secret of
+any login (passwords, client secret, store and key passwords) nor the token; a query with a
+wrong password fails the same way in Spark.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ _REFUSED = {
             "sasl.jaas.config": "",
             "sasl.oauthbearer.token.provider": "secured_cluster:expired_tokens",
         },
-        "SASL OAUTHBEARER login.*invalid_token",
+        "SASL OAUTHBEARER login.*refused by the broker: the token expired at ",
     ),
     "oauth-wrong-client-secret": (
         "oauth",

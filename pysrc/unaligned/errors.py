@@ -59,6 +59,14 @@ class KafkaAuthenticationError(UnalignedError, PermissionError):
     reason, never a secret. Never asked again: another attempt would be refused the same way."""
 
 
+class KafkaAuthorizationError(UnalignedError, PermissionError):
+    """The cluster refused the client's principal an operation on a resource: an ACL is
+    missing. The message names the request the broker refused, the resource (type and name),
+    the operation, and the ``kafka-acls`` command that grants it
+    (:mod:`unaligned.kafka.clients.authorization`). Never asked again: the broker would refuse
+    it the same way until the ACL is added."""
+
+
 class OAuthTokenError(UnalignedError):
     """No OAUTHBEARER token could be had: the token endpoint refused the client or could not be
     reached, or the token file could not be read; the message names the endpoint and the client

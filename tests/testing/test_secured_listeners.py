@@ -76,3 +76,11 @@ def test_a_secured_listener_without_a_port_is_an_error(tmp_path: Path) -> None:
             security=BrokerSecurity(TLS),
             secured_ports={"SSL": 3},
         )
+
+
+def test_acls_authorize_every_request_but_the_plaintext_listeners() -> None:
+    props = BrokerSecurity(TLS, {"alice": "pw"}, acls=True).server_properties()
+    assert props["authorizer.class.name"].endswith("StandardAuthorizer")
+    assert props["super.users"] == "User:ANONYMOUS"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert "authorizer.class.name" not in BrokerSecurity(TLS, {"alice": "pw"}).server_properties()

@@ -19,6 +19,9 @@ Everything listens on 127.0.0.1 only.
     with EmbeddedKafka(security=BrokerSecurity(tls, users={"alice": "pw"})) as kafka:
         kafka.listener_bootstrap("SASL_SSL")      # also SSL, MTLS (and OAUTH with an issuer)
 
+    with EmbeddedKafka(security=BrokerSecurity(tls, {"alice": "pw"}, acls=True)) as kafka:
+        kafka.allow("User:alice", "TOPIC", "out", ["WRITE", "DESCRIBE"])
+
 Offsets follow Kafka's rules: an "end offset" is the offset the next record will get
 (exclusive end); ``delete_records(topic, p, before_offset)`` makes ``before_offset`` the first
 readable offset of partition ``p``.
@@ -275,6 +278,25 @@ class EmbeddedKafka(TopicAdmin):
         unauthenticated user ANONYMOUS), however many client ids they have. Returns once the
         broker shows the new quota."""
         self._quota_command("DEFAULT-USER-QUOTA", bytes_per_second)
+
+    def allow(
+        self,
+        principal: str,
+        resource_type: str,
+        name: str,
+        operations: Iterable[str],
+        *,
+        prefixed: bool = False,
+    ) -> None:
+        """Allow ``principal`` (``User:alice``) ``operations`` (Kafka's names: ``WRITE``,
+        ``DESCRIBE``, ``TWO_PHASE_COMMIT``...) on a resource (``TOPIC``, ``TRANSACTIONAL_ID``,
+        ``GROUP``, ``CLUSTER`` named ``kafka-cluster``; names starting with ``name`` if
+        ``prefixed``), from any host, on a cluster with ACLs
+        (:class:`~unaligned.testing.secured_listeners.BrokerSecurity` ``acls``). Returns once
+        the broker's authorizer has them."""
+        pattern = "PREFIXED" if prefixed else "LITERAL"
+        ops = ",".join(operations)
+        self._running_node().command(f"ACL {principal} {resource_type} {pattern} {name} {ops}")
 
     def _quota_command(self, command: str, bytes_per_second: int | None) -> None:
         if bytes_per_second is not None and bytes_per_second <= 0:

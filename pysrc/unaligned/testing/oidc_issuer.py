@@ -13,7 +13,9 @@ HTTP Basic header or in the form, an optional ``scope``); a wrong client or secr
 Tokens carry ``iss``, ``sub`` (the client id), ``aud``, ``iat``, ``exp`` (after
 :attr:`OidcIssuer.lifetime_s`), ``jti`` and, when one is asked for, ``scope``;
 :attr:`OidcIssuer.issued` counts the tokens the endpoint gave out. Listens on 127.0.0.1 only, in
-a daemon thread, between ``__enter__`` and ``__exit__``.
+a daemon thread, between ``__enter__`` and ``__exit__``; over HTTPS with a
+:class:`~unaligned.testing.tls_material.TlsMaterial` (its server certificate, signed by the test
+authority).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import ssl
 import threading
 import time
 import urllib.parse
@@ -32,6 +35,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from unaligned.testing.tls_material import TlsMaterial
 
 AUDIENCE = "kafka-broker"
 KEY_ID = "unaligned-test-key"
@@ -47,11 +52,18 @@ def _uint(value: int) -> str:
 
 
 class OidcIssuer:
-    """The issuer (module docstring). ``clients``: client id -> secret it accepts."""
+    """The issuer (module docstring). ``clients``: client id -> secret it accepts; ``tls``:
+    serve HTTPS with the test authority's server certificate (trusted by no system store)."""
 
-    def __init__(self, clients: Mapping[str, str], lifetime_s: int = DEFAULT_LIFETIME_S) -> None:
+    def __init__(
+        self,
+        clients: Mapping[str, str],
+        lifetime_s: int = DEFAULT_LIFETIME_S,
+        tls: TlsMaterial | None = None,
+    ) -> None:
         self.clients = dict(clients)
         self.lifetime_s = lifetime_s
+        self.tls = tls
         self.issued = 0
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._server: ThreadingHTTPServer | None = None
@@ -64,7 +76,8 @@ class OidcIssuer:
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("the OIDC issuer is not running (use it as a context manager)")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def issuer(self) -> str:
@@ -161,6 +174,10 @@ class OidcIssuer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(self.tls.server_pem))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="oidc-issuer", daemon=True
         )

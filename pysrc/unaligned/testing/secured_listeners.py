@@ -35,6 +35,12 @@ SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 ALLOWED_URLS_PROPERTY = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+#: Server properties of a cluster that authorizes every request (:attr:`BrokerSecurity.acls`).
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
+}
 
 
 @dataclass(frozen=True)
@@ -66,11 +72,17 @@ class BrokerSecurity:
 
     ``users``: user name -> password, for ``PLAIN`` and ``SCRAM-SHA-512`` alike (names and
     passwords of letters, digits, ``-`` and ``_``: the format tool's syntax takes no others).
+    ``acls``: authorize every request with Kafka's ``StandardAuthorizer``: nothing is allowed
+    without an ACL (``allow.everyone.if.no.acl.found=false``) but to the super user
+    ``User:ANONYMOUS``, the principal of the ``PLAINTEXT`` and ``CONTROLLER`` listeners (the
+    brokers' own traffic and the test kit's clients) and of the ``SSL`` listener (no client
+    certificate). Tests grant ACLs with :meth:`unaligned.testing.EmbeddedKafka.allow`.
     """
 
     tls: TlsMaterial
     users: Mapping[str, str] = field(default_factory=dict)
     oidc: OidcSettings | None = None
+    acls: bool = False
 
     def __post_init__(self) -> None:
         for text in (*self.users, *self.users.values()):
@@ -100,6 +112,8 @@ class BrokerSecurity:
             ),
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_MODULE} required;",
         }
+        if self.acls:
+            props.update(AUTHORIZER)
         if self.oidc is not None:
             props.update(
                 {

@@ -96,3 +96,20 @@ def test_login_summary() -> None:
         login_summary({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"})
         == "SASL_SSL PLAIN"
     )
+
+
+def test_an_expired_oauth_token_is_called_expired_and_a_valid_one_is_not() -> None:
+    import time as clock
+
+    from unaligned.kafka.clients.socket_login import _expired
+    from unaligned.testing.oidc_issuer import OidcIssuer
+
+    with OidcIssuer({}) as issuer:
+        expired = issuer.mint("app", lifetime_s=60, now=clock.time() - 600)
+        valid = issuer.mint("app")
+    said = _expired("OAUTHBEARER", f"n,,\x01auth=Bearer {expired}\x01\x01".encode())
+    assert said is not None and said.startswith("the token expired at ")
+    assert "540 s before this login" in said or "541 s before this login" in said
+    assert "eyJ" not in said
+    assert _expired("OAUTHBEARER", f"n,,\x01auth=Bearer {valid}\x01\x01".encode()) is None
+    assert _expired("PLAIN", b"\x00alice\x00pw") is None

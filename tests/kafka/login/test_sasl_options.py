@@ -245,3 +245,28 @@ def test_msk_iam_options_reach_kafka_pythons_signed_login(
     )
     assert len(first["x-amz-signature"]) == 64
     assert "wJalrXUtnFEMI-secret" not in json.dumps(first)
+
+
+def test_ssl_options_in_the_oauth_jaas_entry_are_the_token_endpoints_tls() -> None:
+    from unaligned.kafka.login.tls_stores import StoreFile, TlsSettings
+
+    jaas = OAUTH_JAAS.rstrip(";") + (
+        " ssl.truststore.location='/etc/idp/ca.p12' ssl.truststore.type='PKCS12'"
+        " ssl.truststore.password='tpw';"
+    )
+    params = {
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        "sasl.jaas.config": jaas,
+    }
+    source = _map(params)[TOKEN_SOURCE_KWARG]
+    assert isinstance(source, ClientCredentials)
+    assert source.tls == TlsSettings(
+        trust=StoreFile("kafka.ssl.truststore.location", "/etc/idp/ca.p12", "PKCS12", "tpw")
+    )
+    assert "tpw" not in repr(source)
+    with pytest.raises(OptionError, match="token endpoint, whose URL is not https"):
+        _map({**params, "sasl.oauthbearer.token.endpoint.url": "http://idp/token"})
+    jks = jaas.replace("PKCS12", "JKS")
+    with pytest.raises(OptionError, match="the token endpoint's TLS.*keytool"):
+        _map({**params, "sasl.jaas.config": jks})

@@ -28,7 +28,7 @@ coordinator: a retriable error drops the client (its metadata and cached coordin
 stale) and the question is asked again on a new one, with a doubling backoff, until
 ``kafka.default.api.timeout.ms`` (:func:`unaligned.kafka.clients.retries.call_until`).
 :func:`ask_each_broker` asks every live broker, leaving out one that is away, and
-:func:`broker_setting` reads one broker's setting.
+:func:`broker_setting` reads one broker's setting (a refusal raised, never read as a missing value).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kafka.errors as kafka_errors
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.protocol.admin import DescribeConfigsRequest
 
 from unaligned._process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError
@@ -205,10 +206,25 @@ def ask_each_broker(admin: KafkaAdminClient, question: Callable[[int], T]) -> di
 
 
 def broker_setting(admin: KafkaAdminClient, node: int, name: str) -> str | None:
-    """Broker ``node``'s value of setting ``name`` (``None`` when it reports none)."""
-    described = admin.describe_configs(
-        [ConfigResource(ConfigResourceType.BROKER, str(node), [name])], config_filter="all"
+    """Broker ``node``'s value of setting ``name`` (``None`` when it reports none).
+
+    The broker's error for the resource is raised as kafka-python's error type: a principal
+    without ``DescribeConfigs`` on the Cluster gets ``ClusterAuthorizationFailedError`` (never
+    read as a missing value; kafka-python's ``describe_configs`` drops the error)."""
+    manager = connection_manager(admin)
+    request = DescribeConfigsRequest(
+        resources=[(int(ConfigResourceType.BROKER), str(node), [name])], include_synonyms=False
     )
-    entry = described.get("broker", {}).get(str(node), {}).get(name) or {}
-    value = entry.get("value")
-    return None if value is None else str(value)
+    response = manager.run(_send_to, manager, request, node)
+    for result in response.results:
+        error = kafka_errors.for_code(int(result.error_code))
+        if error is not kafka_errors.NoError:
+            raise error(f"DescribeConfigs of broker {node}: {result.error_message or ''}".strip())
+        for config in result.configs:
+            if config.name == name:
+                return None if config.value is None else str(config.value)
+    return None
+
+
+async def _send_to(manager: Any, request: Any, node: int) -> Any:
+    return await manager.send(request, node_id=node)

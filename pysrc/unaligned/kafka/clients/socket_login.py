@@ -17,7 +17,8 @@ same kwargs:
 A refused login (the broker's TLS alert about the client's certificate, a certificate the client
 does not trust, ``SASL_AUTHENTICATION_FAILED``, an unsupported mechanism) raises
 :class:`~unaligned.errors.KafkaAuthenticationError` naming the mechanism and the broker's
-reason, never a secret; anything else (connection refused or lost, a timeout) raises a retriable
+reason (an OAUTHBEARER token that had expired when sent: that it expired, and when), never a
+secret; anything else (connection refused or lost, a timeout) raises a retriable
 ``KafkaConnectionError``. The read path's own connections
 (:mod:`unaligned.kafka.fetch.fetch_connections`) log in here, and :func:`explain_bootstrap_failure`
 uses it to say why a kafka-python client could not bootstrap.
@@ -38,6 +39,7 @@ import kafka.errors as kafka_errors
 from unaligned.errors import KafkaAuthenticationError
 from unaligned.kafka.clients.client_internals import sasl_mechanism
 from unaligned.kafka.login.client_login import login_kwargs
+from unaligned.kafka.login.oauth_tokens import bearer_expiry
 
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY, SASL_VERSION = 17, 36, 1
 API_VERSIONS_KEY = 18
@@ -190,8 +192,10 @@ def _sasl(exchange: _Exchange, host: str, address: str, kwargs: Mapping[str, Any
     except Exception as exc:  # the mechanism's own checks (a library missing, a setting)
         raise KafkaAuthenticationError(f"{what}: {type(exc).__name__}: {exc}") from None
     lifetime_ms = 0
+    first: bytes | None = None
     while not mechanism.is_done():
         token = mechanism.auth_bytes()
+        first = token if first is None else first
         answer = exchange.ask(SASL_AUTHENTICATE_KEY, SASL_VERSION, _I32.pack(len(token)) + token)
         error = _I16.unpack_from(answer, 0)[0]
         length = _I16.unpack_from(answer, 2)[0]
@@ -202,13 +206,29 @@ def _sasl(exchange: _Exchange, host: str, address: str, kwargs: Mapping[str, Any
         lifetime_ms = _I64.unpack_from(answer, at + 4 + max(size, 0))[0]
         if error:
             reason = message or kafka_errors.for_code(error).__name__
-            raise KafkaAuthenticationError(f"{what} was refused by the broker: {reason}")
+            raise KafkaAuthenticationError(
+                f"{what} was refused by the broker: {_expired(name, first) or reason}"
+            )
         mechanism.receive(received)
     if not mechanism.is_authenticated():
         raise KafkaAuthenticationError(f"{what} was refused by the broker")
     if lifetime_ms <= 0:
         return None
     return time.monotonic() + lifetime_ms / 1000 * REAUTHENTICATE_AT
+
+
+def _expired(mechanism: str, first: bytes | None) -> str | None:
+    """For an OAUTHBEARER login, what to say of a token that had expired when it was sent (the
+    broker answers ``invalid_token`` for an expired token and a forged one alike)."""
+    expiry = bearer_expiry(first) if mechanism == "OAUTHBEARER" and first else None
+    now = time.time()
+    if expiry is None or expiry > now:
+        return None
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiry))
+    return (
+        f"the token expired at {when} ({now - expiry:.0f} s before this login, by this host's "
+        "clock): the token source gave an expired token; check what it returns (and the clock)"
+    )
 
 
 def explain_bootstrap_failure(client_kwargs: Mapping[str, Any], timeout_s: float) -> None:

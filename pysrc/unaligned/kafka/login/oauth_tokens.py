@@ -7,7 +7,9 @@ kafka-python asks its ``sasl_oauth_token_provider`` for a token whenever a conne
 - :class:`ClientCredentials`: OIDC client credentials as Kafka's KIP-768 login callback handler
   asks them: ``POST`` to ``sasl.oauthbearer.token.endpoint.url`` with
   ``grant_type=client_credentials`` (and ``scope``), the client id and secret URL-encoded in an
-  HTTP Basic header; the answer's ``access_token`` is the token. A ``file:`` URL names a file
+  HTTP Basic header; the answer's ``access_token`` is the token. An ``https`` endpoint is
+  trusted by the ``ssl.truststore.*`` (and ``ssl.keystore.*``) options of the JAAS entry, as
+  Java's handler does, else by the system's authorities. A ``file:`` URL names a file
   holding the token instead, read again at each refresh.
 - :class:`UserProvider`: the user's own provider, named by an import string
   (``package.module:attribute``); the attribute is called without arguments in each process
@@ -21,7 +23,8 @@ at least ``sasl.login.refresh.buffer.seconds`` before it expires and ``sasl.logi
 fails while the kept token is still valid keeps it (logged). The expiry is the JWT's ``exp``
 claim, else the answer's ``expires_in``. Endpoint failures (connection, 5xx, 429) are asked
 again with a backoff doubling from ``sasl.login.retry.backoff.ms`` to ``...max.ms``. Errors name
-the endpoint and the client id, never the secret or a token.
+the endpoint and the client id, never the secret or a token. :func:`bearer_expiry` reads the
+expiry of the token a login sent, so that a refused login can say the token had expired.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unaligned.errors import OAuthTokenError, OptionError
+from unaligned.kafka.login.tls_stores import TlsSettings, tls_context
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +80,9 @@ class ClientCredentials:
     read_timeout_ms: int = 10_000
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 10_000
+    tls: TlsSettings | None = None
+    """The token endpoint's TLS: the ``ssl.*`` options of the OAuth JAAS entry, as Java's
+    login callback handler takes them (``None``: the system's authorities)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,15 @@ def jwt_expiry(token: str) -> float | None:
     return float(exp) if isinstance(exp, (int, float)) else None
 
 
+def bearer_expiry(initial_response: bytes) -> float | None:
+    """The expiry of the token in an OAUTHBEARER initial client response (RFC 7628:
+    ``n,,\x01auth=Bearer <token>\x01...``), ``None`` if it holds no JWT with an ``exp``."""
+    for part in initial_response.split(b"\x01"):
+        if part.startswith(b"auth=Bearer "):
+            return jwt_expiry(part[len(b"auth=Bearer ") :].decode(errors="replace").strip())
+    return None
+
+
 def client_credentials_fetch(source: ClientCredentials) -> Callable[[], Token]:
     url = source.token_endpoint_url
     parsed = urllib.parse.urlparse(url)
@@ -168,9 +184,10 @@ def client_credentials_fetch(source: ClientCredentials) -> Callable[[], Token]:
         )
         timeout_s = (source.connect_timeout_ms + source.read_timeout_ms) / 1000
         backoff_s = source.retry_backoff_ms / 1000
+        context = None if source.tls is None else tls_context(source.tls)
         while True:
             try:
-                with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                with urllib.request.urlopen(request, timeout=timeout_s, context=context) as answer:
                     reply = json.loads(answer.read())
                 break
             except urllib.error.HTTPError as exc:

@@ -9,8 +9,9 @@
   ``sasl.oauthbearer.token.endpoint.url`` with the client id, secret and scope as options
   (``sasl.oauthbearer.client.credentials.client.id`` / ``...client.secret``,
   ``sasl.oauthbearer.scope``) or in ``OAuthBearerLoginModule``'s JAAS entry (``clientId``,
-  ``clientSecret``, ``scope``, and ``extension_<name>`` SASL extensions, which Confluent Cloud
-  needs); the refresh and endpoint settings ``sasl.login.*``; or the package's own
+  ``clientSecret``, ``scope``, ``extension_<name>`` SASL extensions, which Confluent Cloud
+  needs, and ``ssl.truststore.*`` / ``ssl.keystore.*`` for an https token endpoint's TLS);
+  the refresh and endpoint settings ``sasl.login.*``; or the package's own
   ``sasl.oauthbearer.token.provider``, an import string naming the user's provider;
 - ``AWS_MSK_IAM``: ``SASL_SSL`` and botocore (``pip install 'unaligned[aws]'``); credentials and
   region come from botocore's usual chain (environment, profile, instance role) in each process;
@@ -38,6 +39,8 @@ from unaligned.kafka.login.oauth_tokens import (
     UserProvider,
     load_attribute,
 )
+from unaligned.kafka.login.tls_options import tls_settings
+from unaligned.kafka.login.tls_stores import TlsSettings
 
 #: The client kwarg that carries the OAUTHBEARER :class:`TokenSource` (not a kafka-python name).
 TOKEN_SOURCE_KWARG = "oauth_token_source"
@@ -219,7 +222,28 @@ def _token_source(params: Mapping[str, str], jaas: JaasEntry | None) -> TokenSou
         read_timeout_ms=_ms(params, "sasl.login.read.timeout.ms", 10_000),
         retry_backoff_ms=_ms(params, "sasl.login.retry.backoff.ms", 100),
         retry_backoff_max_ms=_ms(params, "sasl.login.retry.backoff.max.ms", 10_000),
+        tls=_endpoint_tls(jaas_options, scheme),
     )
+
+
+def _endpoint_tls(jaas_options: Mapping[str, str], scheme: str) -> TlsSettings | None:
+    """The token endpoint's TLS from the JAAS entry's ``ssl.*`` options (Java's
+    ``JaasOptionsUtils``: they apply to the endpoint only, not to the brokers)."""
+    given = {k: v for k, v in jaas_options.items() if k.startswith("ssl.")}
+    if not given:
+        return None
+    if scheme != "https":
+        raise OptionError(
+            f"option '{JAAS_OPTION}' gives {sorted(given)[0]} for the token endpoint, whose URL "
+            "is not https"
+        )
+    try:
+        return tls_settings(given)
+    except OptionError as exc:
+        raise OptionError(
+            f"option '{JAAS_OPTION}', the token endpoint's TLS (ssl.* of the "
+            f"OAuthBearerLoginModule entry, named below as kafka.ssl.*): {exc}"
+        ) from None
 
 
 def _ms(params: Mapping[str, str], key: str, default: int) -> int:

@@ -75,7 +75,13 @@ def map_tls(params: Mapping[str, str], kwargs: dict[str, Any]) -> None:
                 "set it to SSL or SASL_SSL to connect with TLS"
             )
         return
-    kwargs[TLS_KWARG] = TlsSettings(
+    kwargs[TLS_KWARG] = tls_settings(params)
+
+
+def tls_settings(params: Mapping[str, str]) -> TlsSettings:
+    """The :class:`TlsSettings` of ``ssl.*`` settings (names without ``kafka.``): the
+    client's, or those an OAuth JAAS entry gives for its token endpoint."""
+    return TlsSettings(
         trust=_trust(params),
         identity=_identity(params),
         crl_file=_text(params, "ssl.crlfile"),

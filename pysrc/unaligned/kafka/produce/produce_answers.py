@@ -3,7 +3,8 @@
 
 - :func:`produce_error`: the answer to one batch (``None``: written, or written before:
   ``DUPLICATE_SEQUENCE_NUMBER``); ``UNKNOWN_PRODUCER_ID`` keeps the log start offset of the same
-  answer (:class:`UnknownProducerIdAnswer`);
+  answer (:class:`UnknownProducerIdAnswer`), a refused Topic Write is a
+  :class:`~unaligned.kafka.clients.authorization.RequestRefused` naming the topic;
 - :func:`can_retry`: whether the batch goes out again with the same sequence, as Kafka's
   ``TransactionManager.canRetry`` for a transactional producer;
 - :data:`TOO_LARGE`: the refusals that split a batch in two (the split is
@@ -19,6 +20,7 @@ from typing import Any
 import kafka.errors as kafka_errors
 
 from unaligned.errors import TransactionWriteError
+from unaligned.kafka.clients.authorization import TOPIC, RequestRefused, Resource
 from unaligned.kafka.clients.retries import is_retriable
 from unaligned.kafka.produce.produce_queue import PartitionQueue, QueuedBatch
 
@@ -53,6 +55,8 @@ def produce_error(result: Any, part: PartitionQueue) -> BaseException | None:
                     message or f"{part.topic}-{part.partition}",
                     -1 if log_start is None else int(log_start),
                 )
+            if error_type is kafka_errors.TopicAuthorizationFailedError:
+                return RequestRefused("Produce", Resource(TOPIC, part.topic), ["Write"])
             error: BaseException = error_type(message) if message else error_type()
             return error
     missing: BaseException = kafka_errors.KafkaError(

@@ -19,8 +19,9 @@ thread only encodes and waits. The protocol, numbered where it runs:
    the driver (:func:`unaligned.kafka.transactions.transaction_coordinator.commit_prepared`),
    an idempotent session's records are visible already.
 
-A non-retriable failure poisons the session (:meth:`prepare` refuses). ARCHITECTURE.md ("The
-two-phase commit") has the rest.
+A non-retriable failure poisons the session (:meth:`prepare` refuses); a refused permission is
+raised as :class:`~unaligned.errors.KafkaAuthorizationError` naming the ACL to add.
+ARCHITECTURE.md ("The two-phase commit") has the rest.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import kafka.errors as kafka_errors
 from kafka import KafkaProducer
 from unaligned.errors import OptionError, TransactionWriteError
 from unaligned.kafka.clients.admin_clients import shared_admin_client, warm_admin_client
+from unaligned.kafka.clients.authorization import explain
 from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.clients.connections import describe_servers
 from unaligned.kafka.clients.producer_options import TWO_PHASE_COMMIT_KWARG
@@ -100,10 +102,10 @@ class ProduceSession(Generic[W]):
         try:
             requests.init_producer_id(self._settings["max_block_ms"] / 1000)
         except kafka_errors.KafkaError as exc:
-            failure = TransactionWriteError(
+            failure: Exception = explain(exc, self._kwargs) or TransactionWriteError(
                 f"could not open {self.describe()} on {describe_servers(self._kwargs)}: {exc!r}"
             )
-            lent.__exit__(TransactionWriteError, failure, None)  # drops the kept client
+            lent.__exit__(type(failure), failure, None)  # drops the kept client
             raise failure from exc
         self._lent, self._requests = lent, requests
         self._state = WriterState.OPEN
@@ -125,7 +127,7 @@ class ProduceSession(Generic[W]):
         try:
             count = requests.partition_count(topic, self._settings["max_block_ms"] / 1000)
         except kafka_errors.KafkaError as exc:
-            raise TransactionWriteError(
+            raise explain(exc, self._kwargs) or TransactionWriteError(
                 f"could not find the partitions of topic {topic!r} for {self.describe()}: {exc!r}"
             ) from exc
         self._partition_counts[topic] = count
@@ -223,6 +225,9 @@ class ProduceSession(Generic[W]):
         failure = requests.first_failure()
         if isinstance(failure, TransactionWriteError):  # worded already (a record too large)
             raise TransactionWriteError(str(failure)) from failure
+        refused = None if failure is None else explain(failure, self._kwargs)
+        if refused is not None:
+            raise refused from failure
         if failure is not None:
             sent, acknowledged = requests.record_counts()
             raise TransactionWriteError(

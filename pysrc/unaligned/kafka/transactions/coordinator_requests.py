@@ -6,7 +6,11 @@
 (:mod:`unaligned.kafka.produce.produce_requests`). Each is retried with back-off (5 ms, doubling, at
 most 1 s) until a deadline when the coordinator moved, is loading or answers
 ``CONCURRENT_TRANSACTIONS``, or a connection was lost; any other error is raised as
-kafka-python's error type. Versions are capped as kafka-python's producer caps them
+kafka-python's error type, a refused permission as
+:class:`~unaligned.kafka.clients.authorization.RequestRefused` naming the resource and the
+operation (``FindCoordinator``: TransactionalId Describe; ``InitProducerId``: Write, with
+two-phase commit TwoPhaseCommit; ``AddPartitionsToTxn``: Write on the id or the topic;
+``Metadata``: Topic Describe). Versions are capped as kafka-python's producer caps them
 (``InitProducerId`` v4, ``AddPartitionsToTxn`` v3: transaction protocol v1). Ending a
 transaction is :mod:`unaligned.kafka.transactions.transaction_coordinator`'s.
 """
@@ -24,6 +28,12 @@ from kafka.protocol.producer import (
     InitProducerIdRequest,
 )
 
+from unaligned.kafka.clients.authorization import (
+    TOPIC,
+    TRANSACTIONAL_ID,
+    RequestRefused,
+    Resource,
+)
 from unaligned.kafka.clients.client_internals import event_loop
 from unaligned.kafka.clients.retries import is_retriable
 
@@ -85,8 +95,20 @@ class CoordinatorRequests:
                 max_version=INIT_PRODUCER_ID_MAX_VERSION,
             )
 
-        response = await self._ask_coordinator(request, _error_code, deadline)
+        response = await self._ask_coordinator(request, _error_code, deadline, self._init_refusal)
         return int(response.producer_id), int(response.producer_epoch)
+
+    def _init_refusal(self, _response: Any) -> RequestRefused:
+        resource = Resource(TRANSACTIONAL_ID, str(self._tid))
+        if self._two_phase_commit:  # Write is checked first: KafkaApis, 4.4
+            return RequestRefused(
+                "InitProducerId with enable2Pc (two-phase commit, KIP-939)",
+                resource,
+                ["TwoPhaseCommit"],
+                "or the brokers have transaction.two.phase.commit.enable=false, or the "
+                "principal lacks Write",
+            )
+        return RequestRefused("InitProducerId", resource, ["Write"])
 
     async def init_idempotent_producer_id(self, deadline: float) -> tuple[int, int]:
         """``(producer id, epoch)`` of a new idempotent producer, from any broker (no
@@ -113,6 +135,13 @@ class CoordinatorRequests:
                 error_type = kafka_errors.for_code(response.error_code)
                 if error_type is kafka_errors.NoError:
                     return int(response.producer_id), int(response.producer_epoch)
+                if error_type is kafka_errors.ClusterAuthorizationFailedError:
+                    raise RequestRefused(
+                        "InitProducerId (an idempotent producer)",
+                        Resource(TOPIC, "<each topic the sink writes>"),
+                        ["Write"],
+                        "or IdempotentWrite on the Cluster",
+                    )
                 if not is_retriable(error_type):
                     raise error_type()
                 error = error_type()
@@ -140,7 +169,21 @@ class CoordinatorRequests:
                 max_version=ADD_PARTITIONS_MAX_VERSION,
             )
 
-        await self._ask_coordinator(request, add_partitions_error_code, deadline)
+        await self._ask_coordinator(
+            request, add_partitions_error_code, deadline, self._add_partitions_refusal
+        )
+
+    def _add_partitions_refusal(self, response: Any) -> RequestRefused:
+        topic_refused = kafka_errors.TopicAuthorizationFailedError.errno
+        for topic in response.results_by_topic_v3_and_below:
+            for result in topic.results_by_partition:
+                if int(result.partition_error_code) == topic_refused:
+                    return RequestRefused(
+                        "AddPartitionsToTxn", Resource(TOPIC, topic.name), ["Write"]
+                    )
+        return RequestRefused(
+            "AddPartitionsToTxn", Resource(TRANSACTIONAL_ID, str(self._tid)), ["Write"]
+        )
 
     async def leaders(self, topic: str, deadline: float) -> dict[int, int]:
         """Every partition of ``topic`` and its leader's node id."""
@@ -174,6 +217,10 @@ class CoordinatorRequests:
                     error = kafka_errors.LeaderNotAvailableError(topic)
                 elif error_type is kafka_errors.UnknownTopicOrPartitionError:
                     raise error_type(f"topic {topic!r} does not exist")
+                elif error_type is kafka_errors.TopicAuthorizationFailedError:
+                    raise RequestRefused(
+                        "Metadata", Resource(TOPIC, topic), ["Describe"], "or it does not exist"
+                    )
                 elif not issubclass(error_type, kafka_errors.RetriableError):
                     raise error_type(topic)
                 else:
@@ -186,6 +233,10 @@ class CoordinatorRequests:
         )
         response = await self._manager.send(request, request_timeout_ms=self._timeout_ms(deadline))
         found = response.coordinators[0] if response.coordinators else response
+        if found.error_code == kafka_errors.TransactionalIdAuthorizationFailedError.errno:
+            raise RequestRefused(
+                "FindCoordinator", Resource(TRANSACTIONAL_ID, str(self._tid)), ["Describe"]
+            )
         if found.error_code:
             raise kafka_errors.for_code(found.error_code)()
         return self._manager.cluster.add_coordinator(
@@ -193,9 +244,14 @@ class CoordinatorRequests:
         )
 
     async def _ask_coordinator(
-        self, request: Callable[[], Any], error_code: Callable[[Any], int], deadline: float
+        self,
+        request: Callable[[], Any],
+        error_code: Callable[[Any], int],
+        deadline: float,
+        refusal: Callable[[Any], RequestRefused],
     ) -> Any:
-        """Send ``request()`` to the coordinator until it answers without a retriable error."""
+        """Send ``request()`` to the coordinator until it answers without a retriable error;
+        an authorization error is raised as ``refusal(answer)``."""
         backoff = FIRST_BACKOFF_S
         if self._coordinator is None:
             self._coordinator = self._manager.cluster.get_coordinator(
@@ -219,6 +275,8 @@ class CoordinatorRequests:
                 error_type = kafka_errors.for_code(error_code(response))
                 if error_type is kafka_errors.NoError:
                     return response
+                if issubclass(error_type, kafka_errors.AuthorizationError):
+                    raise refusal(response)
                 if not is_retriable(error_type):
                     raise error_type()
                 if error_type in _MOVED:

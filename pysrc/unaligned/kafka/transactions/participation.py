@@ -12,7 +12,9 @@ transaction's producer id and epoch; the sink ends it by handle, ``EndTxn``, and
    needs the ``TWO_PHASE_COMMIT`` operation on its transactional ids).
 
 :func:`two_phase_commit_support` asks every broker (``ApiVersions``, ``DescribeConfigs``) and
-says what is missing; the sink decides from it (``kafka.transaction.two.phase.commit.enable``:
+says what is missing (a refused ``DescribeConfigs`` leaves the setting unread: the probe of
+:mod:`unaligned.kafka.transactions.transactional_probe` decides); the sink decides from it
+(``kafka.transaction.two.phase.commit.enable``:
 ``auto``, ``true``, ``false``; :mod:`unaligned.sink.topics.kafka_participant`).
 """
 
@@ -26,6 +28,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from unaligned.kafka.clients.admin_clients import ask_admin, ask_each_broker, broker_setting
+from unaligned.kafka.clients.authorization import AUTHORIZATION_ERRORS
 from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.transactions.coordinator_requests import INIT_PRODUCER_ID_2PC_VERSION
 
@@ -36,9 +39,12 @@ _INIT_PRODUCER_ID_KEY = 22
 @dataclass(frozen=True)
 class TwoPhaseSupport:
     """What the brokers answered: ``missing`` says why not, empty when every broker supports
-    two-phase commit."""
+    two-phase commit; ``unread``: a broker refused ``DescribeConfigs`` (no Cluster
+    ``DescribeConfigs``), so its setting is not known (the ``InitProducerId`` probe with
+    ``enable2Pc`` decides: :mod:`unaligned.kafka.transactions.transactional_probe`)."""
 
     missing: tuple[str, ...]
+    unread: bool = False
 
     @property
     def supported(self) -> bool:
@@ -54,21 +60,25 @@ def two_phase_commit_support(client_kwargs: Mapping[str, Any]) -> TwoPhaseSuppor
 def _ask(admin: KafkaAdminClient) -> TwoPhaseSupport:
     manager = connection_manager(admin)
 
-    def broker(node: int) -> tuple[int, str | None]:
+    def broker(node: int) -> tuple[int, str | None, bool]:
         version = manager.run(_init_producer_id_version, manager, node)
-        return version, broker_setting(admin, node, BROKER_SETTING)
+        try:
+            return version, broker_setting(admin, node, BROKER_SETTING), False
+        except AUTHORIZATION_ERRORS:
+            return version, None, True
 
     missing: list[str] = []
-    for node, (version, setting) in sorted(ask_each_broker(admin, broker).items()):
+    answers = ask_each_broker(admin, broker)
+    for node, (version, setting, unread) in sorted(answers.items()):
         if version < INIT_PRODUCER_ID_2PC_VERSION:
             missing.append(
                 f"broker {node} answers InitProducerId up to v{version}, not "
                 f"v{INIT_PRODUCER_ID_2PC_VERSION} (Kafka 4.4.0 advertises it only with "
                 "unstable.api.versions.enable=true)"
             )
-        if str(setting or "false").lower() != "true":
+        if not unread and str(setting or "false").lower() != "true":
             missing.append(f"broker {node} has {BROKER_SETTING}={setting or 'false'}")
-    return TwoPhaseSupport(tuple(missing))
+    return TwoPhaseSupport(tuple(missing), any(unread for _, _, unread in answers.values()))
 
 
 async def _init_producer_id_version(manager: Any, node: int) -> int:

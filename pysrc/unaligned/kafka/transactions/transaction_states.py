@@ -28,6 +28,7 @@ from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
 from kafka.structs import TopicPartition
 
 from unaligned.kafka.clients.admin_clients import ask_admin
+from unaligned.kafka.clients.authorization import TRANSACTIONAL_ID, RequestRefused, Resource
 from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.transactions.transactions import PreparedTransaction
 
@@ -101,8 +102,9 @@ async def _describe_all(
     """One ``FindCoordinator`` for every id (v4 takes many keys), then one
     ``DescribeTransactions`` per coordinator for all its ids: a batch of a thousand sink tasks
     is one request per coordinator, not one per id. An id its coordinator never saw
-    (``TRANSACTIONAL_ID_NOT_FOUND``) is ``None``; any other error is raised (retriable ones
-    are asked again by the caller on a new client)."""
+    (``TRANSACTIONAL_ID_NOT_FOUND``) is ``None``; a refused Describe is raised as
+    ``RequestRefused``; any other error is raised (retriable ones are asked again by the
+    caller on a new client)."""
     find = FindCoordinatorRequest(
         key_type=CoordinatorType.TRANSACTION.value, coordinator_keys=list(ids), min_version=4
     )
@@ -110,6 +112,10 @@ async def _describe_all(
     by_node: dict[int, list[str]] = {}
     for coordinator in found.coordinators:
         error = kafka_errors.for_code(int(coordinator.error_code))
+        if error is kafka_errors.TransactionalIdAuthorizationFailedError:
+            raise RequestRefused(
+                "FindCoordinator", Resource(TRANSACTIONAL_ID, coordinator.key), ["Describe"]
+            )
         if error is not kafka_errors.NoError:
             raise error(f"FindCoordinator for {coordinator.key!r}")
         node = manager.cluster.add_coordinator(
@@ -128,6 +134,9 @@ async def _describe_all(
             if error is kafka_errors.TransactionalIdNotFoundError:
                 out[txn.transactional_id] = None
                 continue
+            if error is kafka_errors.TransactionalIdAuthorizationFailedError:
+                resource = Resource(TRANSACTIONAL_ID, txn.transactional_id)
+                raise RequestRefused("DescribeTransactions", resource, ["Describe"])
             if error is not kafka_errors.NoError:
                 raise error(f"DescribeTransactions for {txn.transactional_id!r}")
             out[txn.transactional_id] = TransactionDescription(

@@ -108,8 +108,11 @@ class KafkaParticipant:
     # Step 3 precondition, at query start (before every batch's tasks, see stream_writer_factory).
     def check_at_query_start(self) -> None:
         """The cluster checks of :func:`unaligned.sink.topics.kafka_checks.check_cluster`; they also
-        say whether this batch's transactions take part in two-phase commit (KIP-939)."""
-        self._two_phase_commit = check_cluster(self._target, self.client_kwargs())
+        say whether this batch's transactions take part in two-phase commit (KIP-939). Its probe
+        id and the ACLs it names are the user's prefix (what a prefixed ACL is granted on), or
+        the default stem."""
+        prefix = self._target.transactional_id_prefix or self._stem
+        self._two_phase_commit = check_cluster(self._target, self.client_kwargs(), prefix)
 
     def warm_up(self) -> None:
         """Step 1b's warm-up: :func:`unaligned.sink.topics.kafka_task_writer.warm_up`."""

@@ -1,5 +1,6 @@
 package dev.unaligned.shim;
 
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
@@ -11,10 +12,19 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.common.quota.ClientQuotaAlteration;
 import org.apache.kafka.common.quota.ClientQuotaEntity;
 import org.apache.kafka.common.quota.ClientQuotaFilter;
 import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 
 /**
  * Admin commands kafka-python cannot send, run with Kafka's own {@link Admin} client against the
@@ -26,6 +36,11 @@ import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
  *   <li>{@code DEFAULT-CLIENT-QUOTA <key> -}: remove {@code key} from the default client-id entity.</li>
  *   <li>{@code DEFAULT-USER-QUOTA <key> <value|->}: the same on the default user entity, which every
  *       client of one user shares (all unauthenticated clients are the user ANONYMOUS).</li>
+ *   <li>{@code ACL <principal> <resource type> <pattern type> <name> <operation,...>}: allow
+ *       {@code principal} (e.g. {@code User:alice}) the operations (Kafka's names, e.g.
+ *       {@code WRITE,DESCRIBE,TWO_PHASE_COMMIT}) on the resource ({@code TOPIC},
+ *       {@code TRANSACTIONAL_ID}, {@code GROUP}, {@code CLUSTER}; {@code LITERAL} or
+ *       {@code PREFIXED}) from any host, then wait until the broker's authorizer shows them.</li>
  *   <li>{@code PING}: answers {@code PONG}.</li>
  * </ul>
  */
@@ -77,6 +92,13 @@ final class ShimCommands implements AutoCloseable {
                 String entityType = words[0].equals("DEFAULT-USER-QUOTA")
                         ? ClientQuotaEntity.USER : ClientQuotaEntity.CLIENT_ID;
                 return setDefaultQuota(entityType, words[1], value);
+            case "ACL":
+                if (words.length != 6) {
+                    throw new IllegalArgumentException(
+                            "usage: ACL <principal> <resource type> <pattern type> <name> <operation,...>");
+                }
+                return allow(words[1], new ResourcePattern(ResourceType.fromString(words[2]), words[4],
+                        PatternType.fromString(words[3])), words[5].split(","));
             default:
                 throw new IllegalArgumentException("unknown command: " + words[0]);
         }
@@ -104,6 +126,37 @@ final class ShimCommands implements AutoCloseable {
             if (System.currentTimeMillis() > deadline) {
                 throw new IllegalStateException("quota " + key + " not applied within "
                         + COMMAND_TIMEOUT_MS + " ms (broker shows " + current + ")");
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    private String allow(String principal, ResourcePattern resource, String[] operations) throws Exception {
+        if (resource.resourceType() == ResourceType.UNKNOWN || resource.patternType() == PatternType.UNKNOWN) {
+            throw new IllegalArgumentException("unknown resource " + resource);
+        }
+        List<AclBinding> bindings = new ArrayList<>();
+        for (String name : operations) {
+            AclOperation operation = AclOperation.fromString(name);
+            if (operation == AclOperation.UNKNOWN) {
+                throw new IllegalArgumentException("unknown ACL operation " + name);
+            }
+            bindings.add(new AclBinding(resource,
+                    new AccessControlEntry(principal, "*", operation, AclPermissionType.ALLOW)));
+        }
+        admin.createAcls(bindings).all().get(COMMAND_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        // ACLs reach the authorizer through the metadata log: wait until the broker shows them.
+        AclBindingFilter filter = new AclBindingFilter(resource.toFilter(),
+                new AccessControlEntryFilter(principal, null, AclOperation.ANY, AclPermissionType.ANY));
+        long deadline = System.currentTimeMillis() + COMMAND_TIMEOUT_MS;
+        while (true) {
+            Collection<AclBinding> shown =
+                    admin.describeAcls(filter).values().get(COMMAND_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            if (shown.containsAll(bindings)) {
+                return bindings.size() + " ACL(s) for " + principal;
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("ACLs not shown within " + COMMAND_TIMEOUT_MS + " ms");
             }
             Thread.sleep(20);
         }
