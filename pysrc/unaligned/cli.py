@@ -105,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _checkpoint_arguments(inspect)
     inspect.add_argument(
-        "--json", action="store_true", help="print one JSON document (keys documented in README)"
+        "--json",
+        action="store_true",
+        help="print one JSON document (keys: docs/reference/inspect-json.md)",
     )
     orphans = sub.add_parser(
         "remove-orphans",

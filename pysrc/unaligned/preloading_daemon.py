@@ -12,7 +12,7 @@ application starts), this module is the daemon: it imports :data:`PRELOADED` (mo
 no thread), checks that the process still has one thread, then runs ``pyspark.daemon``'s manager
 unchanged. Workers forked from it find those modules loaded. Spark reads the setting where it
 starts task workers; its planners and the source runner keep ``pyspark.daemon`` (so
-Spark's source reads). README's "Start-up and restarts" has the measured effect.
+Spark's source reads). docs/operations/sizing.md, "Start-up and restarts", has the measured effect.
 """
 
 from __future__ import annotations

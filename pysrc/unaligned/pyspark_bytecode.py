@@ -149,7 +149,7 @@ def _keep_original(path: Path, backup: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m unaligned.pyspark_bytecode",
-        description="Add bytecode to Spark's pyspark.zip and py4j zip (see README).",
+        description="Add bytecode to Spark's pyspark.zip and py4j zip (docs: Sizing).",
     )
     parser.add_argument(
         "--spark-home", type=Path, help="default: SPARK_HOME or pyspark's directory"

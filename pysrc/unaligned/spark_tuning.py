@@ -2,8 +2,8 @@
 
 Every start and restart of a query runs Spark's Python processes one after the other (the data
 source lookup, the planners, the source runner, task workers, the commit runner); most of their
-start-up is importing pyspark and kafka-python. Two opt-ins remove most of it (README,
-"Start-up and restarts", has the figures):
+start-up is importing pyspark and kafka-python. Two opt-ins remove most of it (the figures:
+docs/operations/sizing.md, "Start-up and restarts"):
 
 1. bytecode in Spark's ``pyspark.zip`` and py4j zip (:mod:`unaligned.pyspark_bytecode`): safe
    to apply to an installation (only appended, checked ``.pyc`` files, the original kept as

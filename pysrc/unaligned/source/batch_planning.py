@@ -108,7 +108,7 @@ class BatchPlanning:
         """Read tasks per batch for a new query: ``readTasks``, else the cores of the host
         that plans the batches. Spark tells a Python source nothing about its executors (the
         source runner sees no SparkConf), so on a cluster whose executors have more cores than
-        this host, set ``readTasks`` (README, "Read tasks")."""
+        this host, set ``readTasks`` (docs/guides/reading-kafka.md, "Read tasks")."""
         return self._options.read_tasks or os.cpu_count() or 1
 
     def resolve_range(

@@ -6,7 +6,7 @@ names, secrets redacted) and the producer-only names here (``linger.ms``, ``batc
 ``compression.type``, ``delivery.timeout.ms``, ``max.request.size``...); a consumer-only setting
 is refused by name. ``acks=all``, idempotence and the transaction timeout are forced
 (:mod:`unaligned.sink.options` checks the user did not ask otherwise). Defaults that differ from
-kafka-python's are in :data:`PRODUCER_DEFAULTS`. README ("Kafka sink options") lists them.
+kafka-python's are in :data:`PRODUCER_DEFAULTS`. docs/reference/sink-options.md lists them.
 """
 
 from __future__ import annotations
