@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import unaligned
@@ -36,7 +36,9 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> tuple[argparse.ArgumentParser, Mapping[str, argparse.ArgumentParser]]:
+    """The command's parser and its subcommands' parsers by name (the manual's CLI page is
+    rendered from them: ``unaligned.manual.cli_page``)."""
     parser = argparse.ArgumentParser(prog="unaligned", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {unaligned.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,8 +49,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "embedded broker: barriers cut, channel state spilled, the query killed hard and "
         "restarted, the bounded input finished, every record read back exactly once.",
     )
-    demo.add_argument("--records", type=_positive_int, default=4_000)
-    demo.add_argument("--partitions", type=_positive_int, default=4)
+    demo.add_argument(
+        "--records", type=_positive_int, default=4_000, help="records produced (default: 4000)"
+    )
+    demo.add_argument(
+        "--partitions", type=_positive_int, default=4, help="input partitions (default: 4)"
+    )
     demo.add_argument(
         "--workdir",
         type=Path,
@@ -160,6 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = tune.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="report only, change nothing")
     mode.add_argument("--undo", action="store_true", help="put the original zips back")
+    return parser, dict(sub.choices)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, _ = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
