@@ -33,7 +33,7 @@ __all__ = [
     "read_committed_files",
     "stop",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 #: Public names whose modules load on first access (PEP 562), not with the package.
 _LAZY = {

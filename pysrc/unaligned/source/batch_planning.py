@@ -242,6 +242,10 @@ class BatchPlanning:
                 return self._planned_from_listing(
                     self._identified(begin.next(begin.positions, begin.idle_barrier + 1))
                 )
+            if self._available_now_target is not None and all(
+                begin.positions.get(tp, offset) >= offset for tp, offset in latest.items()
+            ):
+                self._stops.read_everything(begin)  # Spark ends the query after this call
             return start
         return self._planned_from_listing(self._identified(begin.next(end, begin.idle_barrier)))
 
