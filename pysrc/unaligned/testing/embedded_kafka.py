@@ -59,7 +59,8 @@ class EmbeddedKafka(TopicAdmin):
     secured listeners every node opens besides its plaintext one
     (:mod:`unaligned.testing.secured_listeners`; the test kit's own clients keep to plaintext).
     The constructor has no side effects; the cluster runs between ``__enter__`` and
-    ``__exit__``.
+    ``__exit__``. ``kafka_version``: run that Apache Kafka release (3.6.2 to 4.4.0) instead of
+    the test kit's default, built once from Maven's artifacts in a directory of its own.
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class EmbeddedKafka(TopicAdmin):
         port: int | None = None,
         brokers: int = 1,
         security: BrokerSecurity | None = None,
+        kafka_version: str | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"EmbeddedKafka needs at least one broker, got {brokers}")
@@ -78,6 +80,7 @@ class EmbeddedKafka(TopicAdmin):
         self._overrides = dict(broker_properties or {})
         self._broker_count = brokers
         self._security = security
+        self._kafka_version = kafka_version
         self._data_dir: Path | None = None
         self._owns_data_dir = False
         self._nodes: list[KafkaNode] = []
@@ -89,7 +92,7 @@ class EmbeddedKafka(TopicAdmin):
     # --- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> EmbeddedKafka:
-        build = shim_build.ensure_built()
+        build = shim_build.ensure_built(kafka_version=self._kafka_version)
         self._make_data_dir()
         assert self._data_dir is not None
         started = time.monotonic()

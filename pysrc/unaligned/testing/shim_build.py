@@ -30,7 +30,12 @@ from unaligned.testing.broker_config import (
     render_properties,
 )
 from unaligned.testing.broker_process import ShimBuild, launch_broker, require_tool
-from unaligned.testing.shim_sources import SHIM_DIR_ENV, shim_dir, sources_digest
+from unaligned.testing.shim_sources import (
+    SHIM_DIR_ENV,
+    shim_dir,
+    sources_digest,
+    versioned_shim_dir,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -128,13 +133,17 @@ def _run_maven(mvn: str, directory: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def ensure_built(directory: Path | None = None) -> ShimBuild:
+def ensure_built(directory: Path | None = None, kafka_version: str | None = None) -> ShimBuild:
     """Build the shim unless a build of the current ``pom.xml`` and sources exists.
 
-    Raises :class:`EmbeddedKafkaError` naming the missing tool, or with the tail of Maven's
-    output when the build fails.
+    ``kafka_version``: build Apache Kafka of that version instead of the pom's, in a directory
+    of its own (:func:`~unaligned.testing.shim_sources.versioned_shim_dir`). Raises
+    :class:`EmbeddedKafkaError` naming the missing tool, or with the tail of Maven's output when
+    the build fails.
     """
     directory = directory or shim_dir()
+    if kafka_version is not None:
+        directory = versioned_shim_dir(kafka_version, directory)
     if not (directory / "pom.xml").is_file():
         raise EmbeddedKafkaError(
             f"no jvm-shim Maven module at {directory} (set {SHIM_DIR_ENV} to its directory)"
