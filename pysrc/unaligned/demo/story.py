@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unaligned._util.crash_points import kill_session
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import kill_session
 from unaligned.sink.commit_log import CommitLog
 
 THROTTLE_BYTES_PER_S = 250_000

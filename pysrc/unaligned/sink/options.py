@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from unaligned._fs import absolute_path
 from unaligned._parsing import (
     KAFKA_PREFIX,
     kafka_params,
@@ -28,6 +27,7 @@ from unaligned._parsing import (
     parse_duration_ms,
     parse_positive,
 )
+from unaligned._util.fs import absolute_path
 from unaligned.barriers.alignment import AlignmentSettings, CheckpointMode
 from unaligned.channel_state.codecs import check_codec
 from unaligned.checkpoint import Checkpoint

@@ -35,7 +35,7 @@ import pyarrow as pa
 from kafka.errors import OffsetOutOfRangeError
 from pyspark.sql.datasource import InputPartition
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned._worker_memory import tune_worker_memory
 from unaligned.errors import KafkaUnavailableError, LegacyRecordFormatError
 from unaligned.kafka.clients.admin_clients import shared_admin_client

@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from unaligned import crash_points
+from unaligned._util import crash_points
+from unaligned._util.crash_points import CrashPoint
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import CrashPoint
 from unaligned.finishing.final_checkpoint import finished_batch, mark_finished, remove_marker
 from unaligned.finishing.heartbeat import SourceHeartbeat
 from unaligned.finishing.stop_request import (

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import SinkConfigurationError, TopicNotFoundError
 from unaligned.kafka.clients import admin_clients
 from unaligned.kafka.clients.connections import SettingsKey, settings_key
