@@ -18,7 +18,7 @@ PACKAGE = "unaligned"
 #: Lowest first. A part may import parts of its own layer or of a lower one, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("_util", "_parsing", "options", "_worker_memory"),
+    ("_util", "options", "_worker_memory"),
     ("pyspark_bytecode", "preloading_daemon", "spark_tuning", "testing"),
     ("kafka", "registry"),
     ("channel_state",),

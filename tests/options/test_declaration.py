@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from unaligned._parsing import parse_bytes, parse_positive
 from unaligned.errors import OptionError
 from unaligned.options.declaration import OptionSet, OptionSpec
+from unaligned.options.parsing import parse_bytes, parse_positive
 
 SIZE = OptionSpec("maxSize", "a size", parse_bytes, "4MB")
 COUNT = OptionSpec("count", "a count", parse_positive)

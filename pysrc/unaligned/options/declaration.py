@@ -4,7 +4,7 @@
 A spec says everything about an option in one place: its name in Spark's spelling (keys are
 case-insensitive; messages and the docs use this spelling), its default as a user would write
 it (parsed by the same parser as a given value, so the value used and the value documented
-cannot differ), the parser (one per kind of value, :mod:`unaligned._parsing`), what it sets,
+cannot differ), the parser (one per kind of value, :mod:`unaligned.options.parsing`), what it sets,
 which sink target reads it, and its meaning in one line. The options modules
 (:mod:`unaligned.source.options`, :mod:`unaligned.sink.options`,
 :mod:`unaligned.sink.kafka_target`, :mod:`unaligned.registry.options`) declare theirs and read

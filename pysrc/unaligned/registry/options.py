@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from unaligned._parsing import parse_bool, parse_choice, parse_duration_ms, parse_positive
 from unaligned.errors import OptionError
+from unaligned.options.parsing import parse_bool, parse_choice, parse_duration_ms, parse_positive
 from unaligned.registry.option_specs import (
     COLUMN_SUFFIXES,
     REGISTRY_PREFIX,

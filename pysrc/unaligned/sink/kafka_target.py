@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from unaligned._parsing import KAFKA_PREFIX, parse_bytes, parse_choice, parse_duration_ms
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.clients.producer_options import producer_kwargs
 from unaligned.options.declaration import OptionSpec, text
+from unaligned.options.parsing import KAFKA_PREFIX, parse_bytes, parse_choice, parse_duration_ms
 from unaligned.registry.options import RecordFormats, parse_formats
 
 T = TypeVar("T")

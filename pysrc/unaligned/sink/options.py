@@ -7,7 +7,8 @@ option or column; other ``kafka.*`` options pass to the producer, those that wou
 exactly-once are refused; ``deliveryGuarantee`` ``exactly-once``, transactions, or
 ``at-least-once``, an idempotent producer without them) or files (``path``). An unknown option,
 or one only the other target reads, is refused naming it; sizes and durations go through
-:mod:`unaligned._parsing`, the Kafka target's own checks are :mod:`unaligned.sink.kafka_target`.
+:mod:`unaligned.options.parsing`, the Kafka target's own checks are
+:mod:`unaligned.sink.kafka_target`.
 Every option is declared once (:class:`~unaligned.options.declaration.OptionSpec`: name,
 default, parser, target, meaning) here and in :mod:`unaligned.sink.kafka_target`;
 :data:`SINK_OPTIONS` joins them with the Schema Registry's, and docs/reference/sink-options.md
@@ -19,7 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from unaligned._parsing import (
+from unaligned._util.fs import absolute_path
+from unaligned.barriers.alignment import AlignmentSettings, CheckpointMode
+from unaligned.channel_state.codecs import check_codec
+from unaligned.checkpoint import Checkpoint
+from unaligned.errors import SinkConfigurationError
+from unaligned.options.declaration import OptionSet, OptionSpec, text
+from unaligned.options.parsing import (
     KAFKA_PREFIX,
     kafka_params,
     parse_bytes,
@@ -27,12 +34,6 @@ from unaligned._parsing import (
     parse_duration_ms,
     parse_positive,
 )
-from unaligned._util.fs import absolute_path
-from unaligned.barriers.alignment import AlignmentSettings, CheckpointMode
-from unaligned.channel_state.codecs import check_codec
-from unaligned.checkpoint import Checkpoint
-from unaligned.errors import SinkConfigurationError
-from unaligned.options.declaration import OptionSet, OptionSpec, text
 from unaligned.registry.option_specs import REGISTRY_PREFIX, REGISTRY_SINK_SPECS
 from unaligned.registry.options import is_format_option
 from unaligned.sink.kafka_target import KAFKA_SPECS, KafkaTarget, parse_kafka_target

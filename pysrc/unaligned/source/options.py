@@ -17,13 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unaligned._parsing import (
-    KAFKA_PREFIX,
-    kafka_params,
-    parse_bool,
-    parse_duration_ms,
-    parse_positive,
-)
 from unaligned.errors import OptionError
 from unaligned.kafka.clients.client_options import (
     KafkaClientConfig,
@@ -32,6 +25,13 @@ from unaligned.kafka.clients.client_options import (
 )
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.options.declaration import OptionSet, OptionSpec, text
+from unaligned.options.parsing import (
+    KAFKA_PREFIX,
+    kafka_params,
+    parse_bool,
+    parse_duration_ms,
+    parse_positive,
+)
 from unaligned.registry.option_specs import REGISTRY_PREFIX, REGISTRY_SOURCE_SPECS
 from unaligned.registry.options import RecordFormats, is_format_option, parse_formats
 from unaligned.source.offset_options import parse_assign

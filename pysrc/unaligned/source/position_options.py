@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from unaligned._parsing import parse_choice, parse_non_negative
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.options.declaration import OptionSpec
+from unaligned.options.parsing import parse_choice, parse_non_negative
 from unaligned.source.offset_options import (
     Boundary,
     PartitionPosition,

@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unaligned._parsing import (
+from unaligned.errors import OptionError
+from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG, client_config_from_options
+from unaligned.kafka.login.sasl_options import TOKEN_SOURCE_KWARG
+from unaligned.kafka.login.tls_options import TLS_KWARG
+from unaligned.options.parsing import (
     KAFKA_PREFIX,
     parse_bytes,
     parse_duration_ms,
     parse_non_negative,
     parse_positive,
 )
-from unaligned.errors import OptionError
-from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG, client_config_from_options
-from unaligned.kafka.login.sasl_options import TOKEN_SOURCE_KWARG
-from unaligned.kafka.login.tls_options import TLS_KWARG
 
 # Producer-only Java client names -> kafka-python keyword (shared ones: client_options._MAPPED).
 _PRODUCER_ONLY: dict[str, str] = {
