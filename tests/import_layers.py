@@ -18,8 +18,8 @@ PACKAGE = "unaligned"
 #: Lowest first. A part may import parts of its own layer or of a lower one, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("_util", "options", "_worker_memory"),
-    ("pyspark_bytecode", "preloading_daemon", "spark_tuning", "testing"),
+    ("_util", "options"),
+    ("tuning", "testing"),
     ("kafka", "registry"),
     ("channel_state",),
     ("checkpoint",),

@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _remove_orphans(args)
     if args.command == "tune-spark":
         from unaligned.errors import OptionError
-        from unaligned.spark_tuning import run as tune_spark
+        from unaligned.tuning.spark_tuning import run as tune_spark
 
         try:
             return tune_spark(args.spark_home, check=args.check, revert=args.undo)
