@@ -128,7 +128,8 @@ def parse_no_match(name: str, raw: str) -> NoMatchStrategy:
 STARTING_SPECS: tuple[OptionSpec[Any], ...] = (
     OptionSpec(
         "startingTimestamp",
-        "start every partition at its first offset at or after this time (epoch ms)",
+        "start every partition at its first offset at or after this time (epoch ms); wins over "
+        "`startingOffsetsByTimestamp`, which wins over `startingOffsets` (as in Spark)",
         sets="starting",
     ),
     OptionSpec(
@@ -149,7 +150,8 @@ ENDING_SPECS: tuple[OptionSpec[Any], ...] = (
     OptionSpec(
         "endingTimestamp",
         "end every partition at its first offset at or after this time (epoch ms), the latest "
-        "offset where none is",
+        "offset where none is; wins over `endingOffsetsByTimestamp`, which wins over "
+        "`endingOffsets`",
         sets="ending",
     ),
     OptionSpec(
