@@ -36,7 +36,7 @@ from unaligned.options.parsing import (
 )
 from unaligned.registry.option_specs import REGISTRY_PREFIX, REGISTRY_SINK_SPECS
 from unaligned.registry.options import is_format_option
-from unaligned.sink.kafka_target import KAFKA_SPECS, KafkaTarget, parse_kafka_target
+from unaligned.sink.kafka_target import KAFKA_SPECS, TOPIC, KafkaTarget, parse_kafka_target
 
 PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
 
@@ -254,7 +254,7 @@ class SinkOptions:
         """Check and parse the writer's options; raises :class:`SinkConfigurationError`."""
         opts = {k.lower(): v for k, v in options.items()}
         _check_known(opts, {k.lower(): k for k in options})
-        checkpoint = opts.get("checkpointlocation", "").strip()
+        checkpoint = opts.get(CHECKPOINT_LOCATION.key, "").strip()
         if not checkpoint:
             raise SinkConfigurationError(
                 "format('unaligned') sink needs option 'checkpointLocation': its commit records "
@@ -267,7 +267,7 @@ class SinkOptions:
         resolved = Checkpoint.resolve(checkpoint)
         return cls(
             checkpoint=resolved,
-            query_name=opts.get("queryname") or None,
+            query_name=opts.get(QUERY_NAME.key) or None,
             target=target,
             chunk_rows=chunk_rows,
             min_batches_to_retain=MIN_BATCHES_TO_RETAIN.value(opts),
@@ -278,7 +278,9 @@ class SinkOptions:
 def _parse_alignment(
     opts: Mapping[str, str], checkpoint: Checkpoint, chunk_rows: int
 ) -> AlignmentSettings:
-    state_dir = opts.get("channelstatepath", "").strip() or checkpoint.default_channel_state_path()
+    state_dir = (
+        opts.get(CHANNEL_STATE_PATH.key, "").strip() or checkpoint.default_channel_state_path()
+    )
     return AlignmentSettings(
         mode=CHECKPOINT_MODE.value(opts),
         timeout_ms=ALIGNED_CHECKPOINT_TIMEOUT.value(opts),
@@ -293,12 +295,12 @@ def _parse_alignment(
 
 
 def _parse_target(opts: Mapping[str, str]) -> KafkaTarget | FileTarget:
-    path = opts.get("path", "").strip()
+    path = opts.get(PATH.key, "").strip()
     kafka = kafka_params(opts)
     kafka_named = [
         name
         for name, present in (
-            ("topic", "topic" in opts),
+            (TOPIC.name, TOPIC.key in opts),
             ("kafka.bootstrap.servers", "bootstrap.servers" in kafka),
         )
         if present
