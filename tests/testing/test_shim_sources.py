@@ -79,3 +79,12 @@ def test_another_kafka_version_builds_from_a_copy_whose_pom_names_it(
 
 def test_the_checkout_pom_names_the_default_kafka_version() -> None:
     assert shim_sources.kafka_version(shim_sources.CHECKOUT_SHIM_DIR) == "4.4.0"
+
+
+def test_a_pom_for_kafka_3_6_leaves_out_what_that_release_does_not_publish() -> None:
+    pom = (shim_sources.CHECKOUT_SHIM_DIR / "pom.xml").read_text()
+    old = shim_sources.versioned_pom(pom, "3.6.2")
+    assert "<kafka.version>3.6.2</kafka.version>" in old
+    assert "<artifactId>kafka-server</artifactId>" not in old  # published from 3.7 on
+    assert "<artifactId>kafka-server-common</artifactId>" in old
+    assert "<artifactId>kafka-server</artifactId>" in shim_sources.versioned_pom(pom, "4.0.0")

@@ -102,6 +102,14 @@ def shim_dir() -> Path:
 
 
 _KAFKA_VERSION_PROPERTY = re.compile(r"<kafka\.version>([^<]+)</kafka\.version>")
+#: ``org.apache.kafka:kafka-server`` (KafkaConfig's supertypes in 4.x) is published from 3.7 on;
+#: a pom for an older release leaves that dependency out.
+_KAFKA_SERVER_DEPENDENCY = re.compile(
+    r"\s*<dependency>\s*<groupId>org\.apache\.kafka</groupId>\s*"
+    r"<artifactId>kafka-server</artifactId>.*?</dependency>",
+    re.DOTALL,
+)
+_VERSIONED_RECIPE = b"2"  # bump when versioned_pom changes: a new directory is made
 
 
 def kafka_version(directory: Path) -> str:
@@ -110,6 +118,15 @@ def kafka_version(directory: Path) -> str:
     if found is None:
         raise ValueError(f"{directory / 'pom.xml'} sets no <kafka.version>")
     return found.group(1)
+
+
+def versioned_pom(pom: str, version: str) -> str:
+    """``pom`` building Apache Kafka ``version`` (without the dependencies that release does
+    not publish)."""
+    pom = _KAFKA_VERSION_PROPERTY.sub(f"<kafka.version>{version}</kafka.version>", pom)
+    if tuple(int(part) for part in version.split(".")[:2]) < (3, 7):
+        pom = _KAFKA_SERVER_DEPENDENCY.sub("", pom)
+    return pom
 
 
 def versioned_shim_dir(version: str, base: Path | None = None) -> Path:
@@ -122,7 +139,8 @@ def versioned_shim_dir(version: str, base: Path | None = None) -> Path:
     if kafka_version(base) == version:
         return base
     cache = user_cache_dir()
-    target = cache / f"jvm-shim-kafka-{version}-{sources_digest(base, version.encode())[:16]}"
+    digest = sources_digest(base, _VERSIONED_RECIPE + version.encode())[:16]
+    target = cache / f"jvm-shim-kafka-{version}-{digest}"
     if (target / "pom.xml").is_file():
         return target
     partial = cache / f".{target.name}.{os.getpid()}.tmp"
@@ -132,9 +150,7 @@ def versioned_shim_dir(version: str, base: Path | None = None) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest)
     pom = partial / "pom.xml"
-    pom.write_text(
-        _KAFKA_VERSION_PROPERTY.sub(f"<kafka.version>{version}</kafka.version>", pom.read_text())
-    )
+    pom.write_text(versioned_pom(pom.read_text(), version))
     try:
         os.replace(partial, target)
     except OSError:  # another process made the same copy first
