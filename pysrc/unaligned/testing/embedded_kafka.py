@@ -143,8 +143,11 @@ class EmbeddedKafka(TopicAdmin):
                     client_id="embedded-kafka-admin",
                     request_timeout_ms=30000,
                 )
-                if admin.describe_cluster().get("brokers"):
-                    return admin
+                # a metadata request (not describe_cluster: kafka-python reads DescribeCluster
+                # v1's endpoint_type, which Kafka 3.6 does not send); the launcher's own Admin
+                # client already saw the broker in describe-cluster before it said READY
+                admin.list_topics()
+                return admin
             except Exception as exc:  # the broker may still be settling: retry until the deadline
                 last_error = exc
             if admin is not None:
