@@ -3,7 +3,7 @@ the crash tests' standard input (4 partitions of 200 records) with its exactly-o
 
 Shared by the crash tests (:mod:`test_sink_crash_matrix`, :mod:`test_finishing_crashes`): a run
 that reaches an armed point dies by SIGKILL together with its JVM and Python workers
-(:mod:`unaligned.crash_points`); :func:`crash` proves it died where it was meant to, and
+(:mod:`unaligned._util.crash_points`); :func:`crash` proves it died where it was meant to, and
 :func:`finish` that a run (a restart) ended cleanly.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import assert_no_stray_files, committed_values, wait_until
-from unaligned import crash_points
+from unaligned._util import crash_points
 from unaligned.checkpoint import Checkpoint
 from unaligned.kafka.transactions import transaction_states
 from unaligned.sink.commit_log import CommitLog

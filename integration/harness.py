@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from unaligned._fs import resolve_location
+from unaligned._util.fs import resolve_location
 from unaligned.kafka.transactions import transaction_coordinator
 from unaligned.sink.files.committed_files import read_committed_files
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from unaligned._fs import resolve_location
+from unaligned._util.fs import resolve_location
 from unaligned.sink.files.committed_files import manifest_entries
 
 Values = list[bytes]

@@ -31,7 +31,7 @@ from harness import (
     wait_until,
     write_one_transaction,
 )
-from unaligned.crash_points import CRASH_AT_ENV, FailPoint
+from unaligned._util.crash_points import CRASH_AT_ENV, FailPoint
 from unaligned.errors import TransactionWriteError
 from unaligned.kafka.produce import topic_limits
 from unaligned.sink.kafka_target import KafkaTarget

@@ -1,4 +1,4 @@
-"""The README's main command, ``unaligned demo``, end to end: it cuts barriers, kills its query
+"""The main command of a checkout, ``unaligned demo``, end to end: it cuts barriers, kills its query
 hard with channel state pending, restarts it, finishes with the final checkpoint, and finds every
 record exactly once with nothing open."""
 

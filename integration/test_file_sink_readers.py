@@ -19,8 +19,8 @@ import pytest
 from crash_runs import PARTITIONS, RUNNER, expected, input_topic
 from file_sink_steps import OTHER, commit_log, make_participant, publish_batch
 from output_readers import LISTING_READERS, batches_seen, committed_files, read_all
+from unaligned._util.crash_points import kill_session
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import kill_session
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.files.file_manifest import STAGING_DIR
 from unaligned.testing import EmbeddedKafka

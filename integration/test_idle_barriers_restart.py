@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from harness import produce_skewed
+from unaligned._util.crash_points import session_process_groups
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.barriers.metrics import read_metrics
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import session_process_groups
 from unaligned.sink.commit_log import CommitLog
 from unaligned.testing import EmbeddedKafka
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness import kafka_stream, produce_skewed
+from harness import kafka_stream, kcat_read_committed, produce_skewed
 from unaligned import cli
 from unaligned.testing import EmbeddedKafka
 
@@ -76,3 +76,57 @@ def test_inspect_shows_the_batches_of_a_finished_query(
     transactions = doc["openTransactions"]
     assert (transactions["prefix"], transactions["prefixFrom"]) == (prefix, "commit record")
     assert transactions["transactions"] == []
+
+
+def test_inspect_says_finished_for_an_available_now_query_without_an_end(
+    spark: Any,
+    kafka: EmbeddedKafka,
+    new_topic: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``trigger(availableNow=True)`` with no ``endingOffsets`` (the Quick start's query) ends by
+    itself once it read what was there at its start: inspect says finished, not running; a
+    second run that reads more removes the mark at its first barrier, and marks its own end."""
+    topic, output = new_topic(partitions=2), new_topic(partitions=2)
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run() -> dict[str, Any]:
+        query = (
+            kafka_stream(spark, kafka, topic, maxOffsetsPerTrigger="100")
+            .select("key", "value")
+            .writeStream.format("unaligned")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("topic", output)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(180), "the availableNow query did not end"
+        finally:
+            if query.isActive:
+                query.stop()
+        capsys.readouterr()
+        assert cli.main(["inspect", checkpoint, "--json"]) == 0
+        doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return doc
+
+    produce_skewed(kafka, topic, [120, 60], value_bytes=20)
+    first = run()
+    (source,) = first["sources"]
+    assert source["ending"] is None and source["endOfData"] is False  # no end was given
+    last = max(b["batchId"] for b in first["barriers"])
+    assert first["finished"] == {**first["finished"], "finalBatchId": last, "hasFinished": True}
+    assert cli.main(["inspect", checkpoint]) == 0
+    text = capsys.readouterr().out
+    (state,) = [line for line in text.splitlines() if line.startswith("state")]
+    assert "Finished: final checkpoint" in state, text
+
+    produce_skewed(kafka, topic, [30, 30], value_bytes=20)
+    second = run()
+    assert max(b["batchId"] for b in second["barriers"]) > last
+    assert second["finished"]["finalBatchId"] == max(b["batchId"] for b in second["barriers"])
+    assert second["finished"]["hasFinished"] is True
+    values = kcat_read_committed(kafka.bootstrap_servers, output)
+    assert len(values) == 240

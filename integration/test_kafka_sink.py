@@ -122,7 +122,7 @@ def test_a_second_run_continues_without_duplicates(
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("topic", output)
         .option("transactionalIdPrefix", f"it-{output}")
-        .option("maxUnacknowledgedBytes", "64KB")  # README's size spellings, one parser
+        .option("maxUnacknowledgedBytes", "64KB")  # the docs' size spellings, one parser
         .option("kafka.batch.size", "16KiB")
     )
     _run_to_end(writer(), checkpoint_dir)

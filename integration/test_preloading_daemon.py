@@ -1,4 +1,4 @@
-"""``spark.python.daemon.module=unaligned.preloading_daemon`` on a real Spark application:
+"""``spark.python.daemon.module=unaligned.tuning.preloading_daemon`` on a real Spark application:
 task workers fork from our daemon with pyspark's worker, kafka-python and our thread-free task
 modules already imported, and
 a read through the source returns every record (a separate application: the setting is read
@@ -24,7 +24,7 @@ import json, os, sys
 from pyspark.sql import SparkSession
 bootstrap, topic = sys.argv[1:]
 spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-         .config("spark.python.daemon.module", "unaligned.preloading_daemon").getOrCreate())
+         .config("spark.python.daemon.module", "unaligned.tuning.preloading_daemon").getOrCreate())
 
 def in_worker(_):
     parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
@@ -59,6 +59,6 @@ def test_tasks_run_in_workers_forked_from_the_preloading_daemon(
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
     report = json.loads(line.removeprefix("REPORT "))
     parent, kafka_loaded, worker_loaded, ours_loaded = report["worker"]
-    assert "unaligned.preloading_daemon" in parent
+    assert "unaligned.tuning.preloading_daemon" in parent
     assert kafka_loaded and worker_loaded and ours_loaded
     assert report["values"] == list(range(500))  # every record once

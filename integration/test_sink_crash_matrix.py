@@ -16,7 +16,7 @@ something to recover, restarts from the same checkpoint without the crash point,
 
 For the file sink, every reader also reads the output right after the crash, before the
 restart: each sees whole batches only, except that readers listing the directory may see part
-of the batch whose renames the crash interrupted (README, "Reading the output").
+of the batch whose renames the crash interrupted (docs/guides/files.md, "Reading the output").
 
 A task failure that Spark retries (``local[2,3]``; raised after pre-commit on attempt 0, so its
 prepared transaction is left open) is covered too.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.kafka.clients import admin_clients
 
 

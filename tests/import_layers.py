@@ -18,8 +18,8 @@ PACKAGE = "unaligned"
 #: Lowest first. A part may import parts of its own layer or of a lower one, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("_fs", "_parsing", "_checksum", "_arrow", "crash_points", "_worker_memory", "_process_memo"),
-    ("pyspark_bytecode", "preloading_daemon", "spark_tuning", "testing"),
+    ("_util", "options"),
+    ("tuning", "testing"),
     ("kafka", "registry"),
     ("channel_state",),
     ("checkpoint",),
@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inspection", "monitoring", "__init__"),
     ("demo",),
     ("cli",),
+    ("manual",),
 )
 
 #: Layers inside a package, lowest first, in the same way: ``kafka``'s sub-packages.

@@ -385,7 +385,9 @@ def test_the_daemon_setup_alone_builds_no_spark_home(tmp_path: Any, monkeypatch:
     shipped, daemon = opt_ins.setups(["daemon", "shipped"], tmp_path / "home")
     assert (shipped.name, shipped.spark_home, dict(shipped.spark_conf)) == ("as shipped", "", {})
     assert daemon.spark_home == ""
-    assert dict(daemon.spark_conf) == {"spark.python.daemon.module": "unaligned.preloading_daemon"}
+    assert dict(daemon.spark_conf) == {
+        "spark.python.daemon.module": "unaligned.tuning.preloading_daemon"
+    }
     assert not (tmp_path / "home").exists()
 
 

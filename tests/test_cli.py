@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,17 @@ def test_the_version_is_written_once_and_read_by_the_packaging() -> None:
     config = configparser.ConfigParser()
     config.read(root / "setup.cfg")
     assert config["metadata"]["version"] == "attr: unaligned.__version__"
-    assert unaligned.__version__.count(".") == 2
-    assert f"## [{unaligned.__version__}]" in (root / "CHANGELOG.md").read_text()
+    changelog = (root / "CHANGELOG.md").read_text()
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
+    assert released, "no released version with a date in CHANGELOG.md"
+    version = unaligned.__version__
+    development = re.fullmatch(r"(\d+\.\d+\.\d+)\.dev\d+", version)
+    if development is None:  # a release: its section is the newest one with a date
+        assert version == released[0]
+    else:  # a development build: never a released number, and [Unreleased] says what it becomes
+        assert development.group(1) not in released
+        unreleased = changelog[changelog.index("## [Unreleased]") :].split("\n## [")[0]
+        assert f"What will be {development.group(1)}" in unreleased
 
 
 def test_broker_passes_port_and_topics(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,11 +26,11 @@ FORMAT = "bench-floor"
 
 class FloorWriter(DataSourceStreamArrowWriter):
     """Counts the rows of every Arrow batch it is given; commits and aborts nothing. Its
-    worker tunes its memory as our sink's does (:mod:`unaligned._worker_memory`), so that ours
+    worker tunes its memory as our sink's does (:mod:`unaligned.tuning.worker_memory`), so that ours
     minus the floor stays our sink's own work."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        from unaligned._worker_memory import tune_worker_memory
+        from unaligned.tuning.worker_memory import tune_worker_memory
 
         tune_worker_memory()
         rows = 0

@@ -2,7 +2,7 @@
 
 ``spark.readStream.format("unaligned")`` reads Kafka (a drop-in for Spark's Kafka source);
 ``df.writeStream.format("unaligned")`` writes to Kafka transactions or Parquet files with a
-two-phase commit. See README.md for options and guarantees.
+two-phase commit. The manual is in docs/ (the site `./dev docs` builds).
 
 Importing the package is light (Spark imports it in every Python process that looks up or
 creates the data source): :func:`await_finished`, :func:`stop` and :func:`monitor` load their
@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 from unaligned.data_source import FORMAT_NAME, UnalignedDataSource, register
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pyarrow
+    import pyarrow.fs
 
     from unaligned.finishing import await_finished, stop
     from unaligned.monitoring import monitor
@@ -30,7 +33,7 @@ __all__ = [
     "read_committed_files",
     "stop",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 #: Public names whose modules load on first access (PEP 562), not with the package.
 _LAZY = {
@@ -51,8 +54,17 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def read_committed_files(path: str, **kwargs: Any) -> pyarrow.Table:
-    """Read every row the file sink committed under ``path`` (and nothing uncommitted)."""
+def read_committed_files(
+    path: str,
+    *,
+    columns: Sequence[str] | None = None,
+    filesystem: pyarrow.fs.FileSystem | None = None,
+) -> pyarrow.Table:
+    """Read every row the file sink committed under ``path`` (and nothing uncommitted).
+
+    ``columns`` reads only those columns; ``filesystem`` (a ``pyarrow.fs.FileSystem``) makes
+    ``path`` a path inside it. See the docs, "Python API".
+    """
     from unaligned.sink.files.committed_files import read_committed_files as _read
 
-    return _read(path, **kwargs)
+    return _read(path, columns=columns, filesystem=filesystem)

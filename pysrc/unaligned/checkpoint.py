@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from unaligned._fs import (
+from unaligned._util.fs import (
     Location,
     absolute_path,
     numbered_files,
@@ -44,7 +44,7 @@ class Checkpoint:
 
     @classmethod
     def resolve(cls, location: str, filesystem: pafs.FileSystem | None = None) -> Checkpoint:
-        """Resolve ``location`` once (:func:`unaligned._fs.resolve_location`)."""
+        """Resolve ``location`` once (:func:`unaligned._util.fs.resolve_location`)."""
         return cls(location, resolve_location(location, filesystem))
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -87,8 +87,8 @@ class UnalignedDataSource(DataSource):
         return KafkaStreamReader(options, decoding=self._decoding(options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from unaligned._worker_memory import tune_worker_memory
         from unaligned.sink.stream_writer_factory import build_stream_writer
+        from unaligned.tuning.worker_memory import tune_worker_memory
 
         writer = build_stream_writer(dict(self.options), schema)
         # The planner and the commit runner are reused daemon workers too (after the build,

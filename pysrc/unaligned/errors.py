@@ -214,7 +214,7 @@ class QueryNotRunningError(UnalignedError, RuntimeError):
 
 
 class InjectedFailureError(UnalignedError, RuntimeError):
-    """A fail point armed by a test (``UNALIGNED_CRASH_AT``, see crash_points.py) fired."""
+    """A fail point armed by a test (``UNALIGNED_CRASH_AT``, see _util/crash_points.py) fired."""
 
 
 class EmbeddedKafkaError(UnalignedError):

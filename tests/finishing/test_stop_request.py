@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from unaligned._fs import Location
+from unaligned._util.fs import Location
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.stop_request import (

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from unaligned._checksum import sealed_json
-from unaligned._fs import atomic_write, resolve_location
+from unaligned._util.checksum import sealed_json
+from unaligned._util.fs import atomic_write, resolve_location
 from unaligned.channel_state.refs import FileChannelState, InlineChannelState
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError

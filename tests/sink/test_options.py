@@ -225,7 +225,7 @@ def test_option_of_the_other_target_refused(options: dict[str, str], message: st
 
 
 def test_every_size_option_takes_the_same_spellings() -> None:
-    """README's own `4MB`, `64KB`, `256MB` and `kafka.batch.size 1MB` all parse, as powers of 2."""
+    """The docs' own `4MB`, `64KB`, `256MB` and `kafka.batch.size 1MB` all parse, as powers of 2."""
     options = SinkOptions.parse(
         {
             **KAFKA,

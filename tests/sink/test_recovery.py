@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from unaligned._util.crash_points import CrashPoint
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import CrashPoint
 from unaligned.errors import CommitLogError, TransactionCommitError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.files.committed_files import read_committed_files

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from checkpoint_files import new_checkpoint, plan, spark_commit
 from fake_offset_lookup import FakeLookup, reader_for
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.checkpoint import Checkpoint
@@ -209,3 +210,37 @@ def test_a_restart_of_a_finished_query_plans_no_batch_not_even_a_resume_barrier(
     unfinished = at({0: 100}).to_json()  # for contrast: a resumed run forces one barrier
     resumed = reader_for(broker({0: 100}), subscribe="t").latestOffset(unfinished, ALL)
     assert resumed["idleBarrier"] == 1
+
+
+def test_an_available_now_run_that_read_everything_marks_its_last_batch_finished(
+    checkpoint: str,
+) -> None:
+    """Trigger.AvailableNow without an end: once its target is read and nothing is pending,
+    latestOffset returns its start (Spark ends the query) and the committed last batch gets the
+    finished marker; while the target is not reached, or the batch is not committed, none."""
+    root = new_checkpoint(Path(checkpoint))
+    lookup = broker({0: 100, 1: 50})
+    start = at({0: 100, 1: 50}).to_json()
+    reader = started(lookup, start)
+    reader.prepareForTriggerAvailableNow()
+    plan(root, 4, [start])
+    assert reader.latestOffset(start, ALL) == start
+    assert finished_batch(Checkpoint.resolve(checkpoint)) is None  # batch 4 not committed yet
+    spark_commit(root, 4)
+    assert reader.latestOffset(start, ALL) == start
+    assert finished_batch(Checkpoint.resolve(checkpoint)) == 4
+
+    behind = at({0: 60, 1: 50}).to_json()  # the target is not reached: a batch is planned
+    other = started(broker({0: 100, 1: 50}), behind)
+    other.prepareForTriggerAvailableNow()
+    assert other.latestOffset(behind, ALL) != behind
+
+
+def test_a_run_under_another_trigger_marks_nothing(checkpoint: str) -> None:
+    root = new_checkpoint(Path(checkpoint))
+    start = at({0: 100}).to_json()
+    reader = started(broker({0: 100}), start)
+    plan(root, 2, [start])
+    spark_commit(root, 2)
+    assert reader.latestOffset(start, ALL) == start
+    assert finished_batch(Checkpoint.resolve(checkpoint)) is None

@@ -55,3 +55,36 @@ def test_the_cache_follows_xdg_then_home(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert shim_sources.user_cache_dir() == (tmp_path / "home" / ".cache" / "unaligned").resolve()
+
+
+def test_another_kafka_version_builds_from_a_copy_whose_pom_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "jvm-shim"
+    (base / "src" / "main").mkdir(parents=True)
+    (base / "src" / "main" / "A.java").write_text("class A {}")
+    (base / "pom.xml").write_text("<p><kafka.version>4.4.0</kafka.version></p>")
+    monkeypatch.setenv(shim_sources.CACHE_DIR_ENV, str(tmp_path / "cache"))
+
+    assert shim_sources.versioned_shim_dir("4.4.0", base) == base  # the pom's own version
+    copy = shim_sources.versioned_shim_dir("3.6.2", base)
+    assert copy.parent == tmp_path / "cache" and copy.name.startswith("jvm-shim-kafka-3.6.2-")
+    assert shim_sources.kafka_version(copy) == "3.6.2"
+    assert shim_sources.kafka_version(base) == "4.4.0"  # the default build is left alone
+    assert (copy / "src" / "main" / "A.java").read_text() == "class A {}"
+    assert shim_sources.versioned_shim_dir("3.6.2", base) == copy  # made once
+    with pytest.raises(ValueError, match="like 3.6.2"):
+        shim_sources.versioned_shim_dir("latest", base)
+
+
+def test_the_checkout_pom_names_the_default_kafka_version() -> None:
+    assert shim_sources.kafka_version(shim_sources.CHECKOUT_SHIM_DIR) == "4.4.0"
+
+
+def test_a_pom_for_kafka_3_6_leaves_out_what_that_release_does_not_publish() -> None:
+    pom = (shim_sources.CHECKOUT_SHIM_DIR / "pom.xml").read_text()
+    old = shim_sources.versioned_pom(pom, "3.6.2")
+    assert "<kafka.version>3.6.2</kafka.version>" in old
+    assert "<artifactId>kafka-server</artifactId>" not in old  # published from 3.7 on
+    assert "<artifactId>kafka-server-common</artifactId>" in old
+    assert "<artifactId>kafka-server</artifactId>" in shim_sources.versioned_pom(pom, "4.0.0")

@@ -12,7 +12,7 @@ restarts").
   pyspark's entries, with ``python/lib`` a directory of its own holding *copies* of
   ``pyspark.zip`` and the py4j zip), tuned by ``unaligned tune-spark --spark-home`` (bytecode in
   the copied zips), and the setting that command prints
-  (``spark.python.daemon.module=unaligned.preloading_daemon``). The child query process gets
+  (``spark.python.daemon.module=unaligned.tuning.preloading_daemon``). The child query process gets
   ``SPARK_HOME`` pointing there, so its JVM puts the tuned zips on its Python workers' path; the
   virtual environment's pyspark is never modified.
 
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unaligned.spark_tuning import DAEMON_SETTING
+from unaligned.tuning.spark_tuning import DAEMON_SETTING
 
 
 @dataclass(frozen=True)

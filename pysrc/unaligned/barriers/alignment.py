@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from unaligned import crash_points
+from unaligned._util import crash_points
+from unaligned._util.crash_points import FailPoint
 from unaligned.barriers.barrier import Barrier, Deadline
 from unaligned.barriers.chunking import ChunkSizer
 from unaligned.barriers.metrics import TaskBarrierStats
 from unaligned.channel_state.files import query_state_dir
 from unaligned.channel_state.refs import ChannelStateRef, InlineChannelState
-from unaligned.crash_points import FailPoint
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType

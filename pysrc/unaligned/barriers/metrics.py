@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import pyarrow.fs as pafs
 
-from unaligned._fs import Location, read_text
+from unaligned._util.fs import Location, read_text
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from unaligned._fs import read_text
+from unaligned._util.fs import read_text
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import BarrierError
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from unaligned._fs import resolve_location
+from unaligned._util.fs import resolve_location
 from unaligned.channel_state.refs import ChannelStateRef, FileChannelState
 from unaligned.errors import ChannelStateError
 

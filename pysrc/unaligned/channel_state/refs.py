@@ -40,7 +40,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from unaligned._fs import Location, resolve_location
+from unaligned._util.fs import Location, resolve_location
 from unaligned.errors import ChannelStateError
 
 _INT_FIELDS = ("barrier_id", "task_index", "row_count", "byte_size", "crc32", "start_row")

@@ -22,7 +22,7 @@ import fastavro.write
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from unaligned._fs import Location, resolve_location
+from unaligned._util.fs import Location, resolve_location
 from unaligned.channel_state.avro_rows import (
     EncodedBlock,
     avro_schema,

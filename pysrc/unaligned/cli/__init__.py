@@ -14,7 +14,7 @@ import argparse
 import logging
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import unaligned
@@ -38,7 +38,9 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> tuple[argparse.ArgumentParser, Mapping[str, argparse.ArgumentParser]]:
+    """The command's parser and its subcommands' parsers by name (the manual's CLI page is
+    rendered from them: ``unaligned.manual.cli_page``)."""
     parser = argparse.ArgumentParser(prog="unaligned", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {unaligned.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -49,8 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "embedded broker: barriers cut, channel state spilled, the query killed hard and "
         "restarted, the bounded input finished, every record read back exactly once.",
     )
-    demo.add_argument("--records", type=_positive_int, default=4_000)
-    demo.add_argument("--partitions", type=_positive_int, default=4)
+    demo.add_argument(
+        "--records", type=_positive_int, default=4_000, help="records produced (default: 4000)"
+    )
+    demo.add_argument(
+        "--partitions", type=_positive_int, default=4, help="input partitions (default: 4)"
+    )
     demo.add_argument(
         "--workdir",
         type=Path,
@@ -107,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _checkpoint_arguments(inspect)
     inspect.add_argument(
-        "--json", action="store_true", help="print one JSON document (keys documented in README)"
+        "--json",
+        action="store_true",
+        help="print one JSON document (keys: docs/reference/inspect-json.md)",
     )
     abandon = sub.add_parser(
         "abandon",
@@ -179,6 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = tune.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="report only, change nothing")
     mode.add_argument("--undo", action="store_true", help="put the original zips back")
+    return parser, dict(sub.choices)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, _ = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -213,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return commands.remove_orphans(args)
     if args.command == "tune-spark":
         from unaligned.errors import OptionError
-        from unaligned.spark_tuning import run as tune_spark
+        from unaligned.tuning.spark_tuning import run as tune_spark
 
         try:
             return tune_spark(args.spark_home, check=args.check, revert=args.undo)

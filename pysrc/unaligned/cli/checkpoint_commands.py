@@ -31,10 +31,10 @@ def inspect(args: argparse.Namespace) -> int:
     """``unaligned inspect`` and ``unaligned report``: 0, 2 for a path that is not a checkpoint
     of a ``format("unaligned")`` query (or a bad ``--timeout``), 1 for an unreadable checkpoint
     or an unreachable ``--bootstrap-servers``."""
-    from unaligned._parsing import parse_duration_ms
     from unaligned.checkpoint import Checkpoint
     from unaligned.errors import NotACheckpointError, OptionError, UnalignedError
     from unaligned.inspection import build_view, render_text
+    from unaligned.options.parsing import parse_duration_ms
 
     name = f"unaligned {args.command}"
     try:

@@ -6,7 +6,7 @@
 sink with unaligned checkpoints (``alignedCheckpointTimeout=1s``), under a processing-time
 trigger; ``unaligned.await_finished`` stops it once the final checkpoint committed. Exit 0 then.
 The demo starts it with ``start_new_session=True`` and kills the whole session
-(:func:`unaligned.crash_points.kill_session`) to show a crash.
+(:func:`unaligned._util.crash_points.kill_session`) to show a crash.
 """
 
 from __future__ import annotations

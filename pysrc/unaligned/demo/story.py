@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unaligned._util.crash_points import kill_session
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import kill_session
 from unaligned.sink.commit_log import CommitLog
 
 THROTTLE_BYTES_PER_S = 250_000
@@ -188,10 +188,10 @@ def run_demo(records: int, partitions: int, workdir: Path) -> int:
 
 def _report(checkpoint: str, workdir: Path) -> Path:
     """Write the checkpoint's HTML report (``unaligned report``) next to it."""
-    from unaligned._parsing import parse_duration_ms
     from unaligned.demo.query_run import ALIGNED_CHECKPOINT_TIMEOUT
     from unaligned.inspection import build_view
     from unaligned.inspection.html_report import render_html
+    from unaligned.options.parsing import parse_duration_ms
 
     timeout_ms = parse_duration_ms("alignedCheckpointTimeout", ALIGNED_CHECKPOINT_TIMEOUT)
     path = workdir / "report.html"

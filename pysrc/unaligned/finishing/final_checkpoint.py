@@ -15,8 +15,8 @@ import json
 import logging
 import time
 
-from unaligned._checksum import sealed_json, verified
-from unaligned._fs import atomic_write, describe, read_bytes
+from unaligned._util.checksum import sealed_json, verified
+from unaligned._util.fs import atomic_write, describe, read_bytes
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError
 from unaligned.finishing.stop_request import mark_completed

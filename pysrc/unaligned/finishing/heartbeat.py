@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from unaligned._fs import atomic_write, read_bytes
+from unaligned._util.fs import atomic_write, read_bytes
 from unaligned.barriers.idle import hint_dir
 from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.stop_request import LinkedCheckpoints

@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from unaligned._checksum import sealed_json, verified
-from unaligned._fs import atomic_write, describe, read_bytes
+from unaligned._util.checksum import sealed_json, verified
+from unaligned._util.fs import atomic_write, describe, read_bytes
 from unaligned.barriers.idle import hint_dir
 from unaligned.checkpoint import Checkpoint
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from unaligned._fs import read_bytes
+from unaligned._util.fs import read_bytes
 from unaligned.barriers.metrics import BarrierMetrics, read_metrics
 from unaligned.barriers.offset_log import OffsetLogEntry, read_offset_log
 from unaligned.channel_state.refs import InlineChannelState

@@ -8,7 +8,7 @@ array item) with the record each belongs to (``rows``) and returns the values an
 cursors. Malformed input never raises here: a varint longer than 10 bytes, a negative length,
 or a length past the record's end marks the record with an error code (:data:`ERRORS`) and
 reads on with a length of 0, so the batch finishes and the caller decides (``mode``). Arrow
-arrays are built over numpy buffers (:mod:`unaligned._arrow`: no ``pa.array``, which imports
+arrays are built over numpy buffers (:mod:`unaligned._util.arrow`: no ``pa.array``, which imports
 pandas in the read task).
 """
 

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.registry import avro_vectors as av
 from unaligned.registry.avro_schema import AvroType, parse_avro
 from unaligned.registry.framing import Frames

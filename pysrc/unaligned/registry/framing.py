@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from unaligned._arrow import valid_rows
+from unaligned._util.arrow import valid_rows
 from unaligned.registry import avro_vectors as av
 
 MAGIC = 0

@@ -8,8 +8,8 @@ and ``valueSchemaId`` (``key...`` alike); ``mode`` is ``FAILFAST`` or ``PERMISSI
 Spark's ``from_avro``; the sink adds ``valueSubjectNameStrategy`` and ``autoRegisterSchemas``.
 :func:`parse_formats` takes the keys it knows out of the options and returns the rest for the
 caller's own checks. Nothing here touches the network: the reader schema is resolved when the
-query starts (:mod:`unaligned.registry.resolution`). What each option means: README.md,
-"Schema Registry formats".
+query starts (:mod:`unaligned.registry.resolution`). Every option's name, default and meaning
+is declared in :mod:`unaligned.registry.option_specs`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from unaligned._parsing import parse_bool, parse_choice, parse_duration_ms, parse_positive
 from unaligned.errors import OptionError
+from unaligned.options.parsing import parse_bool, parse_choice, parse_duration_ms, parse_positive
+from unaligned.registry.option_specs import (
+    COLUMN_SUFFIXES,
+    REGISTRY_PREFIX,
+    REGISTRY_SETTINGS,
+    REGISTRY_SINK_SPECS,
+    REGISTRY_SOURCE_SPECS,
+    SINK_ONLY_SUFFIXES,
+)
 
-#: Confluent's client settings pass under this prefix (``schema.registry.url``, ...).
-REGISTRY_PREFIX = "schema.registry."
+#: Declared defaults by lower-cased key (``valueformat``: ``binary``, ...).
+_DEFAULTS: dict[str, str] = {
+    s.key: s.default
+    for s in (*REGISTRY_SOURCE_SPECS, *REGISTRY_SINK_SPECS)
+    if s.default is not None
+}
 REDACTED = "<redacted>"
 
 
@@ -157,63 +169,6 @@ class RecordFormats:
         return tuple(c for c in (self.key, self.value) if c is not None)
 
 
-_COLUMN_OPTIONS = (
-    "format",
-    "subject",
-    "schemaversion",
-    "schemaid",
-    "subjectnamestrategy",
-    "recordname",
-)
-_SINK_ONLY = ("subjectnamestrategy", "recordname")
-_SPELLED = {
-    "format": "Format",
-    "subject": "Subject",
-    "schemaversion": "SchemaVersion",
-    "schemaid": "SchemaId",
-    "subjectnamestrategy": "SubjectNameStrategy",
-    "recordname": "RecordName",
-}
-_REGISTRY_SETTINGS = {
-    "url": "schema.registry.url",
-    "basic.auth.user.info": "schema.registry.basic.auth.user.info",
-    "basic.auth.credentials.source": "schema.registry.basic.auth.credentials.source",
-    "bearer.auth.token": "schema.registry.bearer.auth.token",
-    "bearer.auth.credentials.source": "schema.registry.bearer.auth.credentials.source",
-    "ssl.ca.location": "schema.registry.ssl.ca.location",
-    "ssl.certificate.location": "schema.registry.ssl.certificate.location",
-    "ssl.key.location": "schema.registry.ssl.key.location",
-    "ssl.key.password": "schema.registry.ssl.key.password",
-    "request.timeout.ms": "schema.registry.request.timeout.ms",
-}
-#: The option names this module reads, in their spelling (for "known options" messages).
-SOURCE_OPTION_NAMES: tuple[str, ...] = (
-    "keyFormat",
-    "keySchemaId",
-    "keySchemaVersion",
-    "keySubject",
-    "mode",
-    "schema.registry.*",
-    "valueFormat",
-    "valueSchemaId",
-    "valueSchemaVersion",
-    "valueSubject",
-)
-SINK_OPTION_NAMES: tuple[str, ...] = tuple(
-    sorted(
-        [
-            *(n for n in SOURCE_OPTION_NAMES if n != "mode"),
-            "autoRegisterSchemas",
-            "keyRecordName",
-            "keySubjectNameStrategy",
-            "valueRecordName",
-            "valueSubjectNameStrategy",
-        ],
-        key=str.lower,
-    )
-)
-
-
 def is_format_option(key: str, *, sink: bool) -> bool:
     """Whether this module reads the (lower-cased) option ``key``."""
     if key.startswith(REGISTRY_PREFIX) or key == "mode":
@@ -221,8 +176,8 @@ def is_format_option(key: str, *, sink: bool) -> bool:
     if sink and key == "autoregisterschemas":
         return True
     for column in ("key", "value"):
-        if key.startswith(column) and key[len(column) :] in _COLUMN_OPTIONS:
-            return sink or key[len(column) :] not in _SINK_ONLY
+        if key.startswith(column) and key[len(column) :] in COLUMN_SUFFIXES:
+            return sink or key[len(column) :] not in SINK_ONLY_SUFFIXES
     return False
 
 
@@ -241,11 +196,13 @@ def parse_formats(options: Mapping[str, str], *, sink: bool) -> RecordFormats | 
             )
         return None
     mode = DecodeMode(
-        parse_choice("mode", given.get("mode", "FAILFAST"), [m.value for m in DecodeMode])
+        parse_choice("mode", given.get("mode", _DEFAULTS["mode"]), [m.value for m in DecodeMode])
     )
     if sink and "mode" in given:
         raise OptionError("option 'mode' applies to the source (how records that fail to decode)")
-    auto = parse_bool("autoRegisterSchemas", given.get("autoregisterschemas", "true"))
+    auto = parse_bool(
+        "autoRegisterSchemas", given.get("autoregisterschemas", _DEFAULTS["autoregisterschemas"])
+    )
     return RecordFormats(
         registry=_registry(given),
         value=columns["value"],
@@ -256,12 +213,12 @@ def parse_formats(options: Mapping[str, str], *, sink: bool) -> RecordFormats | 
 
 
 def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat | None:
-    raw = given.get(f"{column}format", "binary")
+    raw = given.get(f"{column}format", _DEFAULTS[f"{column}format"])
     fmt = Format(parse_choice(f"{column}Format", raw, [f.value for f in Format]))
     if fmt is Format.BINARY:
         extra = [k for k in given if k.startswith(column) and k != f"{column}format"]
         if extra:
-            spelled = column + _SPELLED.get(extra[0][len(column) :], extra[0][len(column) :])
+            spelled = column + COLUMN_SUFFIXES.get(extra[0][len(column) :], extra[0][len(column) :])
             raise OptionError(
                 f"option '{spelled}' needs option '{column}Format' set to a registry format"
             )
@@ -283,7 +240,7 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
     strategy = SubjectNameStrategy(
         parse_choice(
             f"{column}SubjectNameStrategy",
-            given.get(f"{column}subjectnamestrategy", "topic"),
+            given.get(f"{column}subjectnamestrategy", _DEFAULTS[f"{column}subjectnamestrategy"]),
             [s.value for s in SubjectNameStrategy],
         )
     )
@@ -303,7 +260,7 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
             f"option '{column}SchemaVersion' with a {strategy.value} naming strategy needs "
             f"option '{column}Subject'"
         )
-    name = given.get(f"{column}recordname", "topLevelRecord").strip()
+    name = given.get(f"{column}recordname", _DEFAULTS[f"{column}recordname"]).strip()
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
         raise OptionError(
             f"option '{column}RecordName' must be a name like 'shop.Customer', got {name!r}"
@@ -317,10 +274,10 @@ def _registry(given: Mapping[str, str]) -> RegistryConfig:
         if not key.startswith(REGISTRY_PREFIX):
             continue
         name = key[len(REGISTRY_PREFIX) :]
-        if name not in _REGISTRY_SETTINGS:
+        if name not in REGISTRY_SETTINGS:
             raise OptionError(
                 f"unknown option 'schema.registry.{name}'; known: "
-                + ", ".join(sorted(_REGISTRY_SETTINGS.values()))
+                + ", ".join(sorted(REGISTRY_SETTINGS.values()))
             )
         settings[name] = raw
     urls = tuple(u.strip().rstrip("/") for u in settings.get("url", "").split(",") if u.strip())
@@ -361,7 +318,7 @@ def _registry(given: Mapping[str, str]) -> RegistryConfig:
             "option 'schema.registry.ssl.key.location' needs "
             "'schema.registry.ssl.certificate.location' (the client certificate)"
         )
-    timeout = settings.get("request.timeout.ms")
+    timeout = settings.get("request.timeout.ms", _DEFAULTS["schema.registry.request.timeout.ms"])
     return RegistryConfig(
         urls=urls,
         user_info=user_info,
@@ -370,9 +327,7 @@ def _registry(given: Mapping[str, str]) -> RegistryConfig:
         certificate_location=cert,
         key_location=key_file,
         key_password=settings.get("ssl.key.password"),
-        request_timeout_ms=(
-            10_000
-            if timeout is None
-            else parse_duration_ms("schema.registry.request.timeout.ms", timeout, minimum=1)
+        request_timeout_ms=parse_duration_ms(
+            "schema.registry.request.timeout.ms", str(timeout), minimum=1
         ),
     )

@@ -44,7 +44,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import MissingExtraError, RecordFormatError
 from unaligned.registry import avro_vectors as av
 from unaligned.registry.framing import Frames, message_indexes

@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from unaligned._arrow import integers, valid_rows
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.arrow import integers, valid_rows
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import RecordFormatError, SchemaMismatchError
 from unaligned.registry import avro_vectors as av
 from unaligned.registry.client import RegisteredSchema

@@ -8,7 +8,7 @@ schema it references, and :func:`subject_schemas` for the subject's other versio
 :class:`ResolvedSchema` is picklable: they travel to the read tasks in the pickled reader, so
 records written with any of them never ask the registry.
 :func:`writer_schema` fetches another id in a read task once per worker process
-(:class:`~unaligned._process_memo.ProcessMemo`); a registry that is down later in a run fails
+(:class:`~unaligned._util.process_memo.ProcessMemo`); a registry that is down later in a run fails
 only records of ids the process has not seen yet.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import OptionError
 from unaligned.registry.client import RegisteredSchema, RegistryClient
 from unaligned.registry.options import ColumnFormat, Format, RegistryConfig

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from unaligned._fs import resolve_location
+from unaligned._util.fs import resolve_location
 from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.barrier import end_of_data
 from unaligned.barriers.metrics import TaskBarrierStats, record_barrier

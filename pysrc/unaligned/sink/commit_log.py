@@ -15,7 +15,7 @@ directory are fsynced), *before* any prepared transaction or staged file of the 
 committed. Its existence is the decision: a later run that finds it must roll the batch forward;
 a batch without one was never decided and everything it prepared is aborted. Readers never see a
 half-written record; temporary files (names starting with ``.``) are ignored. Each record
-carries a checksum (:mod:`unaligned._checksum`) verified on every read: a record changed after
+carries a checksum (:mod:`unaligned._util.checksum`) verified on every read: a record changed after
 it was written stops the query with a :class:`CommitLogError` naming the file; a record without
 one (its field removed after a deliberate edit) is read as it is.
 
@@ -37,8 +37,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from unaligned._checksum import sealed_json, verified
-from unaligned._fs import (
+from unaligned._util.checksum import sealed_json, verified
+from unaligned._util.fs import (
     Location,
     atomic_write,
     create_exclusive,
@@ -77,7 +77,7 @@ class CommitRecord:
     JSON, each ref is :meth:`~unaligned.channel_state.refs.ChannelStateRef.to_dict`."""
 
     def to_json(self) -> bytes:
-        """The record's JSON, sorted keys, with its checksum (:mod:`unaligned._checksum`)."""
+        """The record's JSON, sorted keys, with its checksum (:mod:`unaligned._util.checksum`)."""
         return sealed_json(
             {
                 "version": RECORD_VERSION,
@@ -163,7 +163,7 @@ class CommitLog:
 
         Returns ``False`` (and writes nothing) when the batch already has a record: a decided
         batch is never decided again, and of two deciders racing only one writes (see
-        :func:`unaligned._fs.create_exclusive` for which filesystems make that exclusive).
+        :func:`unaligned._util.fs.create_exclusive` for which filesystems make that exclusive).
         """
         location = self._record_location(record.batch_id)
         if not create_exclusive(location, record.to_json()):

@@ -15,15 +15,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from unaligned._parsing import KAFKA_PREFIX, parse_bytes, parse_choice, parse_duration_ms
 from unaligned.errors import SinkConfigurationError
 from unaligned.kafka.clients.producer_options import producer_kwargs
+from unaligned.options.declaration import OptionSpec, text
+from unaligned.options.parsing import KAFKA_PREFIX, parse_bytes, parse_choice, parse_duration_ms
 from unaligned.registry.options import RecordFormats, parse_formats
 
-DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
-DEFAULT_MAX_UNACKNOWLEDGED_BYTES = 4 * 1024 * 1024
+T = TypeVar("T")
 
 _FORBIDDEN_KAFKA = {
     "transactional.id": "the sink opens one transactional id per (query, batch, task) itself; "
@@ -46,14 +46,6 @@ class DeliveryGuarantee(enum.Enum):
     (Azure Event Hubs)."""
 
 
-#: Options that only transactions read: refused with ``deliveryGuarantee=at-least-once``.
-_TRANSACTION_ONLY = (
-    "transactionalIdPrefix",
-    "kafka.transaction.timeout.ms",
-    "kafka.transaction.two.phase.commit.enable",
-)
-
-
 class TwoPhaseCommitMode(enum.Enum):
     """``kafka.transaction.two.phase.commit.enable`` (KIP-939): whether the sink's transactions
     take part in two-phase commit, so that the broker never aborts a prepared one on its
@@ -65,6 +57,108 @@ class TwoPhaseCommitMode(enum.Enum):
     """Required: a cluster without it is refused at start, saying what is missing."""
     OFF = "false"
     """Today's transactions, aborted by the broker after ``kafka.transaction.timeout.ms``."""
+
+
+def _delivery(name: str, raw: str) -> DeliveryGuarantee:
+    allowed = [g.value for g in DeliveryGuarantee]
+    return DeliveryGuarantee(parse_choice(name, raw.strip().lower().replace("_", "-"), allowed))
+
+
+def _two_phase(name: str, raw: str) -> TwoPhaseCommitMode:
+    return TwoPhaseCommitMode(parse_choice(name, raw, [m.value for m in TwoPhaseCommitMode]))
+
+
+def _positive_bytes(name: str, raw: str) -> int:
+    return parse_bytes(name, raw, 1)
+
+
+def _positive_ms(name: str, raw: str) -> int:
+    return parse_duration_ms(name, raw, minimum=1)
+
+
+# kafka.* options are passed to the producer, which only the Kafka target has; like every other
+# kafka.* option they are not refused on a file sink (only_for stays None).
+BOOTSTRAP_SERVERS: OptionSpec[str] = OptionSpec(
+    "kafka.bootstrap.servers",
+    "write to this Kafka cluster (with `topic`, or a `topic` column)",
+)
+TOPIC: OptionSpec[str] = OptionSpec(
+    "topic",
+    "the topic written; without it each row's `topic` column names one",
+    text,
+    only_for="Kafka",
+)
+DELIVERY_GUARANTEE: OptionSpec[DeliveryGuarantee] = OptionSpec(
+    "deliveryGuarantee",
+    "`exactly-once` (each task's records in a transaction the driver commits with the batch) "
+    "or `at-least-once` (an idempotent producer, no transaction: "
+    "[At-least-once](../guides/writing-kafka.md#at-least-once))",
+    _delivery,
+    "exactly-once",
+    only_for="Kafka",
+)
+TRANSACTIONAL_ID_PREFIX: OptionSpec[str] = OptionSpec(
+    "transactionalIdPrefix",
+    "prefix of the sink's `transactional.id`s: a bounded pool `<prefix>-<task>-<slot>`, "
+    "reused once its previous transaction ended",
+    text,
+    default_text="`unaligned-<query id>`",
+    only_for="Kafka",
+)
+MAX_UNACKNOWLEDGED_BYTES: OptionSpec[int] = OptionSpec(
+    "maxUnacknowledgedBytes",
+    "bytes a task may have sent but not had acknowledged between chunks; with a slow or "
+    "throttled broker, lower it so a barrier ends closer to its timeout",
+    _positive_bytes,
+    "4MB",
+    only_for="Kafka",
+)
+TRANSACTION_TIMEOUT: OptionSpec[int] = OptionSpec(
+    "kafka.transaction.timeout.ms",
+    "must cover batch time plus restart time, at most the brokers' "
+    "`transaction.max.timeout.ms` (checked at start); a batch whose transactions would expire "
+    "first is not decided (`TransactionExpiredError`)",
+    _positive_ms,
+    "900000",
+)
+TWO_PHASE_COMMIT: OptionSpec[TwoPhaseCommitMode] = OptionSpec(
+    "kafka.transaction.two.phase.commit.enable",
+    "take part in two-phase commit (KIP-939) so that no broker timeout aborts a prepared "
+    "transaction: `auto` where every broker supports it, `true` (required), `false`; "
+    "[Prepared transactions that never expire](../concepts/guarantees.md#two-phase-commit)",
+    _two_phase,
+    "auto",
+)
+KAFKA_SPECS: tuple[OptionSpec[Any], ...] = (
+    BOOTSTRAP_SERVERS,
+    TOPIC,
+    DELIVERY_GUARANTEE,
+    TRANSACTIONAL_ID_PREFIX,
+    MAX_UNACKNOWLEDGED_BYTES,
+    TRANSACTION_TIMEOUT,
+    TWO_PHASE_COMMIT,
+    OptionSpec(
+        "kafka.batch.size",
+        "the largest record batch the sink encodes (cut further to each topic's "
+        "`max.message.bytes`; a batch the broker refuses as too large is split and sent again)",
+        default="1048576",
+    ),
+    OptionSpec(
+        "kafka.*",
+        "passed to the producer in Java's names (logging in: [Security](../guides/security.md)); "
+        "settings that would break the guarantee are refused",
+    ),
+)
+#: The options only transactions read: refused with ``deliveryGuarantee=at-least-once``.
+_TRANSACTION_ONLY = (TRANSACTIONAL_ID_PREFIX, TRANSACTION_TIMEOUT, TWO_PHASE_COMMIT)
+DEFAULT_TRANSACTION_TIMEOUT_MS = TRANSACTION_TIMEOUT.value({})
+DEFAULT_MAX_UNACKNOWLEDGED_BYTES = MAX_UNACKNOWLEDGED_BYTES.value({})
+
+
+def _kafka_value(spec: OptionSpec[T], kafka_params: Mapping[str, str]) -> T:
+    """A ``kafka.*`` option's value from ``kafka_params`` (keys without the prefix)."""
+    raw = kafka_params.get(spec.key[len(KAFKA_PREFIX) :])
+    return spec.value({} if raw is None else {spec.key: raw})
 
 
 @dataclass(frozen=True)
@@ -98,18 +192,12 @@ class KafkaTarget:
 def _delivery_guarantee(
     opts: Mapping[str, str], kafka_params: Mapping[str, str]
 ) -> DeliveryGuarantee:
-    raw = opts.get("deliveryguarantee", DeliveryGuarantee.EXACTLY_ONCE.value)
-    guarantee = DeliveryGuarantee(
-        parse_choice(
-            "deliveryGuarantee",
-            raw.strip().lower().replace("_", "-"),
-            [g.value for g in DeliveryGuarantee],
-        )
-    )
+    guarantee = DELIVERY_GUARANTEE.value(opts)
     if guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
-        for name in _TRANSACTION_ONLY:
+        for spec in _TRANSACTION_ONLY:
+            name = spec.name
             key = name[len(KAFKA_PREFIX) :] if name.startswith(KAFKA_PREFIX) else None
-            if (key in kafka_params) if key is not None else (name.lower() in opts):
+            if (key in kafka_params) if key is not None else (spec.key in opts):
                 raise SinkConfigurationError(
                     f"option '{name}' applies to deliveryGuarantee=exactly-once only: the "
                     "at-least-once sink writes without transactions"
@@ -141,17 +229,12 @@ def parse_kafka_target(opts: Mapping[str, str], kafka_params: dict[str, str]) ->
             f"option 'kafka.max.in.flight.requests.per.connection' = {in_flight!r}: the idempotent "
             "producer keeps order only with at most 5"
         )
-    raw_timeout = kafka_params.get("transaction.timeout.ms")
-    timeout_ms = (
-        DEFAULT_TRANSACTION_TIMEOUT_MS
-        if raw_timeout is None
-        else parse_duration_ms("kafka.transaction.timeout.ms", raw_timeout, minimum=1)
-    )
+    timeout_ms = _kafka_value(TRANSACTION_TIMEOUT, kafka_params)
     kafka_params["transaction.timeout.ms"] = str(timeout_ms)
-    topic = opts.get("topic")
+    topic = opts.get(TOPIC.key)
     if topic is not None and not topic.strip():
         raise SinkConfigurationError("option 'topic' is empty")
-    prefix = opts.get("transactionalidprefix")
+    prefix = opts.get(TRANSACTIONAL_ID_PREFIX.key)
     if prefix is not None:
         prefix = prefix.strip()
         if not prefix or any(c.isspace() for c in prefix):
@@ -159,14 +242,8 @@ def parse_kafka_target(opts: Mapping[str, str], kafka_params: dict[str, str]) ->
                 "option 'transactionalIdPrefix' must be non-empty without whitespace, "
                 f"got {prefix!r}"
             )
-    raw_two_phase = kafka_params.pop("transaction.two.phase.commit.enable", "auto")
-    two_phase = TwoPhaseCommitMode(
-        parse_choice(
-            "kafka.transaction.two.phase.commit.enable",
-            raw_two_phase,
-            [m.value for m in TwoPhaseCommitMode],
-        )
-    )
+    two_phase = _kafka_value(TWO_PHASE_COMMIT, kafka_params)
+    kafka_params.pop("transaction.two.phase.commit.enable", None)
     return KafkaTarget(
         kafka_params=dict(kafka_params),
         two_phase_commit=two_phase,
@@ -174,10 +251,6 @@ def parse_kafka_target(opts: Mapping[str, str], kafka_params: dict[str, str]) ->
         topic=topic,
         transaction_timeout_ms=timeout_ms,
         transactional_id_prefix=prefix,
-        max_unacknowledged_bytes=(
-            DEFAULT_MAX_UNACKNOWLEDGED_BYTES
-            if (raw_bytes := opts.get("maxunacknowledgedbytes")) is None
-            else parse_bytes("maxUnacknowledgedBytes", raw_bytes, 1)
-        ),
+        max_unacknowledged_bytes=MAX_UNACKNOWLEDGED_BYTES.value(opts),
         formats=parse_formats(opts, sink=True),
     )

@@ -23,8 +23,8 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from unaligned import crash_points
-from unaligned.crash_points import CrashPoint
+from unaligned._util import crash_points
+from unaligned._util.crash_points import CrashPoint
 from unaligned.errors import CommitLogError, TransactionCommitError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome

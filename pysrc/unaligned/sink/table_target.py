@@ -21,10 +21,53 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from unaligned._fs import absolute_path
-from unaligned._parsing import parse_bool, parse_choice
+from unaligned._util.fs import absolute_path
 from unaligned.errors import SinkConfigurationError
+from unaligned.options.declaration import OptionSpec
+from unaligned.options.parsing import parse_bool, parse_choice
 
+_TABLES = ("Iceberg", "Delta")
+#: The table targets' own options (``path`` and ``compression`` are declared with the file
+#: target's in :mod:`unaligned.sink.options`); read by hand below, as a group.
+TABLE_SPECS: tuple[OptionSpec[str], ...] = (
+    OptionSpec(
+        "tableFormat",
+        "`iceberg` or `delta`: commit each batch into that table, named by `path`",
+        only_for=_TABLES,
+    ),
+    OptionSpec(
+        "partitionBy",
+        "the table's partition columns when the sink creates it (Iceberg also takes "
+        "`day(ts)`, `bucket(16, id)`, `truncate(4, s)`...)",
+        only_for=_TABLES,
+    ),
+    OptionSpec(
+        "mergeSchema",
+        "`true`: nullable columns the table lacks are added (Iceberg's writer spells it "
+        "`merge-schema`, accepted too)",
+        default="false",
+        only_for=_TABLES,
+    ),
+    OptionSpec("merge-schema", "Iceberg's spelling of `mergeSchema`", only_for=_TABLES),
+    OptionSpec("userMetadata", "a Delta commit's `userMetadata`", only_for=("Delta",)),
+    OptionSpec(
+        "catalog.*",
+        "the Iceberg catalog's properties (`type`, `uri`, `warehouse`, `s3.endpoint`...; "
+        "`catalog.name`); without `catalog.type` and `catalog.uri` an embedded SQLite catalog "
+        "under `catalog.warehouse`",
+        only_for=("Iceberg",),
+    ),
+    OptionSpec(
+        "snapshot-property.*",
+        "a property stamped on each Iceberg snapshot",
+        only_for=("Iceberg",),
+    ),
+    OptionSpec(
+        "storage.*",
+        "deltalake's `storage_options` (`AWS_ENDPOINT_URL`...)",
+        only_for=("Delta",),
+    ),
+)
 CATALOG_PREFIX = "catalog."
 STORAGE_PREFIX = "storage."
 SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."

@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from unaligned import crash_points
-from unaligned._process_memo import ProcessMemo
-from unaligned._worker_memory import tune_worker_memory
+from unaligned._util import crash_points
+from unaligned._util.crash_points import CrashPoint, FailPoint
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.barriers.alignment import BarrierAlignment, CheckpointMode
 from unaligned.barriers.barrier import read_barrier, wall_clock_ms
 from unaligned.barriers.metrics import purge_metrics
-from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import CommitLogError, TaskContextError
 from unaligned.sink.barrier_outcome import (
     after_barrier,
@@ -40,6 +39,7 @@ from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
 from unaligned.sink.recovery import check_participant, commit_record, prepared_items, roll_forward
+from unaligned.tuning.worker_memory import tune_worker_memory
 
 logger = logging.getLogger(__name__)
 

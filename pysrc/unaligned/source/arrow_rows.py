@@ -9,7 +9,7 @@ many partitions, partition after partition, each in offset order, with the rows 
 Memory: :func:`to_arrow_batches` cuts columns into Arrow batches of at most
 :data:`MAX_BATCH_ROWS` rows and about :data:`MAX_BATCH_BYTES` bytes.
 
-Numeric columns wrap the numpy buffers (:func:`unaligned._arrow.numeric_array`) instead of
+Numeric columns wrap the numpy buffers (:func:`unaligned._util.arrow.numeric_array`) instead of
 going through ``pa.array``, which imports pandas in the read task's worker.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from unaligned._arrow import numeric_array
+from unaligned._util.arrow import numeric_array
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.records.record_columns import RecordColumns, kafka_arrow_schema
 

@@ -108,7 +108,7 @@ class BatchPlanning:
         """Read tasks per batch for a new query: ``readTasks``, else the cores of the host
         that plans the batches. Spark tells a Python source nothing about its executors (the
         source runner sees no SparkConf), so on a cluster whose executors have more cores than
-        this host, set ``readTasks`` (README, "Read tasks")."""
+        this host, set ``readTasks`` (docs/guides/reading-kafka.md, "Read tasks")."""
         return self._options.read_tasks or os.cpu_count() or 1
 
     def resolve_range(
@@ -242,6 +242,10 @@ class BatchPlanning:
                 return self._planned_from_listing(
                     self._identified(begin.next(begin.positions, begin.idle_barrier + 1))
                 )
+            if self._available_now_target is not None and all(
+                begin.positions.get(tp, offset) >= offset for tp, offset in latest.items()
+            ):
+                self._stops.read_everything(begin)  # Spark ends the query after this call
             return start
         return self._planned_from_listing(self._identified(begin.next(end, begin.idle_barrier)))
 

@@ -5,24 +5,18 @@ an unknown option, a malformed value, or options that contradict each other rais
 :class:`~unaligned.errors.OptionError` naming the option in Spark's spelling. This module holds
 the subscription, the options and :class:`SourceOptions`, which checks them against each other;
 starting and ending positions are parsed in :mod:`unaligned.source.position_options`. What each
-option means: README.md, "Source options". Adding an option: a field of :class:`SourceOptions`
-and one :class:`_Option` entry in ``_OPTIONS``.
+option means: its declaration (:class:`~unaligned.options.declaration.OptionSpec`), which the
+reference page docs/reference/source-options.md is generated from. Adding an option: a field of
+:class:`SourceOptions` and one declaration in ``_OPTIONS`` (``sets`` names the field).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unaligned._parsing import (
-    KAFKA_PREFIX,
-    kafka_params,
-    parse_bool,
-    parse_duration_ms,
-    parse_positive,
-)
 from unaligned.errors import OptionError
 from unaligned.kafka.clients.client_options import (
     KafkaClientConfig,
@@ -30,16 +24,20 @@ from unaligned.kafka.clients.client_options import (
     is_secret,
 )
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
-from unaligned.registry.options import (
-    SOURCE_OPTION_NAMES,
-    RecordFormats,
-    is_format_option,
-    parse_formats,
+from unaligned.options.declaration import OptionSet, OptionSpec, text
+from unaligned.options.parsing import (
+    KAFKA_PREFIX,
+    kafka_params,
+    parse_bool,
+    parse_duration_ms,
+    parse_positive,
 )
+from unaligned.registry.option_specs import REGISTRY_PREFIX, REGISTRY_SOURCE_SPECS
+from unaligned.registry.options import RecordFormats, is_format_option, parse_formats
 from unaligned.source.offset_options import parse_assign
 from unaligned.source.position_options import (
-    ENDING_OPTIONS,
-    STARTING_OPTIONS,
+    ENDING_SPECS,
+    STARTING_SPECS,
     EndingPosition,
     LatestStart,
     NoMatchStrategy,
@@ -84,62 +82,161 @@ class Assign:
 Subscription = Subscribe | SubscribePattern | Assign
 
 
-# --- value parsers (name is the option's Spark spelling) ----------------------------------------
-
-
-def _text(name: str, raw: str) -> str:
-    return raw
+# --- the options, one declaration each (name, default, parser, field, meaning) -----------------
 
 
 def _positive_ms(name: str, raw: str) -> int:
     return parse_duration_ms(name, raw, minimum=1)
 
 
-@dataclass(frozen=True)
-class _Option:
-    name: str  # Spark's spelling, used in messages
-    field: str | None  # the SourceOptions field it sets; None: validated, no effect
-    parse: Callable[[str, str], Any]
-
-
-_OPTIONS: dict[str, _Option] = {
-    o.name.lower(): o
-    for o in (
-        _Option("failOnDataLoss", "fail_on_data_loss", parse_bool),
-        _Option("includeHeaders", "include_headers", parse_bool),
-        _Option("minPartitions", "min_partitions", parse_positive),
-        _Option("readTasks", "read_tasks", parse_positive),
-        _Option("maxRecordsPerPartition", "max_records_per_partition", parse_positive),
-        _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", parse_positive),
-        _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", parse_positive),
-        _Option("maxTriggerDelay", "max_trigger_delay_ms", parse_duration_ms),
-        _Option("targetBatchDuration", "target_batch_duration_ms", parse_duration_ms),
-        _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", _positive_ms),
-        _Option("fetchOffset.numRetries", "fetch_offset_num_retries", parse_positive),
-        _Option("fetchOffset.retryIntervalMs", "fetch_offset_retry_interval_ms", parse_duration_ms),
-        _Option("startingOffsetsByTimestampStrategy", "no_match_strategy", parse_no_match),
-        _Option("groupIdPrefix", "group_id_prefix", _text),
-    )
-}
-
-_SUBSCRIPTIONS = {
-    "subscribe": "subscribe",
-    "subscribepattern": "subscribePattern",
-    "assign": "assign",
-}
-#: Source options reserved for later work: rejected with a message saying so, never ignored.
-KNOWN_OPTION_NAMES: tuple[str, ...] = tuple(
-    sorted(
-        [
-            *_SUBSCRIPTIONS.values(),
-            *STARTING_OPTIONS.values(),
-            *ENDING_OPTIONS.values(),
-            *(o.name for o in _OPTIONS.values()),
-            *SOURCE_OPTION_NAMES,
-            "kafka.*",
-        ]
+SUBSCRIPTION_SPECS: tuple[OptionSpec[Any], ...] = tuple(
+    OptionSpec(name, meaning, default_text="(exactly one)", sets="subscription")
+    for name, meaning in (
+        ("subscribe", "comma-separated topics"),
+        ("subscribePattern", "a regex: every topic it finds a match in (new topics picked up)"),
+        ("assign", 'JSON `{"topic":[0,1]}`: exactly these partitions'),
     )
 )
+_SUBSCRIPTIONS = {s.key: s.name for s in SUBSCRIPTION_SPECS}
+
+KAFKA_SPECS: tuple[OptionSpec[Any], ...] = (
+    OptionSpec("kafka.bootstrap.servers", "the cluster", default_text="(required)"),
+    OptionSpec(
+        "kafka.*",
+        "passed to the Kafka client in Java's names; logging in (TLS, SASL, OAuth, MSK IAM, "
+        "Kerberos, key stores): [Security](../guides/security.md); secret values are never logged",
+    ),
+    OptionSpec(
+        "kafka.default.api.timeout.ms",
+        "how long a driver-side look-up (topics, offsets) keeps asking through a lost broker or "
+        "a moved leader, as Kafka's Java clients do: "
+        "[Kafka clusters that lose brokers](../concepts/guarantees.md#lost-brokers)",
+        default="60000",
+    ),
+    OptionSpec(
+        "kafka.client.rack",
+        "the client's rack (KIP-392): with a broker `replica.selector.class`, read tasks read "
+        "from the replica the leader names (a follower in the same zone)",
+    ),
+    OptionSpec(
+        "kafka.group.id",
+        "**monitoring only**: after each batch the source commits the batch's end offsets to "
+        "this consumer group, so Kafka's lag tools show the query's lag; the checkpoint, never "
+        "the group, says where a restart resumes",
+    ),
+)
+
+_OPTIONS: tuple[OptionSpec[Any], ...] = (
+    OptionSpec(
+        "startingOffsetsByTimestampStrategy",
+        "`error` or `latest`: what a partition with no record at or after the start time does",
+        parse_no_match,
+        default="error",
+        sets="no_match_strategy",
+    ),
+    OptionSpec(
+        "maxOffsetsPerTrigger",
+        "at most this many records per batch (`Trigger.AvailableNow` reads everything, in "
+        "batches of this size)",
+        parse_positive,
+        sets="max_offsets_per_trigger",
+    ),
+    OptionSpec(
+        "minOffsetsPerTrigger",
+        "wait for at least this many records before a batch, but no longer than `maxTriggerDelay`",
+        parse_positive,
+        sets="min_offsets_per_trigger",
+    ),
+    OptionSpec(
+        "maxTriggerDelay",
+        "the longest a batch waits for `minOffsetsPerTrigger`",
+        parse_duration_ms,
+        default="15m",
+        sets="max_trigger_delay_ms",
+    ),
+    OptionSpec(
+        "readTasks",
+        "read tasks per batch; each reads several topic-partitions over one set of "
+        "connections ([Read tasks](../guides/reading-kafka.md#read-tasks)); not with "
+        "`minPartitions` / `maxRecordsPerPartition`",
+        parse_positive,
+        default_text="the cores of the host that starts the query",
+        sets="read_tasks",
+    ),
+    OptionSpec(
+        "minPartitions",
+        "split large ranges into more tasks, one task per piece (as in Spark)",
+        parse_positive,
+        sets="min_partitions",
+    ),
+    OptionSpec(
+        "maxRecordsPerPartition",
+        "split a topic-partition's range into tasks of at most this many records",
+        parse_positive,
+        sets="max_records_per_partition",
+    ),
+    OptionSpec(
+        "targetBatchDuration",
+        "size each batch from the throughput of earlier ones so it takes about this long (for "
+        "a slow transformation before the sink, which no barrier can overtake)",
+        parse_duration_ms,
+        sets="target_batch_duration_ms",
+    ),
+    OptionSpec(
+        "includeHeaders", "add the `headers` column", parse_bool, "false", sets="include_headers"
+    ),
+    OptionSpec(
+        "failOnDataLoss",
+        "offsets gone to retention, or a deleted or re-created topic, stop the query; `false`: "
+        "warn and go on from the earliest offset available",
+        parse_bool,
+        "true",
+        sets="fail_on_data_loss",
+    ),
+    OptionSpec(
+        "kafkaConsumer.pollTimeoutMs",
+        "how long a read task waits for records it knows exist",
+        _positive_ms,
+        "120000",
+        sets="poll_timeout_ms",
+    ),
+    OptionSpec(
+        "fetchOffset.numRetries",
+        "offset look-ups the broker refused, asked again this many times (as in Spark)",
+        parse_positive,
+        "3",
+        sets="fetch_offset_num_retries",
+    ),
+    OptionSpec(
+        "fetchOffset.retryIntervalMs",
+        "the pause between those look-ups",
+        parse_duration_ms,
+        "1000",
+        sets="fetch_offset_retry_interval_ms",
+    ),
+    OptionSpec(
+        "groupIdPrefix",
+        "**monitoring only**: commit the end offsets to group `<groupIdPrefix>-<barrierToken>` "
+        "(one per query, stable across restarts) instead of `kafka.group.id`",
+        text,
+        sets="group_id_prefix",
+    ),
+)
+
+#: Every option of ``readStream.format("unaligned")``, in the order the reference lists them.
+SOURCE_OPTIONS = OptionSet(
+    "source",
+    (
+        *SUBSCRIPTION_SPECS,
+        *KAFKA_SPECS,
+        *STARTING_SPECS,
+        *ENDING_SPECS,
+        *_OPTIONS,
+        *REGISTRY_SOURCE_SPECS,
+    ),
+)
+#: The names an unknown-option error lists (``kafka.*`` and ``schema.registry.*`` collapsed).
+KNOWN_OPTION_NAMES: tuple[str, ...] = SOURCE_OPTIONS.names(collapse=(KAFKA_PREFIX, REGISTRY_PREFIX))
 
 
 def _parse_subscription(key: str, raw: str) -> Subscription:
@@ -234,25 +331,16 @@ class SourceOptions:
 
         kafka = client_config_from_options(kafka_params(given))
 
-        values: dict[str, Any] = {}
-        for key, raw in given.items():
-            if (
-                key in _SUBSCRIPTIONS
-                or key in STARTING_OPTIONS
-                or key in ENDING_OPTIONS
-                or key.startswith(KAFKA_PREFIX)
-                or is_format_option(key, sink=False)
-            ):
-                continue
-            option = _OPTIONS.get(key)
-            if option is None:
+        for key in given:
+            if not SOURCE_OPTIONS.knows(key) and not is_format_option(key, sink=False):
                 raise OptionError(
                     f"unknown option '{spelled[key]}' for the unaligned Kafka source; "
                     "known options: " + ", ".join(KNOWN_OPTION_NAMES)
                 )
-            value = option.parse(option.name, raw)
-            if option.field is not None:
-                values[option.field] = value
+        values: dict[str, Any] = {
+            spec.sets: spec.value_or_none(given) for spec in _OPTIONS if spec.sets is not None
+        }
+        values = {name: value for name, value in values.items() if value is not None}
 
         starting = parse_starting(given, batch)
         if batch:

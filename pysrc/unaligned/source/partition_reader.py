@@ -35,8 +35,7 @@ import pyarrow as pa
 from kafka.errors import OffsetOutOfRangeError
 from pyspark.sql.datasource import InputPartition
 
-from unaligned._process_memo import ProcessMemo
-from unaligned._worker_memory import tune_worker_memory
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError, LegacyRecordFormatError
 from unaligned.kafka.clients.admin_clients import shared_admin_client
 from unaligned.kafka.clients.client_internals import (
@@ -57,6 +56,7 @@ from unaligned.kafka.records.record_decoder import (
 from unaligned.source.arrow_rows import to_arrow_batches
 from unaligned.source.lost_records import PositionCheck
 from unaligned.source.offset_ranges import OffsetRange
+from unaligned.tuning.worker_memory import tune_worker_memory
 
 logger = logging.getLogger(__name__)
 

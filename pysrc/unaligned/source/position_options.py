@@ -25,10 +25,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-from unaligned._parsing import parse_choice, parse_non_negative
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
+from unaligned.options.declaration import OptionSpec
+from unaligned.options.parsing import parse_choice, parse_non_negative
 from unaligned.source.offset_options import (
     Boundary,
     PartitionPosition,
@@ -122,19 +124,54 @@ def parse_no_match(name: str, raw: str) -> NoMatchStrategy:
     return NoMatchStrategy(parse_choice(name, raw, [s.value for s in NoMatchStrategy]))
 
 
-#: The starting-position options, lower-case key -> Spark's spelling, by precedence.
-STARTING_OPTIONS = {
-    "startingtimestamp": "startingTimestamp",
-    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
-    "startingoffsets": "startingOffsets",
-}
-#: The ending-position options (bounded input), lower-case key -> Spark's spelling, by
-#: precedence.
-ENDING_OPTIONS = {
-    "endingtimestamp": "endingTimestamp",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-    "endingoffsets": "endingOffsets",
-}
+#: The starting-position options, by precedence (the first given wins, as in Spark).
+STARTING_SPECS: tuple[OptionSpec[Any], ...] = (
+    OptionSpec(
+        "startingTimestamp",
+        "start every partition at its first offset at or after this time (epoch ms); wins over "
+        "`startingOffsetsByTimestamp`, which wins over `startingOffsets` (as in Spark)",
+        sets="starting",
+    ),
+    OptionSpec(
+        "startingOffsetsByTimestamp",
+        'JSON `{"topic":{"0":1700000000000}}`: a start time (epoch ms) per partition',
+        sets="starting",
+    ),
+    OptionSpec(
+        "startingOffsets",
+        '`earliest`, `latest`, or JSON `{"topic":{"0":23,"1":-2}}` (-2 earliest, -1 '
+        "latest); only a new query reads it, a restart resumes from its checkpoint",
+        default_text="`latest` (batch: `earliest`)",
+        sets="starting",
+    ),
+)
+#: The ending-position options (bounded input), by precedence.
+ENDING_SPECS: tuple[OptionSpec[Any], ...] = (
+    OptionSpec(
+        "endingTimestamp",
+        "end every partition at its first offset at or after this time (epoch ms), the latest "
+        "offset where none is; wins over `endingOffsetsByTimestamp`, which wins over "
+        "`endingOffsets`",
+        sets="ending",
+    ),
+    OptionSpec(
+        "endingOffsetsByTimestamp",
+        "JSON of an end time (epoch ms) per partition",
+        sets="ending",
+    ),
+    OptionSpec(
+        "endingOffsets",
+        'bounded input, under every trigger: `latest` or JSON `{"topic":{"0":50,"1":-1}}` '
+        "(-1 latest); exclusive ends, resolved once when the query first starts and kept in the "
+        "checkpoint. The query ends with a final checkpoint once every partition reached its end "
+        "(`Trigger.AvailableNow` then stops by itself)",
+        default_text="none (batch: `latest`)",
+        sets="ending",
+    ),
+)
+#: lower-case key -> Spark's spelling, by precedence.
+STARTING_OPTIONS = {s.key: s.name for s in STARTING_SPECS}
+ENDING_OPTIONS = {s.key: s.name for s in ENDING_SPECS}
 
 
 def parse_ending(given: Mapping[str, str], batch: bool) -> EndingPosition | None:

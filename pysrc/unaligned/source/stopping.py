@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from unaligned import crash_points
+from unaligned._util import crash_points
+from unaligned._util.crash_points import CrashPoint
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import CrashPoint
-from unaligned.finishing.final_checkpoint import remove_marker
+from unaligned.finishing.final_checkpoint import finished_batch, mark_finished, remove_marker
 from unaligned.finishing.heartbeat import SourceHeartbeat
 from unaligned.finishing.stop_request import (
     POLL_INTERVAL_S,
@@ -129,6 +129,24 @@ class SourceStops:
             ending = {tp: min(end, latest.get(tp, end)) for tp, end in begin.ending.items()}
         logger.info("drain: input ends at %s", ending)
         return replace(begin, ending=ending, drained=True)
+
+    def read_everything(self, begin: KafkaSourceOffset) -> None:
+        """``Trigger.AvailableNow`` read everything up to its target and the sink left nothing
+        pending: ``latestOffset`` returns its start and Spark ends the query. Its last batch is
+        then a final checkpoint as much as a bounded query's is (nothing open, nothing pending),
+        so it gets the ``finished`` marker (``unaligned inspect``, ``await_finished``); a later
+        run that reads on removes it at its first barrier. Needs the link a format("unaligned")
+        sink on this host keeps; without one nothing is marked."""
+        if begin.barrier_token is None:
+            return
+        checkpoint = self._links.get(begin.barrier_token)
+        if checkpoint is None:
+            return
+        last = checkpoint.last_logged_batch()
+        if last is None or not checkpoint.spark_committed(last):
+            return
+        if finished_batch(checkpoint) != last:
+            mark_finished(checkpoint, last)
 
     def _id(self) -> str:
         if self._reader_id is None:

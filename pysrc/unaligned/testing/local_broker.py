@@ -3,7 +3,8 @@
 It is :class:`~unaligned.testing.EmbeddedKafka` (KRaft, transactions enabled, 127.0.0.1 only)
 on a chosen port, with the topics named on the command line. From an installed package the
 first start builds the broker's launcher with Maven into the user cache directory
-(:mod:`unaligned.testing.shim_sources`); each jar Maven fetches is printed as progress. Ctrl-C
+(:mod:`unaligned.testing.shim_sources`) and says so in two lines (Maven's own output is shown
+only when the build fails). Ctrl-C
 (SIGINT) or SIGTERM stops the broker cleanly and the command exits 0. The broker's data is
 deleted when it stops.
 """
@@ -46,7 +47,7 @@ def parse_topic(raw: str) -> TopicSpec:
 
 
 def _show_build_progress(out: TextIO) -> None:
-    """Print the launcher build's INFO lines (building, each fetched jar, done) plainly."""
+    """Print the launcher build's INFO lines (building, jars fetched, done) plainly."""
     handler = logging.StreamHandler(out)
     handler.setFormatter(logging.Formatter("%(message)s"))
     build_logger = logging.getLogger("unaligned.testing.shim_build")

@@ -30,7 +30,12 @@ from unaligned.testing.broker_config import (
     render_properties,
 )
 from unaligned.testing.broker_process import ShimBuild, launch_broker, require_tool
-from unaligned.testing.shim_sources import SHIM_DIR_ENV, shim_dir, sources_digest
+from unaligned.testing.shim_sources import (
+    SHIM_DIR_ENV,
+    shim_dir,
+    sources_digest,
+    versioned_shim_dir,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -93,9 +98,11 @@ def fetched_jar(line: str) -> str | None:
 
 
 def _run_maven(mvn: str, directory: Path) -> subprocess.CompletedProcess[str]:
-    """Offline first (no network once Kafka's jars are in the local repository), then online;
-    each jar Maven fetches is logged (INFO) as it arrives."""
+    """Offline first (no network once Kafka's jars are in the local repository), then online.
+    Quiet unless it fails: each jar Maven fetches is logged at DEBUG, and one INFO line says how
+    many it fetched; a failure's output is the caller's to show."""
     result: subprocess.CompletedProcess[str] | None = None
+    fetched = 0
     for offline in (True, False):
         command = maven_command(mvn, offline=offline)
         with subprocess.Popen(
@@ -112,23 +119,31 @@ def _run_maven(mvn: str, directory: Path) -> subprocess.CompletedProcess[str]:
                 lines.append(line)
                 jar = fetched_jar(line.removeprefix("[INFO] ").strip())
                 if jar is not None:
-                    logger.info("  fetched %s", jar)
+                    fetched += 1
+                    logger.debug("  fetched %s", jar)
         result = subprocess.CompletedProcess(command, proc.returncode, "".join(lines))
         if result.returncode == 0:
+            if fetched:
+                logger.info("  Maven fetched %d jars into its local repository (once)", fetched)
             return result
         if offline:
-            logger.info("offline Maven build failed; retrying online (fetches missing jars)")
+            # expected on a first build: Kafka's jars are not in the local repository yet
+            logger.debug("offline Maven build failed; retrying online (fetches missing jars)")
     assert result is not None
     return result
 
 
-def ensure_built(directory: Path | None = None) -> ShimBuild:
+def ensure_built(directory: Path | None = None, kafka_version: str | None = None) -> ShimBuild:
     """Build the shim unless a build of the current ``pom.xml`` and sources exists.
 
-    Raises :class:`EmbeddedKafkaError` naming the missing tool, or with the tail of Maven's
-    output when the build fails.
+    ``kafka_version``: build Apache Kafka of that version instead of the pom's, in a directory
+    of its own (:func:`~unaligned.testing.shim_sources.versioned_shim_dir`). Raises
+    :class:`EmbeddedKafkaError` naming the missing tool, or with the tail of Maven's output when
+    the build fails.
     """
     directory = directory or shim_dir()
+    if kafka_version is not None:
+        directory = versioned_shim_dir(kafka_version, directory)
     if not (directory / "pom.xml").is_file():
         raise EmbeddedKafkaError(
             f"no jvm-shim Maven module at {directory} (set {SHIM_DIR_ENV} to its directory)"
@@ -149,7 +164,8 @@ def ensure_built(directory: Path | None = None) -> ShimBuild:
         shutil.rmtree(target / "lib", ignore_errors=True)  # no stale jars from an older pom
         (target / CLASS_DATA_ARCHIVE_NAME).unlink(missing_ok=True)  # recorded for the old classpath
         logger.info(
-            "building jvm-shim in %s (Maven fetches Kafka's jars if they are not cached yet)",
+            "building the broker's launcher with Maven in %s (once; the first build fetches "
+            "Kafka's jars)",
             directory,
         )
         started = time.monotonic()
@@ -160,7 +176,7 @@ def ensure_built(directory: Path | None = None) -> ShimBuild:
                 f"building jvm-shim in {directory} failed "
                 f"(mvn exit code {result.returncode}):\n{tail}"
             )
-        logger.info("built jvm-shim in %.1f s", time.monotonic() - started)
+        logger.info("  built in %.1f s", time.monotonic() - started)
         build = _read_build(directory)
         if build is None:
             raise EmbeddedKafkaError(

@@ -8,7 +8,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.kafka.produce import topic_limits
 from unaligned.kafka.produce.topic_limits import batch_limit
 from unaligned.kafka.records.record_encoder import encode_record_batches

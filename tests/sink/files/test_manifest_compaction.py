@@ -19,7 +19,7 @@ from file_sink_steps import (
     publish_batch,
     read_ids,
 )
-from unaligned._fs import resolve_location
+from unaligned._util.fs import resolve_location
 from unaligned.sink.commit_log import CommitRecord
 from unaligned.sink.files.file_manifest import (
     MANIFEST_DIR,

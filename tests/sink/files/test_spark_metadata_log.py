@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from unaligned._fs import resolve_location
+from unaligned._util.fs import resolve_location
 from unaligned.errors import CommitLogError
 from unaligned.sink.files import spark_metadata_log
 from unaligned.sink.files.spark_log_layout import (

@@ -44,7 +44,7 @@ import kafka.errors as kafka_errors
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import KafkaUnavailableError
 from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.clients.client_options import api_timeout_ms, kafka_python_kwargs

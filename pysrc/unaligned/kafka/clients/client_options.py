@@ -27,7 +27,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unaligned._parsing import (
+from unaligned.errors import OptionError
+from unaligned.kafka.login.sasl_options import MECHANISMS, SASL_OPTIONS, map_sasl
+from unaligned.kafka.login.tls_options import TLS_OPTIONS, map_tls
+from unaligned.options.parsing import (
     KAFKA_PREFIX,
     invalid,
     parse_bool,
@@ -35,9 +38,6 @@ from unaligned._parsing import (
     parse_duration_ms,
     parse_non_negative,
 )
-from unaligned.errors import OptionError
-from unaligned.kafka.login.sasl_options import MECHANISMS, SASL_OPTIONS, map_sasl
-from unaligned.kafka.login.tls_options import TLS_OPTIONS, map_tls
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ names, secrets redacted) and the producer-only names here (``linger.ms``, ``batc
 ``compression.type``, ``delivery.timeout.ms``, ``max.request.size``...); a consumer-only setting
 is refused by name. ``acks=all``, idempotence and the transaction timeout are forced
 (:mod:`unaligned.sink.options` checks the user did not ask otherwise). Defaults that differ from
-kafka-python's are in :data:`PRODUCER_DEFAULTS`. README ("Kafka sink options") lists them.
+kafka-python's are in :data:`PRODUCER_DEFAULTS`. docs/reference/sink-options.md lists them.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unaligned._parsing import (
+from unaligned.errors import OptionError
+from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG, client_config_from_options
+from unaligned.kafka.login.sasl_options import TOKEN_SOURCE_KWARG
+from unaligned.kafka.login.tls_options import TLS_KWARG
+from unaligned.options.parsing import (
     KAFKA_PREFIX,
     parse_bytes,
     parse_duration_ms,
     parse_non_negative,
     parse_positive,
 )
-from unaligned.errors import OptionError
-from unaligned.kafka.clients.client_options import API_TIMEOUT_KWARG, client_config_from_options
-from unaligned.kafka.login.sasl_options import TOKEN_SOURCE_KWARG
-from unaligned.kafka.login.tls_options import TLS_KWARG
 
 # Producer-only Java client names -> kafka-python keyword (shared ones: client_options._MAPPED).
 _PRODUCER_ONLY: dict[str, str] = {

@@ -18,7 +18,7 @@ runs out (``default.api.timeout.ms``, 60 s, for the consumer's and the admin cli
   stale); when the deadline passes the last error is raised as
   :class:`~unaligned.errors.KafkaUnavailableError` naming what was being done and the bound.
 
-Which option bounds what is in README ("Kafka clusters: brokers lost and restarted").
+Which option bounds what is in docs/concepts/guarantees.md ("Kafka clusters that lose brokers").
 """
 
 from __future__ import annotations

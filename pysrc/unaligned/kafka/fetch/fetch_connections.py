@@ -36,7 +36,7 @@ from typing import Any
 
 import kafka.errors as kafka_errors
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.kafka.clients.connections import SettingsKey, settings_key
 from unaligned.kafka.clients.socket_login import open_logged_in
 from unaligned.kafka.fetch.fetch_wire import (

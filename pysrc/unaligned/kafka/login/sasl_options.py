@@ -28,7 +28,6 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-from unaligned._parsing import KAFKA_PREFIX, parse_duration_ms, parse_non_negative
 from unaligned.errors import OptionError
 from unaligned.kafka.login.jaas_config import OPTION as JAAS_OPTION
 from unaligned.kafka.login.jaas_config import JaasEntry, parse_jaas
@@ -41,6 +40,7 @@ from unaligned.kafka.login.oauth_tokens import (
 )
 from unaligned.kafka.login.tls_options import tls_settings
 from unaligned.kafka.login.tls_stores import TlsSettings
+from unaligned.options.parsing import KAFKA_PREFIX, parse_duration_ms, parse_non_negative
 
 #: The client kwarg that carries the OAUTHBEARER :class:`TokenSource` (not a kafka-python name).
 TOKEN_SOURCE_KWARG = "oauth_token_source"

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unaligned._parsing import KAFKA_PREFIX
 from unaligned.errors import OptionError
 from unaligned.kafka.login.tls_stores import (
     ClientIdentity,
@@ -36,6 +35,7 @@ from unaligned.kafka.login.tls_stores import (
     TlsSettings,
     keytool_conversion,
 )
+from unaligned.options.parsing import KAFKA_PREFIX
 
 #: The client kwarg that carries :class:`TlsSettings` (not a kafka-python name).
 TLS_KWARG = "tls_settings"

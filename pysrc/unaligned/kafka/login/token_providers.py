@@ -21,7 +21,7 @@ from typing import Any
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import OAuthTokenError, OptionError
 from unaligned.kafka.login.oauth_tokens import (
     ClientCredentials,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from unaligned._arrow import integers, valid_rows
+from unaligned._util.arrow import integers, valid_rows
 from unaligned.errors import SchemaMismatchError
 
 SEED = 0x9747B28C

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from unaligned._arrow import row_indices
+from unaligned._util.arrow import row_indices
 from unaligned.errors import SchemaMismatchError
 from unaligned.kafka.produce.partitioner import StickyPartition, assign_partitions
 

@@ -6,8 +6,8 @@ once per process (kept in a :class:`~unaligned.kafka.clients.connections.Process
 ``DescribeConfigs`` permission, an old broker) is logged once and leaves batches bounded by
 ``batch.size`` and ``max.request.size`` (1 MiB); a batch the broker refuses as too large all
 the same is split by :mod:`unaligned.kafka.produce.produce_requests`, and :func:`forget` makes the
-next chunk ask again. Fail point ``describe_configs_refused`` (:mod:`unaligned.crash_points`) makes
-every lookup refused, for tests.
+next chunk ask again. Fail point ``describe_configs_refused``
+(:mod:`unaligned._util.crash_points`) makes every lookup refused, for tests.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import KafkaError, TopicAuthorizationFailedError
 
-from unaligned import crash_points
-from unaligned._process_memo import ProcessMemo
-from unaligned.crash_points import FailPoint
+from unaligned._util import crash_points
+from unaligned._util.crash_points import FailPoint
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import UnalignedError
 from unaligned.kafka.clients.admin_clients import shared_admin_client
 from unaligned.kafka.clients.connections import SettingsKey, settings_key

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.errors import MessageSizeTooLargeError
 
-from unaligned._arrow import valid_rows
+from unaligned._util.arrow import valid_rows
 from unaligned.errors import SchemaMismatchError
 from unaligned.kafka.records.record_batch_layout import (
     HEADER_SIZE,

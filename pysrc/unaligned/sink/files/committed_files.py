@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, absolute_path, resolve_location
+from unaligned._util.fs import Location, absolute_path, resolve_location
 from unaligned.errors import CommitLogError, OptionError
 from unaligned.sink.files.file_manifest import (
     MANIFEST_DIR,

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow.fs as pafs
 from pyspark.sql.types import StructType
 
-from unaligned._fs import Location, atomic_write, read_bytes
+from unaligned._util.fs import Location, atomic_write, read_bytes
 from unaligned.errors import CommitLogError, SinkConfigurationError
 
 STAGING_DIR = "_unaligned_staging"

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from unaligned._fs import Location
+from unaligned._util.fs import Location
 from unaligned.errors import CommitLogError
 from unaligned.sink.files.file_manifest import final_name, staged_name, staging_dir
 

@@ -37,10 +37,10 @@ from typing import Any
 import pyarrow.fs as pafs
 from pyspark.sql.types import StructType
 
-from unaligned import crash_points
-from unaligned._fs import Location, fsync_path, resolve_location
+from unaligned._util import crash_points
+from unaligned._util.crash_points import CrashPoint
+from unaligned._util.fs import Location, fsync_path, resolve_location
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import CrashPoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.files.file_manifest import (

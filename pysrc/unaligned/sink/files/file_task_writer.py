@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from unaligned._fs import Location
+from unaligned._util.fs import Location
 from unaligned.sink.files.file_manifest import final_name, staged_name, staging_dir
 
 ROW_GROUP_ROWS = 128 * 1024

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from unaligned._fs import Location, atomic_write, read_bytes
+from unaligned._util.fs import Location, atomic_write, read_bytes
 from unaligned.errors import CommitLogError
 from unaligned.sink.files.file_manifest import (
     MANIFEST_DIR,

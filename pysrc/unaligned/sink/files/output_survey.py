@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
-from unaligned._fs import Location, resolve_location
+from unaligned._util.fs import Location, resolve_location
 from unaligned.sink.files.committed_files import manifest_entries
 from unaligned.sink.files.file_manifest import MANIFEST_DIR, STAGING_DIR, list_manifest
 from unaligned.sink.files.manifest_compaction import CompactedMarks, compacted_marks

@@ -7,7 +7,7 @@ files named by ``<path>/_spark_metadata`` when it exists (``FileStreamSink.hasMe
 ``[K - interval, K)`` plus its own.
 
 Here log ids are *not* the query's batch ids: queries sharing a path append to one log, each
-batch as the next free id, created exclusively (:func:`unaligned._fs.create_exclusive`). A
+batch as the next free id, created exclusively (:func:`unaligned._util.fs.create_exclusive`). A
 batch's lines name its files ``part-<q>-<batch:010d>-...``, which is how a roll-forward finds an
 append made before a crash (:meth:`SparkMetadataLog.append_batch`). An append finds the log's
 end by looking up ids from the query's previous position (``LogPosition``), and lists the
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from unaligned._fs import Location, create_exclusive, read_bytes
+from unaligned._util.fs import Location, create_exclusive, read_bytes
 from unaligned.errors import CommitLogError
 from unaligned.sink.files.spark_log_layout import (
     COMPACT_SUFFIX,

@@ -26,10 +26,10 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from unaligned import crash_points
+from unaligned._util import crash_points
+from unaligned._util.crash_points import CrashPoint
 from unaligned.barriers.alignment import arrow_input_schema
 from unaligned.checkpoint import Checkpoint
-from unaligned.crash_points import CrashPoint
 from unaligned.errors import BarrierError, CommitLogError, SinkConfigurationError, TableCommitError
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.table_target import TableFormat, TableTarget

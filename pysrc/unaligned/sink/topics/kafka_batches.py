@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.errors import MessageSizeTooLargeError
 
-from unaligned._arrow import row_indices
+from unaligned._util.arrow import row_indices
 from unaligned.errors import RecordFormatError, SchemaMismatchError, TransactionWriteError
 from unaligned.kafka.produce import topic_limits
 from unaligned.kafka.produce.partitioner import StickyPartition

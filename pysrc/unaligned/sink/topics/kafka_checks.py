@@ -32,7 +32,7 @@ from typing import Any
 
 import kafka.errors as kafka_errors
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import KafkaAuthorizationError, SinkConfigurationError, TopicNotFoundError
 from unaligned.kafka.clients import admin_clients, authorization
 from unaligned.kafka.clients.authorization import (

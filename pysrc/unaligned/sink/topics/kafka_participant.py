@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.errors import KafkaError
 
-from unaligned import crash_points
-from unaligned.crash_points import FailPoint
+from unaligned._util import crash_points
+from unaligned._util.crash_points import FailPoint
 from unaligned.errors import (
     InjectedFailureError,
     TransactionAbortError,

@@ -5,6 +5,10 @@ import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.io.Reader;
+import java.lang.reflect.Constructor;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,8 +21,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import kafka.server.KafkaConfig;
-import kafka.server.KafkaRaftServer;
-import kafka.tools.StorageTool;
 import org.apache.kafka.common.utils.Time;
 
 /**
@@ -41,6 +43,10 @@ import org.apache.kafka.common.utils.Time;
  *   <li>Stop when stdin reaches end of file (the parent died or closed it) or on SIGTERM.</li>
  * </ol>
  * Stdout carries only protocol lines; logs go to stderr at WARN.
+ *
+ * <p>The same source builds against every supported Kafka version (3.6 to 4.4: the build sets
+ * {@code kafka.version}): the server's constructor and the storage tool changed between them, so
+ * both are reached by reflection ({@link #newServer}, {@link #format}).
  */
 public final class EmbeddedBroker {
 
@@ -82,9 +88,9 @@ public final class EmbeddedBroker {
 
         // 2. Start the server; its shutdown runs from a JVM shutdown hook (SIGTERM, exit).
         KafkaConfig config = KafkaConfig.fromProps(props, false);
-        KafkaRaftServer server = new KafkaRaftServer(config, Time.SYSTEM);
+        Object server = newServer(config);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(server), "unaligned-shim-stop"));
-        server.startup();
+        call(server, "startup");
 
         String bootstrap = brokerEndpoint(props);
         try (ShimCommands commands = new ShimCommands(bootstrap)) {
@@ -120,6 +126,93 @@ public final class EmbeddedBroker {
         System.out.flush();
     }
 
+    /**
+     * {@code new KafkaRaftServer(config, time)} (Kafka 3.7 and later) or {@code new
+     * KafkaRaftServer(config, time, threadNamePrefix = None)} (3.6).
+     */
+    static Object newServer(KafkaConfig config) throws Exception {
+        Class<?> serverClass = Class.forName("kafka.server.KafkaRaftServer");
+        for (Constructor<?> constructor : serverClass.getConstructors()) {
+            Class<?>[] types = constructor.getParameterTypes();
+            if (types.length == 2 && types[1] == Time.class) {
+                return constructor.newInstance(config, Time.SYSTEM);
+            }
+            if (types.length == 3 && types[1] == Time.class
+                    && types[2].getName().equals("scala.Option")) {
+                Object none = Class.forName("scala.None$").getField("MODULE$").get(null);
+                return constructor.newInstance(config, Time.SYSTEM, none);
+            }
+        }
+        throw new IllegalStateException("no KafkaRaftServer constructor this launcher knows");
+    }
+
+    private static void call(Object target, String method) throws Exception {
+        try {
+            target.getClass().getMethod(method).invoke(target);
+        } catch (InvocationTargetException e) {
+            throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+        }
+    }
+
+    /** Thrown by the exit procedure while the 3.6 storage tool's {@code main} runs. */
+    private static final class ToolExit extends RuntimeException {
+        final int code;
+
+        ToolExit(int code) {
+            super("exit " + code, null, false, false);
+            this.code = code;
+        }
+    }
+
+    /**
+     * Kafka's storage tool: {@code StorageTool.execute(args, out)} where it exists (3.7 and
+     * later), else its {@code main}, with Kafka's exit procedure turned into an exception and
+     * stdout captured (stdout carries only protocol lines).
+     */
+    private static int runStorageTool(String[] args, PrintStream print) throws Exception {
+        Class<?> tool = Class.forName("kafka.tools.StorageTool");
+        try {
+            Method execute = tool.getMethod("execute", String[].class, PrintStream.class);
+            try {
+                return ((Number) execute.invoke(null, args, print)).intValue();
+            } catch (InvocationTargetException e) {
+                throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+            }
+        } catch (NoSuchMethodException e) {
+            // Kafka 3.6: main() ends with Exit.exit(code)
+        }
+        Class<?> exit = Class.forName("org.apache.kafka.common.utils.Exit");
+        Class<?> procedure = Class.forName("org.apache.kafka.common.utils.Exit$Procedure");
+        Object throwing = Proxy.newProxyInstance(procedure.getClassLoader(),
+                new Class<?>[] {procedure}, (proxy, method, methodArgs) -> {
+                    switch (method.getName()) {
+                        case "execute":
+                            throw new ToolExit((Integer) methodArgs[0]);
+                        case "hashCode":
+                            return System.identityHashCode(proxy);
+                        case "equals":
+                            return proxy == methodArgs[0];
+                        default:
+                            return "unaligned-shim exit procedure";
+                    }
+                });
+        PrintStream stdout = System.out;
+        exit.getMethod("setExitProcedure", procedure).invoke(null, throwing);
+        System.setOut(print);
+        try {
+            tool.getMethod("main", String[].class).invoke(null, (Object) args);
+            return 0;
+        } catch (InvocationTargetException e) {
+            if (e.getCause() instanceof ToolExit) {
+                return ((ToolExit) e.getCause()).code;
+            }
+            throw e;
+        } finally {
+            System.setOut(stdout);
+            exit.getMethod("resetExitProcedure").invoke(null);
+        }
+    }
+
     private static void format(Path propertiesFile, String clusterId, List<String> extra) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         List<String> command = new ArrayList<>(List.of(
@@ -128,7 +221,7 @@ public final class EmbeddedBroker {
         command.addAll(extra);
         int rc;
         try (PrintStream print = new PrintStream(out, true, StandardCharsets.UTF_8)) {
-            rc = StorageTool.execute(command.toArray(new String[0]), print);
+            rc = runStorageTool(command.toArray(new String[0]), print);
         } catch (Exception e) {
             throw new IllegalStateException("formatting the log directory failed: " + e
                     + " " + out.toString(StandardCharsets.UTF_8), e);
@@ -153,13 +246,13 @@ public final class EmbeddedBroker {
                 + props.getProperty("listeners"));
     }
 
-    private static void stop(KafkaRaftServer server) {
+    private static void stop(Object server) {
         if (!STOPPED.compareAndSet(false, true)) {
             return;
         }
         try {
-            server.shutdown();
-            server.awaitShutdown();
+            call(server, "shutdown");
+            call(server, "awaitShutdown");
         } catch (Throwable t) {
             System.err.println("unaligned-shim: error while stopping the broker: " + t);
         }

@@ -7,12 +7,13 @@ imported): every new worker, the first tasks of every start and restart included
 ``pyspark.worker`` (0.5 s from a ``pyspark.zip`` without bytecode), kafka-python and our task
 modules again.
 
-With ``spark.python.daemon.module=unaligned.preloading_daemon`` (a Spark setting, read when the
-application starts), this module is the daemon: it imports :data:`PRELOADED` (modules that start
-no thread), checks that the process still has one thread, then runs ``pyspark.daemon``'s manager
-unchanged. Workers forked from it find those modules loaded. Spark reads the setting where it
-starts task workers; its planners and the source runner keep ``pyspark.daemon`` (so
-Spark's source reads). README's "Start-up and restarts" has the measured effect.
+With ``spark.python.daemon.module=unaligned.tuning.preloading_daemon`` (a Spark setting, read
+when the application starts), this module is the daemon: it imports :data:`PRELOADED`
+(modules that start no thread), checks that the process still has one thread, then runs
+``pyspark.daemon``'s manager unchanged. Workers forked from it find those modules loaded. Spark
+reads the setting where it starts task workers; its planners and the source runner keep
+``pyspark.daemon`` (so Spark's source reads). docs/operations/sizing.md, "Start-up and
+restarts", has the measured effect.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ PRELOADED: tuple[str, ...] = (
     # Our modules a source or sink task loads that import neither pyarrow nor numpy (issue 35:
     # about 50 ms of imports, most of it creating their frozen dataclasses, in each new worker).
     "unaligned.data_source",
-    "unaligned._worker_memory",
+    "unaligned.tuning.worker_memory",
     "unaligned.kafka.clients.admin_clients",
     "unaligned.kafka.clients.offset_lookup",
     "unaligned.kafka.fetch.fetch_connections",
@@ -68,7 +69,7 @@ def preload(modules: Sequence[str] = PRELOADED) -> None:
     threads = os_threads()
     if threads != 1:
         raise RuntimeError(
-            f"unaligned.preloading_daemon: importing {', '.join(modules)} left {threads} "
+            f"unaligned.tuning.preloading_daemon: importing {', '.join(modules)} left {threads} "
             "threads in the daemon, which must fork with one; remove the Spark setting "
             "spark.python.daemon.module to use pyspark.daemon"
         )

@@ -2,14 +2,14 @@
 
 Every start and restart of a query runs Spark's Python processes one after the other (the data
 source lookup, the planners, the source runner, task workers, the commit runner); most of their
-start-up is importing pyspark and kafka-python. Two opt-ins remove most of it (README,
-"Start-up and restarts", has the figures):
+start-up is importing pyspark and kafka-python. Two opt-ins remove most of it (the figures:
+docs/operations/sizing.md, "Start-up and restarts"):
 
-1. bytecode in Spark's ``pyspark.zip`` and py4j zip (:mod:`unaligned.pyspark_bytecode`): safe
+1. bytecode in Spark's ``pyspark.zip`` and py4j zip (:mod:`unaligned.tuning.pyspark_bytecode`): safe
    to apply to an installation (only appended, checked ``.pyc`` files, the original kept as
    ``<zip>.orig``), so this command applies it, idempotently, and ``--undo`` puts the originals
    back;
-2. the preloading daemon (:mod:`unaligned.preloading_daemon`): a Spark setting of the
+2. the preloading daemon (:mod:`unaligned.tuning.preloading_daemon`): a Spark setting of the
    application, so this command prints it for ``spark-defaults.conf`` / ``--conf`` /
    ``SparkSession.builder.config`` rather than changing anyone's configuration.
 
@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from unaligned.errors import OptionError
-from unaligned.pyspark_bytecode import (
+from unaligned.tuning.pyspark_bytecode import (
     add_bytecode,
     default_spark_home,
     has_bytecode,
     spark_python_zips,
 )
 
-DAEMON_SETTING = ("spark.python.daemon.module", "unaligned.preloading_daemon")
+DAEMON_SETTING = ("spark.python.daemon.module", "unaligned.tuning.preloading_daemon")
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from unaligned import crash_points
-from unaligned.crash_points import CrashPoint, FailPoint, parse_armed
+from unaligned._util import crash_points
+from unaligned._util.crash_points import CrashPoint, FailPoint, parse_armed
 from unaligned.errors import InjectedFailureError, OptionError
 
 
@@ -68,7 +68,7 @@ grandchild = subprocess.Popen(
 with open(sys.argv[1], "w") as fh:
     fh.write(str(grandchild.pid))
 time.sleep(0.5)
-from unaligned import crash_points
+from unaligned._util import crash_points
 crash_points.reach(crash_points.CrashPoint.DRIVER_AFTER_COMMIT_RECORD, 1)
 print("not killed")
 """

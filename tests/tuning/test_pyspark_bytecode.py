@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from unaligned.errors import OptionError
-from unaligned.pyspark_bytecode import add_bytecode, has_bytecode, main, spark_python_zips
+from unaligned.tuning.pyspark_bytecode import add_bytecode, has_bytecode, main, spark_python_zips
 
 
 def spark_home(tmp_path: Path) -> Path:

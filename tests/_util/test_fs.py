@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from unaligned._fs import resolve_location
+from unaligned._util.fs import resolve_location
 from unaligned.errors import OptionError
 
 

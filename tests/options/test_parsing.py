@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from unaligned._parsing import parse_bytes, parse_duration_ms
 from unaligned.errors import OptionError
+from unaligned.options.parsing import parse_bytes, parse_duration_ms
 
 MIB = 1024 * 1024
 

@@ -6,7 +6,7 @@ stream writer Spark's planner or commit runner builds. In a daemon-forked worker
 daemon's ``gc.collect()`` between two tasks walks only newer objects; the first freeze of a
 process without collecting first, its heap then being imports) and, once per process,
 sets glibc's ``mallopt`` thresholds so freed memory is kept for the next chunk. Why, what it
-costs and what it saved: ARCHITECTURE.md, "Module notes", ``_worker_memory.py``.
+costs and what it saved: ARCHITECTURE.md, "Module notes", ``tuning/worker_memory.py``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def run(code: str, *, path: Path | None = None) -> subprocess.CompletedProcess[s
 
 def test_preloading_leaves_one_thread_and_imports_pyspark_worker_kafka_and_ours() -> None:
     done = run(
-        "from unaligned.preloading_daemon import preload, os_threads\n"
+        "from unaligned.tuning.preloading_daemon import preload, os_threads\n"
         "preload()\n"
         "heavy = [m for m in ('numpy', 'pyarrow', 'pandas') if m in sys.modules]\n"
         "print(os_threads(), 'pyspark.worker' in sys.modules, 'kafka.admin' in sys.modules,\n"
@@ -34,7 +34,7 @@ def test_a_module_that_starts_a_thread_is_refused_before_any_fork(tmp_path: Path
         "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
     )
     done = run(
-        "from unaligned.preloading_daemon import preload\npreload(['starts_a_thread'])",
+        "from unaligned.tuning.preloading_daemon import preload\npreload(['starts_a_thread'])",
         path=tmp_path,
     )
     assert done.returncode != 0

@@ -10,7 +10,7 @@ import pytest
 
 from unaligned.cli import main
 from unaligned.errors import OptionError
-from unaligned.spark_tuning import check_worker_python, zip_states
+from unaligned.tuning.spark_tuning import check_worker_python, zip_states
 
 
 def spark_home(tmp_path: Path) -> Path:

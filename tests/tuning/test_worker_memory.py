@@ -1,6 +1,6 @@
-"""tune_worker_memory (_worker_memory.py): in a daemon-forked worker process, a collection and a
-freeze (again once many old objects are unfrozen) and glibc's trim threshold. Each case runs in
-a fresh Python process, which prints what it saw as JSON: both settings are process-wide and
+"""tune_worker_memory (tuning/worker_memory.py): in a daemon-forked worker process, a collection
+and a freeze (again once many old objects are unfrozen) and glibc's trim threshold. Each case
+runs in a fresh Python process, which prints what it saw as JSON: both settings are process-wide and
 would outlive the test in pytest's own."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pyspark.daemon
 
-from unaligned._worker_memory import FREEZE_AT_OLD_OBJECTS
+from unaligned.tuning.worker_memory import FREEZE_AT_OLD_OBJECTS
 
 AS_DAEMON_WORKER = """
 import importlib.machinery, sys
@@ -44,8 +44,8 @@ def test_freezes_then_collects_and_freezes_again_once_many_old_objects_are_unfro
     seen = observe(
         """
         import gc, weakref
-        from unaligned._worker_memory import FREEZE_AT_OLD_OBJECTS, in_daemon_worker
-        from unaligned._worker_memory import tune_worker_memory
+        from unaligned.tuning.worker_memory import FREEZE_AT_OLD_OBJECTS, in_daemon_worker
+        from unaligned.tuning.worker_memory import tune_worker_memory
 
         class Node:
             pass
@@ -99,7 +99,7 @@ def test_nothing_is_tuned_outside_a_daemon_forked_worker() -> None:
     seen = observe(
         """
         import gc
-        from unaligned._worker_memory import in_daemon_worker, tune_worker_memory
+        from unaligned.tuning.worker_memory import in_daemon_worker, tune_worker_memory
 
         seen["in_daemon_worker"] = in_daemon_worker()
         tune_worker_memory()
@@ -115,7 +115,7 @@ def test_freed_memory_is_kept_for_the_next_chunk_instead_of_faulted_in_again() -
         """
         import resource
         import numpy as np
-        from unaligned._worker_memory import tune_worker_memory
+        from unaligned.tuning.worker_memory import tune_worker_memory
 
         def faults_per_chunk():
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

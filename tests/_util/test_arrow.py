@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from unaligned._arrow import integers, numeric_array, row_indices, valid_rows
+from unaligned._util.arrow import integers, numeric_array, row_indices, valid_rows
 
 
 def test_numeric_array_equals_pa_array() -> None:

@@ -6,8 +6,8 @@ streaming source runner, the sink's commit runner). Those zips carry sources onl
 process compiles the pyspark modules it imports; Python's zip importer uses a ``<module>.pyc``
 stored next to ``<module>.py`` inside the zip when there is one.
 
-``python -m unaligned.pyspark_bytecode [--spark-home DIR] [--check]`` adds such ``.pyc`` files,
-compiled by the running interpreter (run it with the Python of ``PYSPARK_PYTHON``):
+``python -m unaligned.tuning.pyspark_bytecode [--spark-home DIR] [--check]`` adds such ``.pyc``
+files, compiled by the running interpreter (run it with the Python of ``PYSPARK_PYTHON``):
 
 - Only appended: every existing entry keeps its bytes and offset, and the new zip replaces the
   old one by an atomic rename (the old one is kept as ``<zip>.orig``), so a process that has
@@ -148,8 +148,8 @@ def _keep_original(path: Path, backup: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m unaligned.pyspark_bytecode",
-        description="Add bytecode to Spark's pyspark.zip and py4j zip (see README).",
+        prog="python -m unaligned.tuning.pyspark_bytecode",
+        description="Add bytecode to Spark's pyspark.zip and py4j zip (docs: Sizing).",
     )
     parser.add_argument(
         "--spark-home", type=Path, help="default: SPARK_HOME or pyspark's directory"

@@ -1,8 +1,8 @@
-"""unaligned._process_memo: values kept per key, forgotten when stale, and once-flags."""
+"""unaligned._util.process_memo: values kept per key, forgotten when stale, and once-flags."""
 
 from __future__ import annotations
 
-from unaligned._process_memo import ProcessMemo
+from unaligned._util.process_memo import ProcessMemo
 
 
 def test_a_process_memo_keeps_values_forgets_stale_ones_and_flags_once() -> None:
