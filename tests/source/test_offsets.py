@@ -201,7 +201,7 @@ def test_end_of_data_without_ending_is_rejected() -> None:
     with pytest.raises(OffsetFormatError, match="without ending"):
         KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "drained": True}, "x")
     for key in ("endOfData", "drained"):
-        with pytest.raises(OffsetFormatError, match="endOfData and drained must be"):
+        with pytest.raises(OffsetFormatError, match="endOfData, drained and layoutDrain must be"):
             KafkaSourceOffset.from_json(
                 {"offsets": {}, "idleBarrier": 0, "ending": {}, key: "yes"}, "x"
             )

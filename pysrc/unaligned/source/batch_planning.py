@@ -35,6 +35,7 @@ from unaligned.source.backlog_limit import BacklogLimit
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.source.group_offsets import GroupOffsets
 from unaligned.source.offset_ranges import (
+    OffsetRange,
     available_records,
     group_ranges,
     min_rows_delay_passed,
@@ -52,6 +53,12 @@ from unaligned.source.partition_reader import KafkaInputPartition
 from unaligned.source.position_resolution import resolve_range
 from unaligned.source.range_planning import plan_ranges
 from unaligned.source.stopping import SourceStops
+from unaligned.source.task_layout import (
+    describe_change,
+    drain_offset,
+    drain_ranges,
+    layout_changes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +210,16 @@ class BatchPlanning:
         if begin.ending is not None:
             latest = begin.bounded(latest)
         self._latest = latest
+        # readTasks if given (a new count applies after a layout drain), else the last count
+        read_tasks = self._options.read_tasks or begin.read_tasks
+        if layout_changes(self._options, begin, latest, read_tasks):
+            logger.info(
+                "layout drain: the task layout changes (%s); this batch reads nothing and "
+                "writes every pending row at the old layout, the new one applies from the next",
+                describe_change(begin, latest, read_tasks),
+            )
+            # Not identified: it keeps begin's topic ids, which the next batch checks.
+            return self._planned_from_listing(drain_offset(begin))
         froms = dict(begin.positions)
         new = [tp for tp in latest if tp not in froms]
         if new:
@@ -240,10 +257,14 @@ class BatchPlanning:
                         "(writes channel state it left pending)"
                     )
                 return self._planned_from_listing(
-                    self._identified(begin.next(begin.positions, begin.idle_barrier + 1))
+                    self._identified(
+                        begin.next(begin.positions, begin.idle_barrier + 1, read_tasks)
+                    )
                 )
             return start
-        return self._planned_from_listing(self._identified(begin.next(end, begin.idle_barrier)))
+        return self._planned_from_listing(
+            self._identified(begin.next(end, begin.idle_barrier, read_tasks))
+        )
 
     def _planned_from_listing(self, offset: KafkaSourceOffset) -> dict[str, Any]:
         """``offset`` as JSON, remembered when its partitions come from this call's listing
@@ -305,9 +326,10 @@ class BatchPlanning:
     # --- planning ---------------------------------------------------------------------------
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaInputPartition]:
-        """The batch's read tasks: the topic-partitions of ``end`` grouped into the query's
-        ``readTasks`` (recorded in the offsets when it first started; an explicit option wins),
-        empty ranges included; or split with minPartitions / maxRecordsPerPartition."""
+        """The batch's read tasks: the topic-partitions of ``end`` grouped into the read tasks
+        ``end`` records (the option for offsets that record none), empty ranges included; or
+        split with minPartitions / maxRecordsPerPartition. A layout drain's ``end`` has the
+        previous batch's positions and count: empty ranges at the old layout."""
         finish = KafkaSourceOffset.from_json(end, "the end offset from Spark's offset log")
         passed = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
         # A batch planned before any latestOffset is Spark re-running the last batch of an
@@ -317,7 +339,12 @@ class BatchPlanning:
         begin = finish.batch_start(passed)
         if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []
-        return self.plan(begin, finish, self._options.read_tasks or finish.read_tasks)
+        read_tasks = (
+            finish.read_tasks if finish.read_tasks is not None else self._options.read_tasks
+        )
+        if finish.layout_drain:
+            return self._partitions(drain_ranges(finish), read_tasks)
+        return self.plan(begin, finish, read_tasks)
 
     def plan(
         self, begin: KafkaSourceOffset, finish: KafkaSourceOffset, read_tasks: int | None
@@ -326,8 +353,16 @@ class BatchPlanning:
         ``read_tasks`` ``None``: one per topic-partition."""
         listed_now = self._just_planned is not None and finish.to_json() == self._just_planned
         self._just_planned = None
-        groups = group_ranges(
+        return self._partitions(
             plan_ranges(self._options, self._lookup, begin, finish, listed_now=listed_now),
+            read_tasks,
+        )
+
+    def _partitions(
+        self, ranges: list[OffsetRange], read_tasks: int | None
+    ) -> list[KafkaInputPartition]:
+        groups = group_ranges(
+            ranges,
             read_tasks,
             self._options.min_partitions,
             self._options.max_records_per_partition,
