@@ -13,6 +13,7 @@ What each option means: README.md, "Sink options" (the known ones are ``_OPTIONS
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,7 +50,16 @@ DEFAULT_MAX_STATE_FILES = 8
 DEFAULT_MERGE_BELOW_BYTES = 16 * 1024 * 1024
 
 
-# kafka.* options that make exactly-once impossible, or that the sink must own.
+class PendingPolicy(enum.Enum):
+    """``pendingStateOnRescale``: channel state pending for another sink task layout
+    (:mod:`unaligned.sink.pending_layout`)."""
+
+    REFUSE = "refuse"
+    """The batch is not decided, naming the pending state and the way out (default)."""
+    REASSIGN = "reassign"
+    """State of a vanished task index moves to task ``index mod n``: order may break."""
+
+
 @dataclass(frozen=True)
 class FileTarget:
     """Write Parquet files under ``path`` (a URI or local path).
@@ -98,6 +108,7 @@ _OPTIONS: dict[str, _Option] = {
         _Option("channelStatePath"),
         _Option("channelStateMaxFiles"),
         _Option("channelStateMergeBelow"),
+        _Option("pendingStateOnRescale"),
     )
 }
 #: Every option the sink knows, as listed in the message for an unknown one.
@@ -144,6 +155,7 @@ class SinkOptions:
     chunk_rows: int
     min_batches_to_retain: int
     alignment: AlignmentSettings
+    pending_on_rescale: PendingPolicy = PendingPolicy.REFUSE
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -170,6 +182,13 @@ class SinkOptions:
                 opts, "minbatchestoretain", "minBatchesToRetain", DEFAULT_MIN_BATCHES_TO_RETAIN
             ),
             alignment=_parse_alignment(opts, resolved, chunk_rows),
+            pending_on_rescale=PendingPolicy(
+                parse_choice(
+                    "pendingStateOnRescale",
+                    opts.get("pendingstateonrescale", PendingPolicy.REFUSE.value),
+                    [p.value for p in PendingPolicy],
+                )
+            ),
         )
 
 
