@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     ReadMinRows,
 )
@@ -128,12 +129,14 @@ class BatchPlanning:
     # --- admission control -----------------------------------------------------------------
 
     def default_read_limit(self) -> ReadLimit:
-        """``maxOffsetsPerTrigger`` -> ReadMaxRows; else ``minOffsetsPerTrigger`` -> ReadMinRows;
-        else an uncapped ReadMaxRows. pyspark has no composite limit: when both are set, ReadMaxRows
-        is returned and :meth:`latest_offset` applies ``minOffsetsPerTrigger`` / ``maxTriggerDelay``
-        from the options whenever the engine passes this default (not ReadAllAvailable)."""
+        """``maxOffsetsPerTrigger`` -> ReadMaxRows; else ``maxBytesPerTrigger`` -> ReadMaxBytes;
+        else ``minOffsetsPerTrigger`` -> ReadMinRows; else an uncapped ReadMaxRows. pyspark has no
+        composite limit: :meth:`latest_offset` applies the other options whenever the engine
+        passes this default (not ReadAllAvailable)."""
         if self._options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self._options.max_offsets_per_trigger)
+        if self._options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self._options.max_bytes_per_trigger)
         if self._options.min_offsets_per_trigger is not None:
             return ReadMinRows(self._options.min_offsets_per_trigger)
         # Not ReadAllAvailable, so that latestOffset may size the batch (targetBatchDuration,
@@ -247,6 +250,12 @@ class BatchPlanning:
                     end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
                 if self._sizer is not None:
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
+                # a ReadMaxBytes the engine passes wins over the option
+                max_bytes = getattr(limit, "max_bytes", self._options.max_bytes_per_trigger)
+                if max_bytes is not None:
+                    from unaligned.source.byte_limit import byte_limit  # numpy, pyarrow
+
+                    end = byte_limit(self._options, froms, end, max_bytes)
                 end = self._behind_the_sink(begin, {tp: froms[tp] for tp in end}, end)
         if end == dict(begin.positions):
             hinted = self._idle_barrier_due(begin)

@@ -20,6 +20,7 @@ from unaligned._parsing import (
     KAFKA_PREFIX,
     kafka_params,
     parse_bool,
+    parse_bytes,
     parse_duration_ms,
     parse_positive,
 )
@@ -95,6 +96,10 @@ def _positive_ms(name: str, raw: str) -> int:
     return parse_duration_ms(name, raw, minimum=1)
 
 
+def _positive_bytes(name: str, raw: str) -> int:
+    return parse_bytes(name, raw, minimum=1)
+
+
 @dataclass(frozen=True)
 class _Option:
     name: str  # Spark's spelling, used in messages
@@ -112,6 +117,7 @@ _OPTIONS: dict[str, _Option] = {
         _Option("maxRecordsPerPartition", "max_records_per_partition", parse_positive),
         _Option("maxOffsetsPerTrigger", "max_offsets_per_trigger", parse_positive),
         _Option("minOffsetsPerTrigger", "min_offsets_per_trigger", parse_positive),
+        _Option("maxBytesPerTrigger", "max_bytes_per_trigger", _positive_bytes),
         _Option("maxTriggerDelay", "max_trigger_delay_ms", parse_duration_ms),
         _Option("targetBatchDuration", "target_batch_duration_ms", parse_duration_ms),
         _Option("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", _positive_ms),
@@ -203,6 +209,8 @@ class SourceOptions:
     (:meth:`unaligned.source.stream_reader.KafkaStreamReader.initialOffset`)."""
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
+    """At most about this many key and value bytes per batch (:mod:`.byte_limit`)."""
     max_trigger_delay_ms: int = 15 * 60 * 1000
     target_batch_duration_ms: int | None = None
     """Size batches so they take about this long (:mod:`unaligned.source.batch_sizing`)."""
