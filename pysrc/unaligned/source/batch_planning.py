@@ -352,6 +352,7 @@ class BatchPlanning:
             finish.read_tasks if finish.read_tasks is not None else self._options.read_tasks
         )
         if finish.layout_drain:
+            self._just_planned = None
             return self._partitions(drain_ranges(finish), read_tasks)
         return self.plan(begin, finish, read_tasks)
 
