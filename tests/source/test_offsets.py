@@ -225,3 +225,15 @@ def test_the_initial_offset_carries_the_ending_and_a_rerun_first_batch_keeps_it(
     re_resolved = KafkaSourceOffset.initial({tp: 8}, "tok", {tp: 30})
     begin = end.batch_start(re_resolved)
     assert begin.positions == {tp: 5} and begin.ending == {tp: 20}
+
+
+def test_a_layout_drain_offset_round_trips_and_its_next_offset_is_no_drain() -> None:
+    drain = KafkaSourceOffset({A0: 5}, 1, "tok", read_tasks=2, layout_drain=True)
+    text = drain.to_json()
+    assert text["layoutDrain"] is True and text["readTasks"] == 2
+    assert KafkaSourceOffset.from_json(text, "x") == drain
+    following = drain.next({A0: 9}, 1, read_tasks=4)
+    assert not following.layout_drain and following.read_tasks == 4
+    assert "layoutDrain" not in following.to_json()
+    with pytest.raises(OffsetFormatError, match="layoutDrain must be true or false"):
+        KafkaSourceOffset.from_json({**text, "layoutDrain": 1}, "x")
