@@ -28,7 +28,7 @@ from unaligned.barriers.offset_log import read_offset_log
 from unaligned.checkpoint import Checkpoint
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.files.committed_files import read_committed_files
-from unaligned.testing import EmbeddedKafka
+from unaligned.testing import EmbeddedKafka, topic_records
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,17 @@ class Input:
         self.kafka = kafka
         self.sent: dict[str, int] = defaultdict(int)  # key -> records sent
 
-    def produce(self, topic: str, tag: str, partitions: Iterable[int], per_partition: int) -> None:
+    def produce(
+        self,
+        topic: str,
+        tag: str,
+        partitions: Iterable[int],
+        per_partition: int,
+        *,
+        fresh: bool = False,
+    ) -> None:
+        """``fresh``: through a new producer (the shared one's metadata may not know
+        partitions just added)."""
         records = []
         for partition in partitions:
             for i in range(per_partition):
@@ -57,7 +67,14 @@ class Input:
                 value = f"{key}:s{self.sent[key]:06d}:".encode().ljust(VALUE_BYTES, b"x")
                 self.sent[key] += 1
                 records.append((partition, key.encode(), value, None, None))
-        self.kafka.produce(topic, records)
+        if not fresh:
+            self.kafka.produce(topic, records)
+            return
+        producer = topic_records.new_producer(self.kafka.bootstrap_servers, 60)
+        try:
+            topic_records.send_and_wait(producer, topic, records, 60)
+        finally:
+            producer.close()
 
     def check(self, values: Iterable[bytes | str]) -> None:
         """Every record once, and per key in sequence order."""
@@ -200,7 +217,7 @@ def test_kafka_to_kafka_with_rows_pending_when_partitions_were_added(
     config = config_for(kafka, f"{grown},{other}", checkpoint, 4, output_topic=output)
     leave_state_pending(config, tmp_path, kafka)
     kafka.add_partitions(grown, 4)
-    records.produce(grown, "a", range(4), 100)
+    records.produce(grown, "a", range(4), 100, fresh=True)
     records.produce(other, "b", range(2), 100)
     run_ok(config, tmp_path)
 
