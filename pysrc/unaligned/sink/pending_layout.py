@@ -119,8 +119,6 @@ def pending_after(
         logger.warning(
             "batch %d: %s; reassigned (pendingStateOnRescale=reassign)", batch_id, problem
         )
-    if task_count <= 0:
-        return reassign_pending(previous_state, new, task_count), (
-            previous.task_count if previous else None
-        )
-    return reassign_pending(previous_state, new, task_count), task_count
+    # a batch without sink tasks keeps the state, and the count it is laid out for
+    laid_out = task_count if task_count > 0 else (previous.task_count if previous else None)
+    return reassign_pending(previous_state, new, task_count), laid_out

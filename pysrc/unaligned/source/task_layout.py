@@ -19,6 +19,7 @@ batch (its cost: ``docs/guides/rescaling.md``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offset_ranges import OffsetRange
@@ -59,19 +60,9 @@ def layout_changes(
 
 def drain_offset(begin: KafkaSourceOffset) -> KafkaSourceOffset:
     """The end offset of the layout drain after ``begin``: its positions (nothing read), its
-    task count, ``layoutDrain``; the idle-barrier counter moves so that Spark plans it."""
-    drain = begin.next(begin.positions, begin.idle_barrier + 1)
-    return KafkaSourceOffset(
-        drain.positions,
-        drain.idle_barrier,
-        drain.barrier_token,
-        drain.query_start,
-        drain.ending,
-        drain.drained,
-        drain.read_tasks,
-        drain.topic_ids,
-        layout_drain=True,
-    )
+    task count and topic ids, ``layoutDrain``; the idle-barrier counter moves so that Spark
+    plans it."""
+    return replace(begin.next(begin.positions, begin.idle_barrier + 1), layout_drain=True)
 
 
 def drain_ranges(finish: KafkaSourceOffset) -> list[OffsetRange]:
