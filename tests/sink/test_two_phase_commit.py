@@ -644,3 +644,30 @@ def test_a_layout_drain_never_cuts_and_a_refused_layout_decides_nothing(
     assert record is not None and record.channel_state == {} and record.task_count == 2
     assert finished_batch(Checkpoint.resolve(str(tmp_path / "ck"))) is None
     assert sorted(_ids(tmp_path)) == list(range(40))
+
+
+def test_a_source_that_splits_its_ranges_has_its_pending_state_moved_not_refused(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    """``minPartitions`` changes the task count with every batch (``splitRanges`` in the
+    offset): order across barriers is not kept with it anyway, so pending state of a vanished
+    task is moved to ``index mod n``, as before, instead of stopping the query."""
+    extra = {"checkpointmode": "unaligned", "alignedcheckpointtimeout": "0s"}
+    source: dict[str, Any] = {
+        "offsets": {},
+        "idleBarrier": 0,
+        "barrierToken": "tok",
+        "splitRanges": True,
+    }
+    _offsets_with(tmp_path / "ck", 0, source)
+    first = [
+        _write(_file_writer(tmp_path, **extra), task_context, 0, i, 100 * i, 40) for i in (0, 1)
+    ]
+    assert first[1].pending
+    _file_writer(tmp_path, **extra).commit(first, 0)
+    _offsets_with(tmp_path / "ck", 1, {**source, "idleBarrier": 1})
+    aligned = {"checkpointmode": "aligned"}
+    lone = _write(_file_writer(tmp_path, **aligned), task_context, 1, 0, 500, 0)
+    _file_writer(tmp_path, **aligned).commit([lone], 1)
+    record = CommitLog(Checkpoint.resolve(str(tmp_path / "ck"))).read(1)
+    assert record is not None and 0 in record.channel_state and record.task_count == 1

@@ -201,7 +201,9 @@ def test_end_of_data_without_ending_is_rejected() -> None:
     with pytest.raises(OffsetFormatError, match="without ending"):
         KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "drained": True}, "x")
     for key in ("endOfData", "drained"):
-        with pytest.raises(OffsetFormatError, match="endOfData, drained and layoutDrain must be"):
+        with pytest.raises(
+            OffsetFormatError, match="endOfData, drained, layoutDrain and splitRanges must be"
+        ):
             KafkaSourceOffset.from_json(
                 {"offsets": {}, "idleBarrier": 0, "ending": {}, key: "yes"}, "x"
             )
@@ -235,5 +237,7 @@ def test_a_layout_drain_offset_round_trips_and_its_next_offset_is_no_drain() -> 
     following = drain.next({A0: 9}, 1, read_tasks=4)
     assert not following.layout_drain and following.read_tasks == 4
     assert "layoutDrain" not in following.to_json()
-    with pytest.raises(OffsetFormatError, match="layoutDrain must be true or false"):
+    with pytest.raises(
+        OffsetFormatError, match="layoutDrain and splitRanges must be true or false"
+    ):
         KafkaSourceOffset.from_json({**text, "layoutDrain": 1}, "x")

@@ -129,6 +129,7 @@ def test_no_drain_at_the_query_start_nor_with_splitting_options() -> None:
     split = reader_for(broker(4, 90), subscribe="t", minPartitions="8")
     end = split.latestOffset(logged({p: 50 for p in range(4)}, 2), ReadAllAvailable())
     assert "layoutDrain" not in end
+    assert end["splitRanges"] is True  # the sink: no stable layout, pending state is moved
 
 
 def test_the_drain_keeps_the_topic_ids_so_the_next_batch_sees_a_recreated_topic() -> None:

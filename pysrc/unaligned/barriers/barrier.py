@@ -41,6 +41,8 @@ END_OF_DATA_KEY = "endOfData"
 LAYOUT_DRAIN_KEY = "layoutDrain"
 """A source's layout drain (``unaligned.source.task_layout``): a batch that reads nothing at the
 previous task layout, before the layout changes. Spelled here too: barriers sit below source."""
+SPLIT_RANGES_KEY = "splitRanges"
+"""A source whose ranges are split into pieces (``minPartitions``): no stable task layout."""
 
 #: A clock returning wall-clock time in epoch milliseconds.
 Clock = Callable[[], float]
@@ -134,6 +136,16 @@ def layout_drain(source_offsets: list[Any]) -> bool:
     """True when a ``format("unaligned")`` source of a batch drains its task layout."""
     return any(
         isinstance(o, dict) and "barrierToken" in o and o.get(LAYOUT_DRAIN_KEY) is True
+        for o in source_offsets
+    )
+
+
+def splits_ranges(source_offsets: list[Any]) -> bool:
+    """True when a ``format("unaligned")`` source of a batch splits its ranges into pieces
+    (``minPartitions`` / ``maxRecordsPerPartition``): its task count and a partition's task
+    change from batch to batch, and per-key order across barriers is not kept anyway."""
+    return any(
+        isinstance(o, dict) and "barrierToken" in o and o.get(SPLIT_RANGES_KEY) is True
         for o in source_offsets
     )
 

@@ -27,14 +27,14 @@ from unaligned import crash_points
 from unaligned._process_memo import ProcessMemo
 from unaligned._worker_memory import tune_worker_memory
 from unaligned.barriers.alignment import BarrierAlignment, CheckpointMode
-from unaligned.barriers.barrier import read_barrier, reads_nothing, wall_clock_ms
+from unaligned.barriers.barrier import read_barrier, reads_nothing, splits_ranges, wall_clock_ms
 from unaligned.barriers.metrics import purge_metrics
 from unaligned.barriers.offset_log import read_offset_log
 from unaligned.crash_points import CrashPoint, FailPoint
 from unaligned.errors import CommitLogError, TaskContextError
 from unaligned.sink.barrier_outcome import after_barrier, collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import SinkOptions
+from unaligned.sink.options import PendingPolicy, SinkOptions
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
 from unaligned.sink.pending_layout import pending_after
 from unaligned.sink.recovery import check_participant, commit_record, prepared_items, roll_forward
@@ -217,14 +217,16 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
             #     once: a second decider (an earlier run's commit process still running) loses
             #     the race to write the record and rolls the winner's decision forward. The
             #     items are the participant's (a small batch's staged files merged into one).
+            offsets = [s.offset for s in read_offset_log(self._options.checkpoint, batchId).sources]
             pending, task_count = pending_after(
                 log,
                 _messages(messages),
                 batchId,
-                reads_nothing=reads_nothing(
-                    [s.offset for s in read_offset_log(self._options.checkpoint, batchId).sources]
-                ),
-                policy=self._options.pending_on_rescale,
+                reads_nothing=reads_nothing(offsets),
+                # a source that splits its ranges keeps no task layout: order is not kept anyway
+                policy=PendingPolicy.REASSIGN
+                if splits_ranges(offsets)
+                else self._options.pending_on_rescale,
             )
             items = participant.consolidate(prepared_items(messages, batchId), batchId)
             participant.check_decidable(items, batchId)

@@ -59,6 +59,7 @@ from unaligned.source.task_layout import (
     drain_offset,
     drain_ranges,
     layout_changes,
+    splits_ranges,
 )
 
 logger = logging.getLogger(__name__)
@@ -231,7 +232,7 @@ class BatchPlanning:
         end = latest
         if not isinstance(limit, ReadAllAvailable):
             # The engine passes ReadAllAvailable or our default limit; a ReadMaxRows /
-            # ReadMinRows it passes wins over the option, the other option still applies.
+            # ReadMinRows / ReadMaxBytes it passes wins over its option, the others apply.
             max_rows = self._options.max_offsets_per_trigger
             min_rows = self._options.min_offsets_per_trigger
             if isinstance(limit, ReadMaxRows):
@@ -250,7 +251,6 @@ class BatchPlanning:
                     end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
                 if self._sizer is not None:
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
-                # a ReadMaxBytes the engine passes wins over the option
                 max_bytes = getattr(limit, "max_bytes", self._options.max_bytes_per_trigger)
                 if max_bytes is not None:
                     from unaligned.source.byte_limit import byte_limit  # numpy, pyarrow
@@ -284,11 +284,12 @@ class BatchPlanning:
         return planned
 
     def _identified(self, offset: KafkaSourceOffset) -> KafkaSourceOffset:
-        """``offset`` with the topic id of each of its topics as the broker gives it now (one
-        metadata request per planned batch); :meth:`_plan_ranges` compares them."""
+        """``offset`` with its topics' ids as the broker gives them now (one metadata request
+        per batch; :meth:`_plan_ranges` compares them) and ``splitRanges`` (minPartitions)."""
         topics = {tp.topic for tp in offset.positions}
         known = {t: i for t, i in offset.topic_ids.items() if t in topics}
-        return replace(offset, topic_ids={**known, **self._lookup.topic_ids(topics)})
+        ids = {**known, **self._lookup.topic_ids(topics)}
+        return replace(offset, topic_ids=ids, split_ranges=splits_ranges(self._options))
 
     def _behind_the_sink(
         self,

@@ -3,10 +3,10 @@
 Every offset here is a *next offset to read* position. The offset Spark writes to its offset
 log for this source is ``{"offsets": {topic: {partition: position}}, "idleBarrier": n,
 "barrierToken": ...}`` with the optional keys ``queryStart``, ``readTasks``, ``topicIds``,
-``layoutDrain``, and, for bounded input, ``ending``, ``finished``, ``endOfData`` and
-``drained``. What each key is for: ARCHITECTURE.md, "Module notes", ``source/offsets.py``.
-Ranges and read limits are :mod:`unaligned.source.offset_ranges`; the JSON options
-(``assign``, ``startingOffsets``...) :mod:`unaligned.source.offset_options`.
+``layoutDrain``, ``splitRanges``, and, for bounded input, ``ending``, ``finished``,
+``endOfData`` and ``drained``. What each key is for: ARCHITECTURE.md, "Module notes",
+``source/offsets.py``. Ranges and read limits are :mod:`unaligned.source.offset_ranges`; the
+JSON options (``assign``, ``startingOffsets``...) :mod:`unaligned.source.offset_options`.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class KafkaSourceOffset:
     topic_ids: Mapping[str, str] = field(default_factory=dict)
     """Kafka's topic id of each topic when this offset was planned (KIP-516): a topic deleted
     and re-created under the same name has another id. Empty in offsets written without."""
+    split_ranges: bool = False
+    """``minPartitions`` / ``maxRecordsPerPartition`` split the batch's ranges into one task per
+    piece: no stable task layout (:mod:`unaligned.source.task_layout`)."""
     layout_drain: bool = False
     """The batch ending here is a layout drain (:mod:`unaligned.source.task_layout`): it reads
     nothing, at the previous batch's task layout, and the sink cuts nothing in it."""
@@ -180,6 +183,8 @@ class KafkaSourceOffset:
             result["readTasks"] = self.read_tasks
         if self.topic_ids:
             result["topicIds"] = dict(sorted(self.topic_ids.items()))
+        if self.split_ranges:
+            result[SPLIT_RANGES_KEY] = True
         if self.layout_drain:
             result[LAYOUT_DRAIN_KEY] = True
         return result
@@ -219,10 +224,11 @@ class KafkaSourceOffset:
         end_of_data = value.get("endOfData", False)
         drained = value.get("drained", False)
         layout_drain = value.get(LAYOUT_DRAIN_KEY, False)
-        if not all(isinstance(flag, bool) for flag in (end_of_data, drained, layout_drain)):
+        split = value.get(SPLIT_RANGES_KEY, False)
+        if not all(isinstance(flag, bool) for flag in (end_of_data, drained, layout_drain, split)):
             raise OffsetFormatError(
-                f"{what}: endOfData, drained and {LAYOUT_DRAIN_KEY} must be true or false, "
-                f"got {value!r}"
+                f"{what}: endOfData, drained, {LAYOUT_DRAIN_KEY} and {SPLIT_RANGES_KEY} must be "
+                f"true or false, got {value!r}"
             )
         if ending is None and ("finished" in value or end_of_data or drained):
             raise OffsetFormatError(
@@ -251,17 +257,20 @@ class KafkaSourceOffset:
             drained,
             read_tasks,
             topic_ids,
+            split,
             layout_drain,
         )
 
 
 LAYOUT_DRAIN_KEY = "layoutDrain"
-"""The offset key of a layout drain; the sink reads it from Spark's offset log
-(:mod:`unaligned.barriers.barrier`, which spells it too: it sits below the source)."""
+SPLIT_RANGES_KEY = "splitRanges"
+"""Offset keys the sink reads from Spark's offset log (:mod:`unaligned.barriers.barrier`, which
+spells them too: it sits below the source)."""
 
 _OPTIONAL_KEYS = frozenset(
     {
         LAYOUT_DRAIN_KEY,
+        SPLIT_RANGES_KEY,
         "barrierToken",
         "queryStart",
         "ending",

@@ -51,11 +51,18 @@ def layout_changes(
     partitions otherwise than the batch that ended at ``begin``. Never after a layout drain,
     a final checkpoint or at the query's start (nothing can be pending there), nor with
     ``minPartitions`` / ``maxRecordsPerPartition`` (tasks by pieces: no stable layout)."""
-    if options.min_partitions is not None or options.max_records_per_partition is not None:
+    if splits_ranges(options):
         return False
     if begin.layout_drain or begin.end_of_data() or begin.is_query_start():
         return False
     return task_layout(begin.positions, begin.read_tasks) != task_layout(partitions, read_tasks)
+
+
+def splits_ranges(options: SourceOptions) -> bool:
+    """``minPartitions`` / ``maxRecordsPerPartition``: one task per piece of a range, so the
+    task count and a partition's task change with the batch (recorded as ``splitRanges`` in the
+    offsets: the sink then moves pending state as it must, :mod:`unaligned.sink.pending_layout`)."""
+    return options.min_partitions is not None or options.max_records_per_partition is not None
 
 
 def drain_offset(begin: KafkaSourceOffset) -> KafkaSourceOffset:
