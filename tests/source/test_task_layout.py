@@ -17,6 +17,7 @@ from fake_offset_lookup import FakeLookup, reader_for
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.errors import DataLossError
 from unaligned.kafka.partitions import TopicPartitionId
+from unaligned.source.offset_ranges import OffsetRange, group_ranges
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.task_layout import task_layout
 
@@ -51,6 +52,14 @@ def test_task_layout_deals_partitions_round_robin_in_order() -> None:
     assert task_layout(tps, 2) == {tps[0]: 0, tps[1]: 1, tps[2]: 0, tps[3]: 1, tps[4]: 0}
     assert task_layout(tps[:2], 8) == {tps[0]: 0, tps[1]: 1}  # no more tasks than partitions
     assert task_layout(tps[:3], None) == {tps[0]: 0, tps[1]: 1, tps[2]: 2}
+
+
+@pytest.mark.parametrize("read_tasks", [None, 1, 2, 3, 8])
+def test_task_layout_is_where_group_ranges_puts_each_partition(read_tasks: int | None) -> None:
+    tps = [TP("b", 1), TP("a", 0), TP("b", 0), TP("a", 2), TP("c", 0)]
+    groups = group_ranges([OffsetRange(tp, 0, 0) for tp in tps], read_tasks)
+    dealt = {r.tp: index for index, group in enumerate(groups) for r in group}
+    assert task_layout(tps, read_tasks) == dealt
 
 
 @pytest.mark.parametrize(("before", "after"), [(2, 4), (4, 2)])

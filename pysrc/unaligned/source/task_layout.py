@@ -18,16 +18,13 @@ batch (its cost: ``docs/guides/rescaling.md``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
-
-Layout = Mapping[TopicPartitionId, int]
-"""topic-partition -> the index of the read task that reads it."""
 
 
 def task_layout(
