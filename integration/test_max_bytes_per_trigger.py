@@ -22,9 +22,9 @@ PARTITIONS = 3
 
 def _offsets(progress_offset: Any) -> dict[int, int]:
     """Partition -> position of a progress report's offset (none before the first batch)."""
-    if progress_offset is None:
-        return {}
     doc = json.loads(progress_offset) if isinstance(progress_offset, str) else progress_offset
+    if doc is None:
+        return {}
     ((_, per_partition),) = doc["offsets"].items()
     return {int(p): int(o) for p, o in per_partition.items()}
 
