@@ -202,6 +202,29 @@ def test_kafka_to_kafka_with_rows_pending_under_another_read_task_count(
     nothing_left(checkpoint)
 
 
+@pytest.mark.parametrize("crash_at", ["task_after_precommit@1", "driver_after_commit_record@1"])
+def test_a_hard_kill_in_the_layout_drain_then_a_restart_is_exactly_once_in_order(
+    kafka: EmbeddedKafka, new_topic: Any, records: Input, tmp_path: Path, crash_at: str
+) -> None:
+    """Killed while the layout drain's tasks had prepared the pending rows (nothing decided), or
+    right after its decision: the restart re-runs the drain from Spark's offset log at the old
+    task count, then reads on with the new one."""
+    topic, output = new_topic(partitions=4), new_topic(partitions=4)
+    records.produce(topic, "a", range(4), 300)
+    checkpoint = tmp_path / "checkpoint"
+    config = config_for(kafka, topic, checkpoint, 4, output_topic=output)
+    leave_state_pending(config, tmp_path, kafka)
+    records.produce(topic, "a", range(4), 100)
+    rescaled = dict(config, source_options={"readTasks": 2})
+    code, output_text = run(rescaled, tmp_path, crash_at=crash_at)
+    assert code == -9, f"no kill at {crash_at}:\n{output_text[-4000:]}"
+    run_ok(rescaled, tmp_path)
+
+    records.check(r["value"] for r in kcat_read_committed(kafka.bootstrap_servers, output))
+    assert layout_drains(checkpoint) == [1]
+    nothing_left(checkpoint)
+
+
 def test_kafka_to_kafka_with_rows_pending_when_partitions_were_added(
     kafka: EmbeddedKafka, new_topic: Any, records: Input, tmp_path: Path
 ) -> None:
