@@ -52,6 +52,7 @@ SUBLAYERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
             "writer_role",
             "participant",
             "recovery",
+            "pending_layout",
             "barrier_outcome",
             "two_phase_commit",
         ),

@@ -179,6 +179,12 @@ class ChannelStateError(UnalignedError):
     """
 
 
+class PendingStateLayoutError(UnalignedError):
+    """Channel state is pending for a sink task layout the batch cannot map to its own (the
+    number of sink tasks changed behind a shuffle): writing it could reorder keys, so the batch
+    is not decided. The message names the pending state and the way out."""
+
+
 class BarrierError(UnalignedError):
     """A barrier (Spark's offset log entry or query metadata for a batch) is missing or malformed.
 

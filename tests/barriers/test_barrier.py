@@ -113,3 +113,16 @@ def test_default_clock_is_wall_clock_ms() -> None:
     deadline = Deadline(int(time.time() * 1000), 60_000)
     assert not deadline.expired()
     assert 50 < deadline.remaining_s() <= 60
+
+
+def test_a_layout_drain_cuts_nothing_and_reads_nothing_only_when_every_source_drains() -> None:
+    from unaligned.barriers.barrier import layout_drain, reads_nothing
+
+    drain = {"offsets": {}, "idleBarrier": 1, "barrierToken": "t", "layoutDrain": True}
+    other = {"offsets": {}, "idleBarrier": 0, "barrierToken": "u"}
+    foreign = {"logOffset": 3}
+    assert layout_drain([drain]) and reads_nothing([drain]) and reads_nothing([drain, None])
+    assert layout_drain([drain, other]) and not reads_nothing([drain, other])
+    assert not reads_nothing([drain, foreign])  # a source not ours may bring rows
+    assert not layout_drain([other, foreign]) and not reads_nothing([None])
+    assert not layout_drain([{"offsets": {}, "layoutDrain": True}])  # no token: not ours

@@ -100,6 +100,8 @@ def test_json_document_has_the_documented_keys_and_values(
             "finished": {"in": [0]},
             "endOfData": False,
             "drained": False,
+            "readTasks": None,
+            "layoutDrain": False,
         }
     ]
     assert doc["pendingChannelState"] == {

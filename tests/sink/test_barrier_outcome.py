@@ -1,6 +1,7 @@
-"""The driver at a barrier: pending state for the commit record, garbage collection of channel
-state no record needs, barrier metrics, and the idle-barrier hint. Local files only: real
-channel-state files written by the writer, real commit records, a Spark-format offset log."""
+"""The driver at a barrier: garbage collection of channel state no record needs, barrier
+metrics, and the idle-barrier hint (pending state for the record: test_pending_layout.py).
+Local files only: real channel-state files written by the writer, real commit records, a
+Spark-format offset log."""
 
 from __future__ import annotations
 
@@ -25,12 +26,7 @@ from unaligned.channel_state.refs import ChannelStateRef, FileChannelState, Inli
 from unaligned.channel_state.writer import ChannelStateWriter
 from unaligned.checkpoint import Checkpoint
 from unaligned.finishing.stop_request import linked_location
-from unaligned.sink.barrier_outcome import (
-    after_barrier,
-    collect_channel_state_garbage,
-    pending_after,
-    reassign_pending,
-)
+from unaligned.sink.barrier_outcome import after_barrier, collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.participant import SinkCommitMessage, TaskOutcome
@@ -158,82 +154,6 @@ def state_files(options: SinkOptions, query_id: str = QUERY_ID) -> set[str]:
 def path_of(ref: ChannelStateRef) -> str:
     assert isinstance(ref, FileChannelState)
     return ref.path
-
-
-# --- pending_after: what the commit record keeps ------------------------------------------------
-
-
-def test_first_barrier_keeps_each_tasks_new_pending_state(options: SinkOptions) -> None:
-    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
-    a, b = state(options, 0, 0, 5), state(options, 0, 2, 7)
-    messages = [message(0, 0, [a]), message(0, 1), message(0, 2, [b])]
-
-    pending = pending_after(log, messages, 0)
-
-    assert pending == {0: (a,), 2: (b,)}  # task 1 left nothing: no entry
-    # What it returns is what the commit record stores and a later run reads back.
-    decide(options, 0, pending)
-    record = log.read(0)
-    assert record is not None and record.channel_state == pending
-
-
-def test_state_of_tasks_that_ran_again_is_replaced_by_what_they_returned(
-    options: SinkOptions,
-) -> None:
-    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
-    old0, old1 = state(options, 1, 0, 10), state(options, 1, 1, 10)
-    decide(options, 1, {0: [old0], 1: [old1]})
-    # Barrier 2: task 0 replayed everything; task 1 carried part of its state forward.
-    carried = old1.advanced(4)
-    pending = pending_after(log, [message(2, 0), message(2, 1, [carried])], 2)
-    assert pending == {1: (carried,)}
-
-
-def test_state_of_task_indexes_that_did_not_run_moves_ahead_of_the_survivors_state(
-    options: SinkOptions,
-) -> None:
-    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
-    orphan2, orphan3 = state(options, 1, 2, 3), state(options, 1, 3, 4)
-    decide(options, 1, {2: [orphan2], 3: [orphan3]})
-    new1 = state(options, 2, 1, 6)
-    # The sink now runs with 2 tasks: index 2 -> 0, index 3 -> 1 (before task 1's own state).
-    pending = pending_after(log, [message(2, 0), message(2, 1, [new1])], 2)
-    assert pending == {0: (orphan2,), 1: (orphan3, new1)}
-
-
-def test_only_the_newest_record_before_the_barrier_counts(options: SinkOptions) -> None:
-    log = CommitLog(Checkpoint.resolve(options.checkpoint.location))
-    older, newest_before, own = (
-        state(options, 1, 4, 1),
-        state(options, 3, 5, 2),
-        state(options, 5, 6, 3),
-    )
-    decide(options, 1, {4: [older]})
-    decide(options, 3, {5: [newest_before]})
-    decide(options, 5, {6: [own]})  # barrier 5's own record (commit run again): not inherited
-    pending = pending_after(log, [message(5, 0), message(5, 1)], 5)
-    assert pending == {1: (newest_before,)}  # 5 % 2 == 1
-
-
-def test_reassign_pending_moves_state_of_vanished_tasks_to_j_mod_n() -> None:
-    a, b, c = (
-        InlineChannelState(
-            barrier_id=1,
-            task_index=index,
-            query_id="q1",
-            write_id=f"w{index}",
-            row_count=0,
-            byte_size=0,
-            crc32=0,
-            inline_avro=b"",
-        )
-        for index in (0, 3, 1)
-    )
-    previous = {0: (a,), 3: (b,)}
-    new = {1: (c,)}
-    assert reassign_pending(previous, new, task_count=2) == {1: (b, c)}
-    assert reassign_pending(previous, {}, task_count=4) == {}  # tasks 0 and 3 ran: their business
-    assert reassign_pending(previous, {}, task_count=0) == previous
 
 
 def test_a_commit_message_with_pending_refs_survives_pickling(options: SinkOptions) -> None:

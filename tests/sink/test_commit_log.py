@@ -195,3 +195,13 @@ def test_a_malformed_channel_state_ref_makes_the_record_unreadable() -> None:
     doc["channelState"]["1"][0]["kind"] = "tape"
     with pytest.raises(CommitLogError, match=r"3\.json is unreadable: .*barrier 2"):
         CommitRecord.from_json(json.dumps(doc).encode(), "3.json")
+
+
+def test_a_record_keeps_its_task_count_and_one_without_reads_as_unknown() -> None:
+    import dataclasses
+
+    record = dataclasses.replace(_record(4), task_count=3)
+    assert json.loads(record.to_json())["taskCount"] == 3
+    assert CommitRecord.from_json(record.to_json(), "4.json").task_count == 3
+    assert "taskCount" not in json.loads(_record(4).to_json())
+    assert CommitRecord.from_json(_record(4).to_json(), "4.json").task_count is None

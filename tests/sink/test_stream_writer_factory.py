@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from unaligned.errors import SinkConfigurationError
+from unaligned.errors import OptionError, SinkConfigurationError
 from unaligned.sink.files.file_participant import FileParticipant
 from unaligned.sink.stream_writer_factory import build_stream_writer
 from unaligned.sink.topics.kafka_id_pool import default_transactional_id_prefix, owner_tag
@@ -78,3 +78,21 @@ def test_file_sink_writes_every_column(tmp_path: Path) -> None:
     assert isinstance(writer.participant, FileParticipant)
     assert writer._sink_columns is None
     assert writer._input_schema is not None and writer._input_schema.names == ["id"]
+
+
+def test_reassigning_pending_state_on_a_rescale_is_refused_with_a_key_column(
+    tmp_path: Path,
+) -> None:
+    """``pendingStateOnRescale=reassign`` may write a key's pending rows after newer ones: only
+    for an input without a key column."""
+    (tmp_path / "metadata").write_text(f'{{"id":"{QUERY_ID}"}}\n')
+    options = _kafka_options(
+        tmp_path, topic="t", transactionalidprefix="p", pendingstateonrescale="reassign"
+    )
+    keyed = StructType([StructField("key", StringType()), StructField("value", StringType())])
+    with pytest.raises(SinkConfigurationError, match="input has a key column \\('key'\\)"):
+        build_stream_writer(options, keyed)
+    writer = build_stream_writer(options, VALUE_ONLY)
+    assert writer._options.pending_on_rescale.value == "reassign"
+    with pytest.raises(OptionError, match="pendingStateOnRescale"):
+        build_stream_writer({**options, "pendingstateonrescale": "shuffle"}, VALUE_ONLY)

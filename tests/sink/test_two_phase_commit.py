@@ -609,3 +609,65 @@ def test_the_final_checkpoint_never_cuts_and_marks_the_query_finished(
         assert written == list(range(40))
     else:
         assert len(written) < 40  # cut: the rest is channel state for the next barrier
+
+
+def test_a_layout_drain_never_cuts_and_a_refused_layout_decides_nothing(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    """A source's layout drain (``layoutDrain``: its task layout changes next batch) writes
+    every row past the deadline, like the final checkpoint, but does not finish the query. A
+    batch whose sink task count cannot take the state pending before it is not decided."""
+    from unaligned.errors import PendingStateLayoutError
+    from unaligned.finishing import finished_batch
+
+    extra = {"checkpointmode": "unaligned", "alignedcheckpointtimeout": "0s"}
+    source: dict[str, Any] = {"offsets": {}, "idleBarrier": 0, "barrierToken": "tok"}
+    _offsets_with(tmp_path / "ck", 0, source)
+    cut = _write(_file_writer(tmp_path, **extra), task_context, 0, 1, 0, 40)
+    assert cut.pending, "an ordinary barrier past its deadline cuts"
+    _file_writer(tmp_path, **extra).commit(
+        [_write(_file_writer(tmp_path, **extra), task_context, 0, 0, 100, 0), cut], 0
+    )
+    # batch 1 runs with one sink task: task 1's pending state has no task to replay it
+    _offsets_with(tmp_path / "ck", 1, source)
+    lone = _write(_file_writer(tmp_path, **extra), task_context, 1, 0, 200, 10)
+    with pytest.raises(PendingStateLayoutError, match="sink task"):
+        _file_writer(tmp_path, **extra).commit([lone], 1)
+    log = CommitLog(Checkpoint.resolve(str(tmp_path / "ck")))
+    assert log.read(1) is None, "nothing decided"
+    # the layout drain at the old count: task 1 replays everything and cuts nothing
+    _offsets_with(tmp_path / "ck", 1, {**source, "idleBarrier": 1, "layoutDrain": True})
+    drained = [_write(_file_writer(tmp_path, **extra), task_context, 1, i, 0, 0) for i in range(2)]
+    assert not any(m.pending for m in drained)
+    _file_writer(tmp_path, **extra).commit(drained, 1)
+    record = log.read(1)
+    assert record is not None and record.channel_state == {} and record.task_count == 2
+    assert finished_batch(Checkpoint.resolve(str(tmp_path / "ck"))) is None
+    assert sorted(_ids(tmp_path)) == list(range(40))
+
+
+def test_a_source_that_splits_its_ranges_has_its_pending_state_moved_not_refused(
+    tmp_path: Path, task_context: Callable[..., None]
+) -> None:
+    """``minPartitions`` changes the task count with every batch (``splitRanges`` in the
+    offset): order across barriers is not kept with it anyway, so pending state of a vanished
+    task is moved to ``index mod n``, as before, instead of stopping the query."""
+    extra = {"checkpointmode": "unaligned", "alignedcheckpointtimeout": "0s"}
+    source: dict[str, Any] = {
+        "offsets": {},
+        "idleBarrier": 0,
+        "barrierToken": "tok",
+        "splitRanges": True,
+    }
+    _offsets_with(tmp_path / "ck", 0, source)
+    first = [
+        _write(_file_writer(tmp_path, **extra), task_context, 0, i, 100 * i, 40) for i in (0, 1)
+    ]
+    assert first[1].pending
+    _file_writer(tmp_path, **extra).commit(first, 0)
+    _offsets_with(tmp_path / "ck", 1, {**source, "idleBarrier": 1})
+    aligned = {"checkpointmode": "aligned"}
+    lone = _write(_file_writer(tmp_path, **aligned), task_context, 1, 0, 500, 0)
+    _file_writer(tmp_path, **aligned).commit([lone], 1)
+    record = CommitLog(Checkpoint.resolve(str(tmp_path / "ck"))).read(1)
+    assert record is not None and 0 in record.channel_state and record.task_count == 1

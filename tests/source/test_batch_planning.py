@@ -39,6 +39,15 @@ def positions(end: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     return dict(end["offsets"])
 
 
+def through_drain(reader: Any, start: dict[str, Any]) -> dict[str, Any]:
+    """The layout drain the reader plans from ``start`` (its partitions changed): nothing
+    read, no broker asked; its end offset."""
+    drain = reader.latestOffset(start, ReadAllAvailable())
+    assert drain["layoutDrain"] is True and positions(drain) == positions(start)
+    assert {r.start == r.end for p in reader.partitions(start, drain) for r in p.ranges} == {True}
+    return drain
+
+
 @pytest.fixture(autouse=True)
 def hint_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own (empty) idle-barrier hint directory."""
@@ -147,11 +156,12 @@ def test_a_topic_the_broker_confirms_deleted_stops_the_query_with_fail_on_data_l
     lookup, reader = _two_topics_read_to(300)
     start = offset({"a": {0: 100}, "b": {0: 100}})
     lookup.delete("b")
-    end = reader.latestOffset(start, ReadAllAvailable())
+    drain = through_drain(reader, start)
+    end = reader.latestOffset(drain, ReadAllAvailable())
     assert positions(end) == {"a": {"0": 300}}
-    assert lookup.confirmed == [["b"]]
+    assert lookup.confirmed == [["b"], ["b"]]
     with pytest.raises(DataLossError, match=r"b-0 from offset 100"):
-        reader.partitions(start, end)
+        reader.partitions(drain, end)
 
 
 def test_a_topic_the_broker_confirms_deleted_is_dropped_without_fail_on_data_loss(
@@ -164,7 +174,7 @@ def test_a_topic_the_broker_confirms_deleted_is_dropped_without_fail_on_data_los
     with caplog.at_level("WARNING"):
         assert ranges(reader.partitions(start, end)) == [("a-0", 100, 300), ("b-0", 300, 300)]
     assert any("b-0" in r.getMessage() and "disappeared" in r.getMessage() for r in caplog.records)
-    following = reader.latestOffset(end, ReadAllAvailable())
+    following = reader.latestOffset(through_drain(reader, end), ReadAllAvailable())
     assert positions(following) == {"a": {"0": 300}}
 
 
@@ -179,10 +189,11 @@ def test_a_partition_a_listing_leaves_out_is_kept_unless_its_topic_lacks_it() ->
 
     lookup.partitions["b"] = [0]  # recreated with one partition: b-1 is really gone
     lookup.ends = {TP("b", 0): 60}
-    following = reader.latestOffset(end, ReadAllAvailable())
+    drain = through_drain(reader, end)
+    following = reader.latestOffset(drain, ReadAllAvailable())
     assert positions(following) == {"b": {"0": 60}}
     with pytest.raises(DataLossError, match="b-1"):
-        reader.partitions(end, following)
+        reader.partitions(drain, following)
 
 
 def test_no_clear_answer_from_the_broker_keeps_the_topic() -> None:
@@ -241,13 +252,14 @@ def test_available_now_target_drops_a_topic_the_broker_confirms_deleted(
     lookup.delete("b")
     reader.prepareForTriggerAvailableNow()  # b is not found here: no error before the start
     start = offset({"a": {0: 100}, "b": {0: 100}})
-    end = reader.latestOffset(start, ReadAllAvailable())
+    drain = through_drain(reader, start)
+    end = reader.latestOffset(drain, ReadAllAvailable())
     assert positions(end) == {"a": {"0": 300}}
     if fail_on_data_loss == "true":
         with pytest.raises(DataLossError, match=r"b-0 from offset 100"):
-            reader.partitions(start, end)
+            reader.partitions(drain, end)
     else:
-        assert ranges(reader.partitions(start, end)) == [("a-0", 100, 300)]
+        assert ranges(reader.partitions(drain, end)) == [("a-0", 100, 300)]
 
 
 def test_a_topic_no_longer_subscribed_is_not_looked_up() -> None:
@@ -255,7 +267,7 @@ def test_a_topic_no_longer_subscribed_is_not_looked_up() -> None:
     lookup.ends = {TP("a", 0): 300}
     reader = reader_for(lookup, subscribe="a")
     start = offset({"a": {0: 100}, "old": {0: 5}})
-    end = reader.latestOffset(start, ReadAllAvailable())
+    end = reader.latestOffset(through_drain(reader, start), ReadAllAvailable())
     assert positions(end) == {"a": {"0": 300}}
     assert lookup.confirmed == []
 

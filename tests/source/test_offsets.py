@@ -201,7 +201,9 @@ def test_end_of_data_without_ending_is_rejected() -> None:
     with pytest.raises(OffsetFormatError, match="without ending"):
         KafkaSourceOffset.from_json({"offsets": {}, "idleBarrier": 0, "drained": True}, "x")
     for key in ("endOfData", "drained"):
-        with pytest.raises(OffsetFormatError, match="endOfData and drained must be"):
+        with pytest.raises(
+            OffsetFormatError, match="endOfData, drained, layoutDrain and splitRanges must be"
+        ):
             KafkaSourceOffset.from_json(
                 {"offsets": {}, "idleBarrier": 0, "ending": {}, key: "yes"}, "x"
             )
@@ -225,3 +227,17 @@ def test_the_initial_offset_carries_the_ending_and_a_rerun_first_batch_keeps_it(
     re_resolved = KafkaSourceOffset.initial({tp: 8}, "tok", {tp: 30})
     begin = end.batch_start(re_resolved)
     assert begin.positions == {tp: 5} and begin.ending == {tp: 20}
+
+
+def test_a_layout_drain_offset_round_trips_and_its_next_offset_is_no_drain() -> None:
+    drain = KafkaSourceOffset({A0: 5}, 1, "tok", read_tasks=2, layout_drain=True)
+    text = drain.to_json()
+    assert text["layoutDrain"] is True and text["readTasks"] == 2
+    assert KafkaSourceOffset.from_json(text, "x") == drain
+    following = drain.next({A0: 9}, 1, read_tasks=4)
+    assert not following.layout_drain and following.read_tasks == 4
+    assert "layoutDrain" not in following.to_json()
+    with pytest.raises(
+        OffsetFormatError, match="layoutDrain and splitRanges must be true or false"
+    ):
+        KafkaSourceOffset.from_json({**text, "layoutDrain": 1}, "x")

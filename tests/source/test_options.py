@@ -226,6 +226,15 @@ def test_read_tasks_is_a_positive_count_and_excludes_the_splitting_options() -> 
             parse(readTasks="2", **{splitting: "10"})
 
 
+def test_max_bytes_per_trigger_is_a_positive_size() -> None:
+    assert parse(maxBytesPerTrigger="64MB").max_bytes_per_trigger == 64 * 1024 * 1024
+    assert parse(maxBytesPerTrigger="1000").max_bytes_per_trigger == 1000
+    assert parse().max_bytes_per_trigger is None
+    for bad in ("0", "lots"):
+        with pytest.raises(OptionError, match="maxBytesPerTrigger"):
+            parse(maxBytesPerTrigger=bad)
+
+
 def test_unknown_option_is_rejected_by_name() -> None:
     with pytest.raises(OptionError, match="unknown option 'maxOffsetPerTrigger'"):
         parse(maxOffsetPerTrigger="10")

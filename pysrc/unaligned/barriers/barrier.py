@@ -38,6 +38,11 @@ logger = logging.getLogger(__name__)
 
 
 END_OF_DATA_KEY = "endOfData"
+LAYOUT_DRAIN_KEY = "layoutDrain"
+"""A source's layout drain (``unaligned.source.task_layout``): a batch that reads nothing at the
+previous task layout, before the layout changes. Spelled here too: barriers sit below source."""
+SPLIT_RANGES_KEY = "splitRanges"
+"""A source whose ranges are split into pieces (``minPartitions``): no stable task layout."""
 
 #: A clock returning wall-clock time in epoch milliseconds.
 Clock = Callable[[], float]
@@ -101,6 +106,13 @@ class Barrier:
     end_of_data: bool = False
     """The final checkpoint: every source of the batch said EndOfData
     (:mod:`unaligned.finishing`)."""
+    layout_drain: bool = False
+    """A source of the batch drains its task layout before changing it: no task cuts."""
+
+    @property
+    def cuts_nothing(self) -> bool:
+        """The final checkpoint or a layout drain: every task replays all its pending rows."""
+        return self.end_of_data or self.layout_drain
 
     def deadline(
         self, timeout_ms: int, clock: Clock = wall_clock_ms, *, not_before_ms: int | None = None
@@ -120,6 +132,34 @@ def end_of_data(source_offsets: list[Any]) -> bool:
     return bool(ours) and all(o.get(END_OF_DATA_KEY) is True for o in ours)
 
 
+def layout_drain(source_offsets: list[Any]) -> bool:
+    """True when a ``format("unaligned")`` source of a batch drains its task layout."""
+    return any(
+        isinstance(o, dict) and "barrierToken" in o and o.get(LAYOUT_DRAIN_KEY) is True
+        for o in source_offsets
+    )
+
+
+def splits_ranges(source_offsets: list[Any]) -> bool:
+    """True when a ``format("unaligned")`` source of a batch splits its ranges into pieces
+    (``minPartitions`` / ``maxRecordsPerPartition``): its task count and a partition's task
+    change from batch to batch, and per-key order across barriers is not kept anyway."""
+    return any(
+        isinstance(o, dict) and "barrierToken" in o and o.get(SPLIT_RANGES_KEY) is True
+        for o in source_offsets
+    )
+
+
+def reads_nothing(source_offsets: list[Any]) -> bool:
+    """True when every source of a batch that has an offset is a ``format("unaligned")``
+    source in a layout drain: the batch brings no new row at all (only pending ones)."""
+    present = [o for o in source_offsets if o is not None]
+    return bool(present) and all(
+        isinstance(o, dict) and "barrierToken" in o and o.get(LAYOUT_DRAIN_KEY) is True
+        for o in present
+    )
+
+
 def read_barrier(checkpoint: Checkpoint, batch_id: int) -> Barrier:
     """The barrier of ``batch_id``, from Spark's offset log and the query metadata."""
     entry = read_offset_log(checkpoint, batch_id)
@@ -130,6 +170,7 @@ def read_barrier(checkpoint: Checkpoint, batch_id: int) -> Barrier:
         query_id=query_id,
         idle_barriers=bool(tokens_in(source.offset for source in entry.sources)),
         end_of_data=end_of_data([source.offset for source in entry.sources]),
+        layout_drain=layout_drain([source.offset for source in entry.sources]),
     )
     logger.debug("read barrier %s", barrier)
     return barrier

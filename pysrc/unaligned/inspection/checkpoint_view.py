@@ -280,6 +280,8 @@ def _sources(batch_id: int, entry: OffsetLogEntry) -> tuple[SourceView, ...]:
                 finished={topic: tuple(ps) for topic, ps in finished.items()},
                 end_of_data=offset.end_of_data(),
                 drained=offset.drained,
+                read_tasks=offset.read_tasks,
+                layout_drain=offset.layout_drain,
             )
         )
     return tuple(views)

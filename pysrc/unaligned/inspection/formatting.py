@@ -158,6 +158,15 @@ def source_lines(source: SourceView) -> list[tuple[str, str]]:
     lines = [
         ("source", f"{source.source_id} (offset of batch {source.batch_id})"),
         ("positions", positions(source.positions) or "none"),
+        (
+            "tasks",
+            ("one per partition" if source.read_tasks is None else str(source.read_tasks))
+            + (
+                " (a layout drain: the next batch deals the partitions anew)"
+                if source.layout_drain
+                else ""
+            ),
+        ),
     ]
     if source.ending is None:
         lines.append(("end", "unbounded"))

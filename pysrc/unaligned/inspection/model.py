@@ -176,6 +176,10 @@ class SourceView:
     finished: Mapping[str, tuple[int, ...]]
     end_of_data: bool
     drained: bool
+    read_tasks: int | None = None
+    """Read tasks of the batch (``None``: one per topic-partition, an earlier version's offset)."""
+    layout_drain: bool = False
+    """The batch is a layout drain (``docs/guides/rescaling.md``)."""
 
     @property
     def bounded(self) -> bool:
@@ -191,6 +195,8 @@ class SourceView:
             "finished": {t: list(self.finished[t]) for t in sorted(self.finished)},
             "endOfData": self.end_of_data,
             "drained": self.drained,
+            "readTasks": self.read_tasks,
+            "layoutDrain": self.layout_drain,
         }
 
 

@@ -1,5 +1,6 @@
-"""What the driver does at a barrier besides committing it: the channel state pending after
-it, channel-state garbage, and what it publishes once it committed.
+"""What the driver does at a barrier besides committing it: channel-state garbage, and what it
+publishes once it committed (the channel state pending after it:
+:mod:`unaligned.sink.pending_layout`).
 
 Called by :meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.commit` (step 2) and, for
 garbage collection, by :func:`unaligned.sink.stream_writer_factory.build_stream_writer` in
@@ -36,48 +37,6 @@ if TYPE_CHECKING:
     from unaligned.sink.participant import SinkCommitMessage
 
 logger = logging.getLogger(__name__)
-
-
-def reassign_pending(
-    previous: dict[int, tuple[ChannelStateRef, ...]],
-    new: dict[int, tuple[ChannelStateRef, ...]],
-    task_count: int,
-) -> dict[int, tuple[ChannelStateRef, ...]]:
-    """The pending state after a barrier, per task index (the driver's view).
-
-    ``new`` is what the batch's tasks returned. State of an earlier task index that no task of
-    this batch had (the sink ran with fewer tasks) moves to task ``j mod task_count``, ahead of
-    that task's own pending state. Ordering consequence: rows of such a task index are written
-    one barrier later than rows of the same keys that the new task wrote in this batch, so
-    per-key order holds only while the number of sink tasks stays the same.
-    """
-    if task_count <= 0:
-        return {index: refs for index, refs in previous.items() if refs}
-    result: dict[int, list[ChannelStateRef]] = {}
-    for index in sorted(previous):
-        if index < task_count:
-            continue  # that task ran: it replayed or carried its state itself
-        if previous[index]:
-            result.setdefault(index % task_count, []).extend(previous[index])
-    for index, refs in new.items():
-        result.setdefault(index, []).extend(refs)
-    return {index: tuple(refs) for index, refs in sorted(result.items()) if refs}
-
-
-def pending_after(
-    log: CommitLog, messages: Sequence[SinkCommitMessage], batch_id: int
-) -> dict[int, tuple[ChannelStateRef, ...]]:
-    """The channel state pending after barrier ``batch_id``, per task index, for its record.
-
-    The previous record's pending refs are carried over and reassigned with each task's new
-    pending refs (:func:`reassign_pending`), over ``len(messages)`` task indices.
-    """
-    previous = log.latest_before(batch_id)
-    previous_state = {
-        index: tuple(refs) for index, refs in (previous.channel_state.items() if previous else ())
-    }
-    new = {m.partition_id: tuple(m.pending) for m in messages}
-    return reassign_pending(previous_state, new, len(messages))
 
 
 def collect_garbage(state_dir: str, keep: Sequence[ChannelStateRef]) -> int:

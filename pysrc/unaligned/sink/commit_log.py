@@ -75,22 +75,26 @@ class CommitRecord:
     """Channel state pending after this barrier, per sink task index, oldest first: part of the
     checkpoint; the next barrier's task with that index replays it before any new row. In the
     JSON, each ref is :meth:`~unaligned.channel_state.refs.ChannelStateRef.to_dict`."""
+    task_count: int | None = None
+    """How many sink tasks the batch had: the layout ``channel_state`` is laid out for
+    (:mod:`unaligned.sink.pending_layout`). ``None`` in records written without it."""
 
     def to_json(self) -> bytes:
         """The record's JSON, sorted keys, with its checksum (:mod:`unaligned._util.checksum`)."""
-        return sealed_json(
-            {
-                "version": RECORD_VERSION,
-                "batchId": self.batch_id,
-                "participant": self.participant,
-                "decidedAtMs": self.decided_at_ms,
-                "prepared": [dict(item) for item in self.prepared],
-                "channelState": {
-                    str(index): [ref.to_dict() for ref in refs]
-                    for index, refs in sorted(self.channel_state.items())
-                },
-            }
-        )
+        document: dict[str, Any] = {
+            "version": RECORD_VERSION,
+            "batchId": self.batch_id,
+            "participant": self.participant,
+            "decidedAtMs": self.decided_at_ms,
+            "prepared": [dict(item) for item in self.prepared],
+            "channelState": {
+                str(index): [ref.to_dict() for ref in refs]
+                for index, refs in sorted(self.channel_state.items())
+            },
+        }
+        if self.task_count is not None:
+            document["taskCount"] = self.task_count
+        return sealed_json(document)
 
     @classmethod
     def from_json(cls, data: bytes, name: str) -> CommitRecord:
@@ -115,6 +119,7 @@ class CommitRecord:
                     int(index): tuple(ChannelStateRef.from_dict(ref) for ref in refs)
                     for index, refs in doc.get("channelState", {}).items()
                 },
+                task_count=None if doc.get("taskCount") is None else int(doc["taskCount"]),
             )
         except CommitLogError:
             raise

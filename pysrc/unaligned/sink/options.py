@@ -19,6 +19,7 @@ is generated from it.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -177,6 +178,31 @@ CHANNEL_STATE_MERGE_BELOW: OptionSpec[int] = OptionSpec(
     parse_bytes,
     "16MB",
 )
+
+
+class PendingPolicy(enum.Enum):
+    """``pendingStateOnRescale``: channel state pending for another sink task layout
+    (:mod:`unaligned.sink.pending_layout`)."""
+
+    REFUSE = "refuse"
+    """The batch is not decided, naming the pending state and the way out (default)."""
+    REASSIGN = "reassign"
+    """State of a vanished task index moves to task ``index mod n``: order may break."""
+
+
+def _pending_policy(name: str, raw: str) -> PendingPolicy:
+    return PendingPolicy(parse_choice(name, raw.strip().lower(), [p.value for p in PendingPolicy]))
+
+
+PENDING_STATE_ON_RESCALE: OptionSpec[PendingPolicy] = OptionSpec(
+    "pendingStateOnRescale",
+    "channel state pending for a sink task layout the new one cannot map (a shuffle before "
+    "the sink whose task count changed): `refuse` the batch, naming the way out, or "
+    "`reassign` it to task `index mod n` where order cannot matter (no `key` column) "
+    "([Rescaling](../guides/rescaling.md))",
+    _pending_policy,
+    PendingPolicy.REFUSE.value,
+)
 #: Every option of ``writeStream.format("unaligned")``, in the order the reference lists them.
 SINK_OPTIONS = OptionSet(
     "sink",
@@ -200,6 +226,7 @@ SINK_OPTIONS = OptionSet(
         CHANNEL_STATE_PATH,
         CHANNEL_STATE_MAX_FILES,
         CHANNEL_STATE_MERGE_BELOW,
+        PENDING_STATE_ON_RESCALE,
         *REGISTRY_SINK_SPECS,
     ),
 )
@@ -271,6 +298,7 @@ class SinkOptions:
     chunk_rows: int
     min_batches_to_retain: int
     alignment: AlignmentSettings
+    pending_on_rescale: PendingPolicy = PendingPolicy.REFUSE
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -295,6 +323,7 @@ class SinkOptions:
             chunk_rows=chunk_rows,
             min_batches_to_retain=MIN_BATCHES_TO_RETAIN.value(opts),
             alignment=_parse_alignment(opts, resolved, chunk_rows),
+            pending_on_rescale=PENDING_STATE_ON_RESCALE.value(opts),
         )
 
 

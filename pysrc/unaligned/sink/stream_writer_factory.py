@@ -28,7 +28,7 @@ from unaligned.errors import BarrierError, SinkConfigurationError
 from unaligned.sink.barrier_outcome import collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.kafka_target import DeliveryGuarantee, KafkaTarget
-from unaligned.sink.options import FileTarget, SinkOptions
+from unaligned.sink.options import FileTarget, PendingPolicy, SinkOptions
 from unaligned.sink.participant import Participant
 from unaligned.sink.recovery import recover
 from unaligned.sink.table_target import TableTarget
@@ -44,6 +44,7 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPh
     Raises :class:`SinkConfigurationError` / :class:`SchemaMismatchError` before any data moves.
     """
     sink_options = SinkOptions.parse(options)
+    _check_pending_policy(sink_options, schema)
     participant = _make_participant(sink_options, schema)
     role = writer_role()
     logger.debug("stream writer built for role %s", role.value)
@@ -62,6 +63,21 @@ def build_stream_writer(options: Mapping[str, str], schema: StructType) -> TwoPh
         input_schema=arrow_input_schema(schema),
         sink_columns=_sink_columns(sink_options),
     )
+
+
+def _check_pending_policy(options: SinkOptions, schema: StructType) -> None:
+    """``pendingStateOnRescale=reassign`` may reorder rows: only for an input without a key
+    column, where the user said order cannot matter (:mod:`unaligned.sink.pending_layout`)."""
+    if options.pending_on_rescale is not PendingPolicy.REASSIGN:
+        return
+    keys = [f.name for f in schema.fields if f.name.lower() == "key"]
+    if keys:
+        raise SinkConfigurationError(
+            f"pendingStateOnRescale=reassign may write a key's pending rows after newer rows of "
+            f"the same key, and the sink's input has a key column ({keys[0]!r}): leave the "
+            "option out (the default, refuse, stops a batch whose pending state its task "
+            "layout cannot take, and names the way out), or drop the key column"
+        )
 
 
 def _make_participant(options: SinkOptions, schema: StructType) -> Participant:

@@ -27,17 +27,15 @@ from unaligned._util import crash_points
 from unaligned._util.crash_points import CrashPoint, FailPoint
 from unaligned._util.process_memo import ProcessMemo
 from unaligned.barriers.alignment import BarrierAlignment, CheckpointMode
-from unaligned.barriers.barrier import read_barrier, wall_clock_ms
+from unaligned.barriers.barrier import read_barrier, reads_nothing, splits_ranges, wall_clock_ms
 from unaligned.barriers.metrics import purge_metrics
+from unaligned.barriers.offset_log import read_offset_log
 from unaligned.errors import CommitLogError, TaskContextError
-from unaligned.sink.barrier_outcome import (
-    after_barrier,
-    collect_channel_state_garbage,
-    pending_after,
-)
+from unaligned.sink.barrier_outcome import after_barrier, collect_channel_state_garbage
 from unaligned.sink.commit_log import CommitLog, CommitRecord
-from unaligned.sink.options import SinkOptions
+from unaligned.sink.options import PendingPolicy, SinkOptions
 from unaligned.sink.participant import Participant, SinkCommitMessage, TaskOutcome, TaskWriter
+from unaligned.sink.pending_layout import pending_after
 from unaligned.sink.recovery import check_participant, commit_record, prepared_items, roll_forward
 from unaligned.tuning.worker_memory import tune_worker_memory
 
@@ -172,8 +170,9 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
     ) -> BarrierAlignment:
         settings = self._options.alignment
         barrier = read_barrier(self._options.checkpoint, batch_id)
-        if settings.mode is CheckpointMode.UNALIGNED and barrier.end_of_data:
-            # The final checkpoint (unaligned.finishing, step 1): replay everything, cut nothing.
+        if settings.mode is CheckpointMode.UNALIGNED and barrier.cuts_nothing:
+            # The final checkpoint (unaligned.finishing, step 1), or a source's layout drain
+            # (its task layout changes next batch): replay everything, cut nothing.
             settings = dataclasses.replace(settings, mode=CheckpointMode.ALIGNED)
         elif settings.mode is CheckpointMode.UNALIGNED and not barrier.idle_barriers:
             # No source of this batch emits idle barriers: rows left pending might never be
@@ -212,11 +211,23 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
 
         record = log.read(batchId)
         if record is None:
-            # 2b. Decide: the commit record is the single point of decision. Only with items
-            #     that can still commit (a transaction past its timeout cannot), and only once:
-            #     a second decider (an earlier run's commit process still running) loses the
-            #     race to write the record and rolls the winner's decision forward. The items
-            #     are the participant's (a small batch's staged files merged into one).
+            # 2b. Decide: the commit record is the single point of decision. Only with pending
+            #     state this batch's task layout can take (unaligned.sink.pending_layout), with
+            #     items that can still commit (a transaction past its timeout cannot), and only
+            #     once: a second decider (an earlier run's commit process still running) loses
+            #     the race to write the record and rolls the winner's decision forward. The
+            #     items are the participant's (a small batch's staged files merged into one).
+            offsets = [s.offset for s in read_offset_log(self._options.checkpoint, batchId).sources]
+            pending, task_count = pending_after(
+                log,
+                _messages(messages),
+                batchId,
+                reads_nothing=reads_nothing(offsets),
+                # a source that splits its ranges keeps no task layout: order is not kept anyway
+                policy=PendingPolicy.REASSIGN
+                if splits_ranges(offsets)
+                else self._options.pending_on_rescale,
+            )
             items = participant.consolidate(prepared_items(messages, batchId), batchId)
             participant.check_decidable(items, batchId)
             crash_points.reach(CrashPoint.DRIVER_BEFORE_COMMIT_RECORD, batchId)
@@ -225,7 +236,8 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
                 participant.kind,
                 tuple(items),
                 int(time.time() * 1000),
-                pending_after(log, _messages(messages), batchId),
+                pending,
+                task_count,
             )
             if not log.write(record):
                 record = self._decided_elsewhere(log, batchId, messages)

@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     ReadMinRows,
 )
@@ -35,6 +36,7 @@ from unaligned.source.backlog_limit import BacklogLimit
 from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.source.group_offsets import GroupOffsets
 from unaligned.source.offset_ranges import (
+    OffsetRange,
     available_records,
     group_ranges,
     min_rows_delay_passed,
@@ -52,6 +54,13 @@ from unaligned.source.partition_reader import KafkaInputPartition
 from unaligned.source.position_resolution import resolve_range
 from unaligned.source.range_planning import plan_ranges
 from unaligned.source.stopping import SourceStops
+from unaligned.source.task_layout import (
+    describe_change,
+    drain_offset,
+    drain_ranges,
+    layout_changes,
+    splits_ranges,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,12 +130,14 @@ class BatchPlanning:
     # --- admission control -----------------------------------------------------------------
 
     def default_read_limit(self) -> ReadLimit:
-        """``maxOffsetsPerTrigger`` -> ReadMaxRows; else ``minOffsetsPerTrigger`` -> ReadMinRows;
-        else an uncapped ReadMaxRows. pyspark has no composite limit: when both are set, ReadMaxRows
-        is returned and :meth:`latest_offset` applies ``minOffsetsPerTrigger`` / ``maxTriggerDelay``
-        from the options whenever the engine passes this default (not ReadAllAvailable)."""
+        """``maxOffsetsPerTrigger`` -> ReadMaxRows; else ``maxBytesPerTrigger`` -> ReadMaxBytes;
+        else ``minOffsetsPerTrigger`` -> ReadMinRows; else an uncapped ReadMaxRows. pyspark has no
+        composite limit: :meth:`latest_offset` applies the other options whenever the engine
+        passes this default (not ReadAllAvailable)."""
         if self._options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self._options.max_offsets_per_trigger)
+        if self._options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self._options.max_bytes_per_trigger)
         if self._options.min_offsets_per_trigger is not None:
             return ReadMinRows(self._options.min_offsets_per_trigger)
         # Not ReadAllAvailable, so that latestOffset may size the batch (targetBatchDuration,
@@ -203,6 +214,16 @@ class BatchPlanning:
         if begin.ending is not None:
             latest = begin.bounded(latest)
         self._latest = latest
+        # readTasks if given (a new count applies after a layout drain), else the last count
+        read_tasks = self._options.read_tasks or begin.read_tasks
+        if layout_changes(self._options, begin, latest, read_tasks):
+            logger.info(
+                "layout drain: the task layout changes (%s); this batch reads nothing and "
+                "writes every pending row at the old layout, the new one applies from the next",
+                describe_change(begin, latest, read_tasks),
+            )
+            # Not identified: it keeps begin's topic ids, which the next batch checks.
+            return self._planned_from_listing(drain_offset(begin))
         froms = dict(begin.positions)
         new = [tp for tp in latest if tp not in froms]
         if new:
@@ -211,7 +232,7 @@ class BatchPlanning:
         end = latest
         if not isinstance(limit, ReadAllAvailable):
             # The engine passes ReadAllAvailable or our default limit; a ReadMaxRows /
-            # ReadMinRows it passes wins over the option, the other option still applies.
+            # ReadMinRows / ReadMaxBytes it passes wins over its option, the others apply.
             max_rows = self._options.max_offsets_per_trigger
             min_rows = self._options.min_offsets_per_trigger
             if isinstance(limit, ReadMaxRows):
@@ -230,6 +251,11 @@ class BatchPlanning:
                     end = rate_limit({tp: froms[tp] for tp in latest}, latest, max_rows)
                 if self._sizer is not None:
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
+                max_bytes = getattr(limit, "max_bytes", self._options.max_bytes_per_trigger)
+                if max_bytes is not None:
+                    from unaligned.source.byte_limit import byte_limit  # numpy, pyarrow
+
+                    end = byte_limit(self._options, froms, end, max_bytes)
                 end = self._behind_the_sink(begin, {tp: froms[tp] for tp in end}, end)
         if end == dict(begin.positions):
             hinted = self._idle_barrier_due(begin)
@@ -240,14 +266,18 @@ class BatchPlanning:
                         "(writes channel state it left pending)"
                     )
                 return self._planned_from_listing(
-                    self._identified(begin.next(begin.positions, begin.idle_barrier + 1))
+                    self._identified(
+                        begin.next(begin.positions, begin.idle_barrier + 1, read_tasks)
+                    )
                 )
             if self._available_now_target is not None and all(
                 begin.positions.get(tp, offset) >= offset for tp, offset in latest.items()
             ):
                 self._stops.read_everything(begin)  # Spark ends the query after this call
             return start
-        return self._planned_from_listing(self._identified(begin.next(end, begin.idle_barrier)))
+        return self._planned_from_listing(
+            self._identified(begin.next(end, begin.idle_barrier, read_tasks))
+        )
 
     def _planned_from_listing(self, offset: KafkaSourceOffset) -> dict[str, Any]:
         """``offset`` as JSON, remembered when its partitions come from this call's listing
@@ -258,11 +288,12 @@ class BatchPlanning:
         return planned
 
     def _identified(self, offset: KafkaSourceOffset) -> KafkaSourceOffset:
-        """``offset`` with the topic id of each of its topics as the broker gives it now (one
-        metadata request per planned batch); :meth:`_plan_ranges` compares them."""
+        """``offset`` with its topics' ids as the broker gives them now (one metadata request
+        per batch; :meth:`_plan_ranges` compares them) and ``splitRanges`` (minPartitions)."""
         topics = {tp.topic for tp in offset.positions}
         known = {t: i for t, i in offset.topic_ids.items() if t in topics}
-        return replace(offset, topic_ids={**known, **self._lookup.topic_ids(topics)})
+        ids = {**known, **self._lookup.topic_ids(topics)}
+        return replace(offset, topic_ids=ids, split_ranges=splits_ranges(self._options))
 
     def _behind_the_sink(
         self,
@@ -309,9 +340,10 @@ class BatchPlanning:
     # --- planning ---------------------------------------------------------------------------
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaInputPartition]:
-        """The batch's read tasks: the topic-partitions of ``end`` grouped into the query's
-        ``readTasks`` (recorded in the offsets when it first started; an explicit option wins),
-        empty ranges included; or split with minPartitions / maxRecordsPerPartition."""
+        """The batch's read tasks: the topic-partitions of ``end`` grouped into the read tasks
+        ``end`` records (the option for offsets that record none), empty ranges included; or
+        split with minPartitions / maxRecordsPerPartition. A layout drain's ``end`` has the
+        previous batch's positions and count: empty ranges at the old layout."""
         finish = KafkaSourceOffset.from_json(end, "the end offset from Spark's offset log")
         passed = KafkaSourceOffset.from_json(start, "the start offset from Spark's offset log")
         # A batch planned before any latestOffset is Spark re-running the last batch of an
@@ -321,7 +353,13 @@ class BatchPlanning:
         begin = finish.batch_start(passed)
         if begin.positions == finish.positions and begin.idle_barrier == finish.idle_barrier:
             return []
-        return self.plan(begin, finish, self._options.read_tasks or finish.read_tasks)
+        read_tasks = (
+            finish.read_tasks if finish.read_tasks is not None else self._options.read_tasks
+        )
+        if finish.layout_drain:
+            self._just_planned = None
+            return self._partitions(drain_ranges(finish), read_tasks)
+        return self.plan(begin, finish, read_tasks)
 
     def plan(
         self, begin: KafkaSourceOffset, finish: KafkaSourceOffset, read_tasks: int | None
@@ -330,8 +368,16 @@ class BatchPlanning:
         ``read_tasks`` ``None``: one per topic-partition."""
         listed_now = self._just_planned is not None and finish.to_json() == self._just_planned
         self._just_planned = None
-        groups = group_ranges(
+        return self._partitions(
             plan_ranges(self._options, self._lookup, begin, finish, listed_now=listed_now),
+            read_tasks,
+        )
+
+    def _partitions(
+        self, ranges: list[OffsetRange], read_tasks: int | None
+    ) -> list[KafkaInputPartition]:
+        groups = group_ranges(
+            ranges,
             read_tasks,
             self._options.min_partitions,
             self._options.max_records_per_partition,

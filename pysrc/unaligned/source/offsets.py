@@ -2,11 +2,11 @@
 
 Every offset here is a *next offset to read* position. The offset Spark writes to its offset
 log for this source is ``{"offsets": {topic: {partition: position}}, "idleBarrier": n,
-"barrierToken": ...}`` with the optional keys ``queryStart``, ``readTasks``, ``topicIds``, and,
-for bounded input, ``ending``, ``finished``, ``endOfData`` and ``drained``. What each key is for:
-ARCHITECTURE.md, "Module notes", ``source/offsets.py``. Ranges and read limits are
-:mod:`unaligned.source.offset_ranges`; the JSON options (``assign``, ``startingOffsets``...)
-:mod:`unaligned.source.offset_options`.
+"barrierToken": ...}`` with the optional keys ``queryStart``, ``readTasks``, ``topicIds``,
+``layoutDrain``, ``splitRanges``, and, for bounded input, ``ending``, ``finished``,
+``endOfData`` and ``drained``. What each key is for: ARCHITECTURE.md, "Module notes",
+``source/offsets.py``. Ranges and read limits are :mod:`unaligned.source.offset_ranges`; the
+JSON options (``assign``, ``startingOffsets``...) :mod:`unaligned.source.offset_options`.
 """
 
 from __future__ import annotations
@@ -48,11 +48,18 @@ class KafkaSourceOffset:
     drained: bool = False
     """Whether ``ending`` was frozen by a drain (:mod:`unaligned.source.stopping`)."""
     read_tasks: int | None = None
-    """Read tasks per batch, fixed when the query first started; ``None``: one task per
-    topic-partition (offsets written before the count was recorded)."""
+    """Read tasks of the batch that ends at this offset (the query's first count, or a new
+    ``readTasks`` once a layout drain passed); ``None``: one task per topic-partition (offsets
+    written before the count was recorded)."""
     topic_ids: Mapping[str, str] = field(default_factory=dict)
     """Kafka's topic id of each topic when this offset was planned (KIP-516): a topic deleted
     and re-created under the same name has another id. Empty in offsets written without."""
+    split_ranges: bool = False
+    """``minPartitions`` / ``maxRecordsPerPartition`` split the batch's ranges into one task per
+    piece: no stable task layout (:mod:`unaligned.source.task_layout`)."""
+    layout_drain: bool = False
+    """The batch ending here is a layout drain (:mod:`unaligned.source.task_layout`): it reads
+    nothing, at the previous batch's task layout, and the sink cuts nothing in it."""
 
     @classmethod
     def initial(
@@ -103,10 +110,14 @@ class KafkaSourceOffset:
         return result
 
     def next(
-        self, positions: Mapping[TopicPartitionId, int], idle_barrier: int
+        self,
+        positions: Mapping[TopicPartitionId, int],
+        idle_barrier: int,
+        read_tasks: int | None = None,
     ) -> KafkaSourceOffset:
-        """The end offset of a batch that starts at this offset. It keeps the token, and keeps
-        the query start only when this offset is the query's start (the first batch)."""
+        """The end offset of a batch that starts at this offset. It keeps the token, keeps
+        the query start only when this offset is the query's start (the first batch), and
+        keeps the read-task count unless given another (``read_tasks``)."""
         return KafkaSourceOffset(
             positions,
             idle_barrier,
@@ -114,7 +125,7 @@ class KafkaSourceOffset:
             self.query_start if self.is_query_start() else None,
             self.ending,
             self.drained,
-            self.read_tasks,
+            self.read_tasks if read_tasks is None else read_tasks,
             self.topic_ids,
         )
 
@@ -172,6 +183,10 @@ class KafkaSourceOffset:
             result["readTasks"] = self.read_tasks
         if self.topic_ids:
             result["topicIds"] = dict(sorted(self.topic_ids.items()))
+        if self.split_ranges:
+            result[SPLIT_RANGES_KEY] = True
+        if self.layout_drain:
+            result[LAYOUT_DRAIN_KEY] = True
         return result
 
     @classmethod
@@ -208,9 +223,12 @@ class KafkaSourceOffset:
         )
         end_of_data = value.get("endOfData", False)
         drained = value.get("drained", False)
-        if not isinstance(end_of_data, bool) or not isinstance(drained, bool):
+        layout_drain = value.get(LAYOUT_DRAIN_KEY, False)
+        split = value.get(SPLIT_RANGES_KEY, False)
+        if not all(isinstance(flag, bool) for flag in (end_of_data, drained, layout_drain, split)):
             raise OffsetFormatError(
-                f"{what}: endOfData and drained must be true or false, got {value!r}"
+                f"{what}: endOfData, drained, {LAYOUT_DRAIN_KEY} and {SPLIT_RANGES_KEY} must be "
+                f"true or false, got {value!r}"
             )
         if ending is None and ("finished" in value or end_of_data or drained):
             raise OffsetFormatError(
@@ -230,11 +248,29 @@ class KafkaSourceOffset:
             raise OffsetFormatError(
                 f"{what}: topicIds must map topic names to ids, got {topic_ids!r}"
             )
-        return cls(positions, barrier, token, query_start, ending, drained, read_tasks, topic_ids)
+        return cls(
+            positions,
+            barrier,
+            token,
+            query_start,
+            ending,
+            drained,
+            read_tasks,
+            topic_ids,
+            split,
+            layout_drain,
+        )
 
+
+LAYOUT_DRAIN_KEY = "layoutDrain"
+SPLIT_RANGES_KEY = "splitRanges"
+"""Offset keys the sink reads from Spark's offset log (:mod:`unaligned.barriers.barrier`, which
+spells them too: it sits below the source)."""
 
 _OPTIONAL_KEYS = frozenset(
     {
+        LAYOUT_DRAIN_KEY,
+        SPLIT_RANGES_KEY,
         "barrierToken",
         "queryStart",
         "ending",

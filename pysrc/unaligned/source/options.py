@@ -29,6 +29,7 @@ from unaligned.options.parsing import (
     KAFKA_PREFIX,
     kafka_params,
     parse_bool,
+    parse_bytes,
     parse_duration_ms,
     parse_positive,
 )
@@ -126,6 +127,11 @@ KAFKA_SPECS: tuple[OptionSpec[Any], ...] = (
     ),
 )
 
+
+def _positive_bytes(name: str, raw: str) -> int:
+    return parse_bytes(name, raw, minimum=1)
+
+
 _OPTIONS: tuple[OptionSpec[Any], ...] = (
     OptionSpec(
         "startingOffsetsByTimestampStrategy",
@@ -140,6 +146,14 @@ _OPTIONS: tuple[OptionSpec[Any], ...] = (
         "batches of this size)",
         parse_positive,
         sets="max_offsets_per_trigger",
+    ),
+    OptionSpec(
+        "maxBytesPerTrigger",
+        "at most this many key and value bytes per batch (`64MB`; Spark's `ReadMaxBytes`), "
+        "over by at most one record per partition: each partition's share is found by reading "
+        "its range ([Rescaling and batch size](../guides/rescaling.md))",
+        _positive_bytes,
+        sets="max_bytes_per_trigger",
     ),
     OptionSpec(
         "minOffsetsPerTrigger",
@@ -300,6 +314,8 @@ class SourceOptions:
     (:meth:`unaligned.source.stream_reader.KafkaStreamReader.initialOffset`)."""
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
+    """At most about this many key and value bytes per batch (:mod:`.byte_limit`)."""
     max_trigger_delay_ms: int = 15 * 60 * 1000
     target_batch_duration_ms: int | None = None
     """Size batches so they take about this long (:mod:`unaligned.source.batch_sizing`)."""
