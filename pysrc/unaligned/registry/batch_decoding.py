@@ -22,7 +22,7 @@ from unaligned.registry import avro_vectors as av
 from unaligned.registry.codecs import decoder_for
 from unaligned.registry.framing import split_frames
 from unaligned.registry.options import DecodeMode, RecordFormats, RegistryConfig
-from unaligned.registry.schemas import ColumnReading, remember, writer_schema
+from unaligned.registry.schemas import ColumnReading, remember, subjects_of, writer_schema
 
 NOT_FRAMED = "no Schema Registry framing (magic byte 0 and a 4-byte schema id)"
 #: Rows decoded (and yielded) at a time: each field is one pass over the slice's bytes, and a
@@ -40,8 +40,9 @@ def decode_batches(
     """Every batch decoded into the Arrow form of ``output``."""
     schema = to_arrow_schema(output, timezone="UTC")
     for reading in columns:
-        for known in (reading.reader, *reading.known):
-            remember(formats.registry, known)
+        for _, branch in reading.branches or (("", reading),):
+            for known in (branch.reader, *branch.known):
+                remember(formats.registry, known)
     for batch in batches:
         for start in range(0, batch.num_rows, SLICE_ROWS):
             piece = batch if batch.num_rows <= SLICE_ROWS else batch.slice(start, SLICE_ROWS)
@@ -82,10 +83,13 @@ def decode_batch(
 def _decode_column(
     values: pa.Array, reading: ColumnReading, registry: RegistryConfig, target: pa.DataType
 ) -> tuple[pa.Array, tuple[np.ndarray, np.ndarray], list[tuple[int, str]]]:
-    """(decoded column, (schema ids, their validity), [(row, reason)] of rows that failed)."""
+    """(decoded column, (schema ids, their validity), [(row, reason)] of rows that failed).
+    A registry that cannot be reached raises (the task fails): no record is called bad for
+    it."""
     frames = split_frames(values)
     reading_state = av.Reading(frames.data, frames.ends)
-    parts: list[tuple[np.ndarray, pa.Array]] = []
+    branches = reading.branches or (("", reading),)
+    parts: dict[str, list[tuple[np.ndarray, pa.Array]]] = {name: [] for name, _ in branches}
     errors: list[tuple[int, str]] = [
         (int(row), NOT_FRAMED) for row in np.flatnonzero(frames.present & ~frames.framed)
     ]
@@ -94,28 +98,63 @@ def _decode_column(
         rows = np.flatnonzero(frames.framed & (frames.schema_ids == schema_id))
         reason = None
         try:
+            name, branch = _branch_of(branches, schema_id, registry)
             writer = (
-                reading.reader
-                if schema_id == reading.reader.schema_id
+                branch.reader
+                if schema_id == branch.reader.schema_id
                 else writer_schema(registry, schema_id)
             )
-            decoder = decoder_for(reading.format.format, reading.reader, writer)
+            decoder = decoder_for(branch.format, branch.reader, writer)
         except SchemaNotFoundError:
             reason = f"schema id {schema_id} is not in the Schema Registry"
+        except LookupError as exc:
+            reason = str(exc)
         except ValueError as exc:  # the writer's schema does not resolve to the reader's
             reason = (
                 f"the writer's schema id {schema_id} cannot be read as the reader's "
-                f"{reading.reader.describe()}: {exc}"
+                f"{branch.reader.describe()}: {exc}"
             )
         if reason is not None:
             errors += [(int(row), reason) for row in rows]
             continue
-        parts.append((rows, decoder.decode(reading_state, frames, rows)))
+        parts[name].append((rows, decoder.decode(reading_state, frames, rows)))
     failed_rows = np.flatnonzero(reading_state.errors)
     errors += [(int(row), reading_state.reason(int(row))) for row in failed_rows]
     errors.sort()
-    decoded = av.scatter(len(values), parts, target)
+    n = len(values)
+    if not reading.branches:
+        decoded = av.scatter(n, parts[""], target)
+    else:
+        children = [av.scatter(n, parts[f.name], f.type) for f in target]
+        valid = np.zeros(n, bool)
+        for piece in parts.values():
+            for rows, _ in piece:
+                valid[rows] = True
+        decoded = pa.StructArray.from_arrays(
+            children, fields=list(target), mask=av.bool_array(~valid)
+        )
     return decoded, (frames.schema_ids, frames.framed), errors
+
+
+def _branch_of(
+    branches: tuple[tuple[str, ColumnReading], ...], schema_id: int, registry: RegistryConfig
+) -> tuple[str, ColumnReading]:
+    """The record type a writer id belongs to: the one whose subject had it when the query
+    started, else the one whose subject the registry says holds it."""
+    if len(branches) == 1:
+        return branches[0]
+    for name, branch in branches:
+        if schema_id in branch.ids():
+            return name, branch
+    holders = subjects_of(registry, schema_id)
+    for name, branch in branches:
+        if branch.reader.schema.subject in holders:
+            return name, branch
+    read = ", ".join(repr(b.reader.schema.subject) for _, b in branches)
+    raise LookupError(
+        f"schema id {schema_id} is registered under {list(holders)}, none of the record "
+        f"types read ({read})"
+    )
 
 
 def _null_where(array: pa.Array, failed: np.ndarray) -> pa.Array:
