@@ -22,7 +22,8 @@ from unaligned.registry import avro_vectors as av
 from unaligned.registry.codecs import decoder_for
 from unaligned.registry.framing import split_frames
 from unaligned.registry.options import DecodeMode, RecordFormats, RegistryConfig
-from unaligned.registry.schemas import ColumnReading, remember, subjects_of, writer_schema
+from unaligned.registry.record_types import branch_rows, branches_struct
+from unaligned.registry.schemas import ColumnReading, remember, writer_schema
 
 NOT_FRAMED = "no Schema Registry framing (magic byte 0 and a 4-byte schema id)"
 #: Rows decoded (and yielded) at a time: each field is one pass over the slice's bytes, and a
@@ -96,65 +97,44 @@ def _decode_column(
     framed_ids = frames.schema_ids[frames.framed]
     for schema_id in np.unique(framed_ids).tolist():
         rows = np.flatnonzero(frames.framed & (frames.schema_ids == schema_id))
-        reason = None
         try:
-            name, branch = _branch_of(branches, schema_id, registry)
-            writer = (
-                branch.reader
-                if schema_id == branch.reader.schema_id
-                else writer_schema(registry, schema_id)
-            )
-            decoder = decoder_for(branch.format, branch.reader, writer)
+            routed = branch_rows(branches, schema_id, rows, frames, registry)
         except SchemaNotFoundError:
-            reason = f"schema id {schema_id} is not in the Schema Registry"
-        except LookupError as exc:
-            reason = str(exc)
-        except ValueError as exc:  # the writer's schema does not resolve to the reader's
-            reason = (
-                f"the writer's schema id {schema_id} cannot be read as the reader's "
-                f"{branch.reader.describe()}: {exc}"
-            )
-        if reason is not None:
-            errors += [(int(row), reason) for row in rows]
+            errors += [
+                (int(row), f"schema id {schema_id} is not in the Schema Registry") for row in rows
+            ]
             continue
-        parts[name].append((rows, decoder.decode(reading_state, frames, rows)))
+        except LookupError as exc:
+            errors += [(int(row), str(exc)) for row in rows]
+            continue
+        for name, branch, branch_rows_ in routed:
+            reason = None
+            try:
+                writer = (
+                    branch.reader
+                    if schema_id == branch.reader.schema_id
+                    else writer_schema(registry, schema_id)
+                )
+                decoder = decoder_for(branch.format, branch.reader, writer)
+            except SchemaNotFoundError:
+                reason = f"schema id {schema_id} is not in the Schema Registry"
+            except ValueError as exc:  # the writer's schema does not resolve to the reader's
+                reason = (
+                    f"the writer's schema id {schema_id} cannot be read as the reader's "
+                    f"{branch.reader.describe()}: {exc}"
+                )
+            if reason is not None:
+                errors += [(int(row), reason) for row in branch_rows_]
+                continue
+            parts[name].append((branch_rows_, decoder.decode(reading_state, frames, branch_rows_)))
     failed_rows = np.flatnonzero(reading_state.errors)
     errors += [(int(row), reading_state.reason(int(row))) for row in failed_rows]
     errors.sort()
-    n = len(values)
-    if not reading.branches:
-        decoded = av.scatter(n, parts[""], target)
+    if reading.branches:
+        decoded = branches_struct(len(values), parts, target)
     else:
-        children = [av.scatter(n, parts[f.name], f.type) for f in target]
-        valid = np.zeros(n, bool)
-        for piece in parts.values():
-            for rows, _ in piece:
-                valid[rows] = True
-        decoded = pa.StructArray.from_arrays(
-            children, fields=list(target), mask=av.bool_array(~valid)
-        )
+        decoded = av.scatter(len(values), parts[""], target)
     return decoded, (frames.schema_ids, frames.framed), errors
-
-
-def _branch_of(
-    branches: tuple[tuple[str, ColumnReading], ...], schema_id: int, registry: RegistryConfig
-) -> tuple[str, ColumnReading]:
-    """The record type a writer id belongs to: the one whose subject had it when the query
-    started, else the one whose subject the registry says holds it."""
-    if len(branches) == 1:
-        return branches[0]
-    for name, branch in branches:
-        if schema_id in branch.ids():
-            return name, branch
-    holders = subjects_of(registry, schema_id)
-    for name, branch in branches:
-        if branch.reader.schema.subject in holders:
-            return name, branch
-    read = ", ".join(repr(b.reader.schema.subject) for _, b in branches)
-    raise LookupError(
-        f"schema id {schema_id} is registered under {list(holders)}, none of the record "
-        f"types read ({read})"
-    )
 
 
 def _null_where(array: pa.Array, failed: np.ndarray) -> pa.Array:
