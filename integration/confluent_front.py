@@ -112,7 +112,9 @@ class ConfluentFront:
     def _forward(
         self, method: str, path: str, handler: BaseHTTPRequestHandler, data: bytes | None
     ) -> tuple[int, bytes]:
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "accept-encoding")}
+        headers = {
+            k: v for k, v in handler.headers.items() if k.lower() not in ("host", "accept-encoding")
+        }
         request = urllib.request.Request(
             self._registry.url + path, data=data, method=method, headers=headers
         )

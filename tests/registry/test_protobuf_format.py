@@ -185,3 +185,9 @@ def test_the_sink_writes_the_named_message_with_its_indexes() -> None:
     payload = encoder.encode(pa.array([{"big": -1, "small": 7}], t))[0].as_py()
     column = ColumnFormat("value", Format.PROTOBUF, SchemaChoice(), message_name="Refund")
     assert _read(schema, column, payload, encoder.prefix) == {"big": -1, "small": 7, "lines": []}
+
+
+def test_decimals_and_dates_are_refused_with_the_way_out() -> None:
+    for t in (pa.decimal128(10, 2), pa.date32()):
+        with pytest.raises(RecordFormatError, match="Cast it to a string"):
+            derive_proto(pa.struct([("x", t)]), "shop.Order")
