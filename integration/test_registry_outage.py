@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness import wait_for_query
 from test_registry_formats import V1, V2, confluent_avro, customer, registry_client
 from unaligned.testing import EmbeddedKafka
@@ -65,9 +67,10 @@ def test_an_unseen_schema_id_during_an_outage_fails_the_query_in_both_modes(
                 ],
             )
             for mode, query in queries.items():
-                query.awaitTermination(180)
+                with pytest.raises(Exception) as failed:  # noqa: PT011 - Spark's wrapper
+                    query.awaitTermination(180)
                 assert not query.isActive, f"{mode}: the query should have failed"
-                failure = str(query.exception())
+                failure = str(failed.value)
                 assert "could not be reached" in failure, failure
                 assert "schema.registry.request.timeout.ms=3000" in failure
             assert time.monotonic() - began >= 3

@@ -276,6 +276,15 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
     message = given.get(f"{column}messagename")
     if message is not None and fmt is not Format.PROTOBUF:
         raise OptionError(f"option '{column}MessageName' applies to protobuf-confluent")
+    if (
+        not sink
+        and message is None
+        and fmt is Format.PROTOBUF
+        and strategy is not SubjectNameStrategy.TOPIC
+        and names_raw is not None
+        and not subjects
+    ):  # the record name is the message's (the file may hold several)
+        message = names[0][1]
     return ColumnFormat(
         column,
         fmt,

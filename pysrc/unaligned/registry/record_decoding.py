@@ -25,7 +25,7 @@ the schemas and maps them to Spark types, loads neither for Avro.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql.types import (
@@ -38,7 +38,13 @@ from pyspark.sql.types import (
 )
 
 from unaligned.registry.avro_schema import parse_avro, spark_type
-from unaligned.registry.options import ColumnFormat, DecodeMode, Format, RecordFormats
+from unaligned.registry.options import (
+    ColumnFormat,
+    DecodeMode,
+    Format,
+    RecordFormats,
+    SubjectNameStrategy,
+)
 from unaligned.registry.schemas import (
     ColumnReading,
     ResolvedSchema,
@@ -97,9 +103,14 @@ class RecordDecoding:
                 branches = []
                 for name, entry in column.subjects:
                     subject = strategy_subject(column, entry, topics)
-                    reader = resolve_subject(client, column, subject)
+                    branch = column
+                    if column.format is Format.PROTOBUF and column.strategy is not (
+                        SubjectNameStrategy.TOPIC
+                    ):  # the record name is the message's (the file may hold several)
+                        branch = replace(column, message_name=entry)
+                    reader = resolve_subject(client, branch, subject)
                     known = subject_schemas(client, reader, column.format)
-                    branches.append((name, ColumnReading(column, reader, known)))
+                    branches.append((name, ColumnReading(branch, reader, known)))
                 first = branches[0][1]
                 columns.append(ColumnReading(column, first.reader, (), tuple(branches)))
                 continue
