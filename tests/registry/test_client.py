@@ -60,7 +60,7 @@ def test_a_registry_that_is_down_fails_after_its_attempts_naming_it_without_cred
         RegistryClient(config).subject_version("orders-value", None)
     text = str(failed.value)
     assert f"Schema Registry at http://127.0.0.1:{port} could not be reached" in text
-    assert "after 2 attempt(s)" in text and "Connection refused" in text
+    assert "2 round(s)" in text and "Connection refused" in text
     assert "secret" not in text and "bob" not in text
 
 
@@ -91,6 +91,16 @@ def test_a_query_over_a_registry_that_is_down_fails_when_it_is_defined() -> None
     with pytest.raises(SchemaRegistryError, match="orders-value") as failed:
         source.schema()
     assert "info-secret" not in str(failed.value)
+
+
+def test_an_outage_is_retried_until_the_request_timeout() -> None:
+    import time
+
+    config = RegistryConfig(urls=(f"http://127.0.0.1:{closed_port()}",), request_timeout_ms=800)
+    began = time.monotonic()
+    with pytest.raises(SchemaRegistryError, match="within schema.registry.request.timeout.ms=800"):
+        RegistryClient(config).schema_by_id(3)
+    assert time.monotonic() - began >= 0.8
 
 
 def test_several_urls_are_tried_in_turn() -> None:

@@ -113,3 +113,38 @@ def test_rows_are_validated_before_they_are_written() -> None:
         JsonRowEncoder(json.dumps(strict)).encode(
             pa.array([{"id": 1, "name": "long"}], column_type)
         )
+
+
+def test_decimals_are_written_with_every_digit() -> None:
+    import decimal
+    import json
+
+    from unaligned.registry.json_format import JsonRowEncoder, derive_json_schema
+
+    t = pa.struct([pa.field("amount", pa.decimal128(38, 10)), pa.field("n", pa.int64())])
+    encoder = JsonRowEncoder(json.dumps(derive_json_schema(t, "Payment")))
+    exact = decimal.Decimal("1234567890123456789.0123456789")
+    small = decimal.Decimal("-0.0000000001")
+    out = encoder.encode(pa.array([{"amount": exact, "n": 1}, {"amount": small, "n": 2}], t))
+    texts = [v.as_py() for v in out]
+    assert texts[0] == b'{"amount":1234567890123456789.0123456789,"n":1}'
+    assert json.loads(texts[1], parse_float=decimal.Decimal)["amount"] == small
+
+
+def test_an_integer_out_of_range_fails_its_record_only() -> None:
+    import numpy as np
+
+    from unaligned.registry.avro_vectors import Reading
+    from unaligned.registry.client import RegisteredSchema
+    from unaligned.registry.framing import frame_payloads, split_frames
+    from unaligned.registry.json_format import JsonColumnDecoder
+    from unaligned.registry.schemas import ResolvedSchema
+
+    schema = '{"type":"object","properties":{"n":{"type":"integer"}}}'
+    reader = ResolvedSchema(RegisteredSchema(1, "JSON", schema))
+    payloads = pa.array([b'{"n":1}', b'{"n":18446744073709551615}', b'{"n":3}'])
+    frames = split_frames(frame_payloads(np.array([1, 1, 1]), payloads))
+    reading = Reading(frames.data, frames.ends)
+    out = JsonColumnDecoder(reader).decode(reading, frames, np.arange(3))
+    assert out.to_pylist() == [{"n": 1}, None, {"n": 3}]
+    assert reading.errors.tolist()[1] and "does not fit" in reading.reason(1)

@@ -96,8 +96,11 @@ def test_bad_options_are_refused_naming_the_option(options: dict[str, str], mess
 
 def test_sink_only_options_are_the_sinks() -> None:
     assert is_format_option("valuesubjectnamestrategy", sink=True)
-    assert not is_format_option("valuesubjectnamestrategy", sink=False)
+    assert is_format_option("valuesubjectnamestrategy", sink=False)
     assert not is_format_option("autoregisterschemas", sink=False)
+    assert is_format_option("valueschema", sink=False)
+    assert not is_format_option("valueschema", sink=True)
+    assert not is_format_option("upcastunsignedints", sink=True)
     formats = parse_formats(
         {
             **URL,

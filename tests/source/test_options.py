@@ -352,5 +352,5 @@ def test_schema_registry_formats_are_source_options() -> None:
     assert options.formats is not None and options.formats.value is not None
     assert options.topics == ("events",)
     assert SourceOptions.parse(BASE).formats is None
-    with pytest.raises(OptionError, match="unknown option 'valueSubjectNameStrategy'"):
+    with pytest.raises(OptionError, match="'valueSubjectNameStrategy' needs option 'valueFormat'"):
         SourceOptions.parse({**BASE, "valueSubjectNameStrategy": "record"})

@@ -262,3 +262,24 @@ def decimal_values(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     fill = (np.arange(16)[None, :] >= lengths[:, None]) & negative[:, None]
     out[fill] = 0xFF
     return out
+
+
+def checked_array(
+    values: list[object], arrow_type: pa.DataType, reading: Reading, rows: np.ndarray
+) -> pa.Array:
+    """``pa.array(values, arrow_type)`` for decoders that build Python values row by row; a
+    value Arrow refuses (out of range, wrong kind) fails only its row (``rows[i]``), with
+    Arrow's reason, and is null."""
+    try:
+        return pa.array(values, arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+        pass
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        try:
+            pa.array([value], arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as exc:
+            reading.fail_with(rows[i : i + 1], f"a value does not fit its column's type: {exc}")
+            values[i] = None
+    return pa.array(values, arrow_type)

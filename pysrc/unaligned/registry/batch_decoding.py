@@ -22,6 +22,7 @@ from unaligned.registry import avro_vectors as av
 from unaligned.registry.codecs import decoder_for
 from unaligned.registry.framing import split_frames
 from unaligned.registry.options import DecodeMode, RecordFormats, RegistryConfig
+from unaligned.registry.record_types import branch_rows, branches_struct
 from unaligned.registry.schemas import ColumnReading, remember, writer_schema
 
 NOT_FRAMED = "no Schema Registry framing (magic byte 0 and a 4-byte schema id)"
@@ -40,8 +41,9 @@ def decode_batches(
     """Every batch decoded into the Arrow form of ``output``."""
     schema = to_arrow_schema(output, timezone="UTC")
     for reading in columns:
-        for known in (reading.reader, *reading.known):
-            remember(formats.registry, known)
+        for _, branch in reading.branches or (("", reading),):
+            for known in (branch.reader, *branch.known):
+                remember(formats.registry, known)
     for batch in batches:
         for start in range(0, batch.num_rows, SLICE_ROWS):
             piece = batch if batch.num_rows <= SLICE_ROWS else batch.slice(start, SLICE_ROWS)
@@ -82,39 +84,56 @@ def decode_batch(
 def _decode_column(
     values: pa.Array, reading: ColumnReading, registry: RegistryConfig, target: pa.DataType
 ) -> tuple[pa.Array, tuple[np.ndarray, np.ndarray], list[tuple[int, str]]]:
-    """(decoded column, (schema ids, their validity), [(row, reason)] of rows that failed)."""
+    """(decoded column, (schema ids, their validity), [(row, reason)] of rows that failed).
+    A registry that cannot be reached raises (the task fails): no record is called bad for
+    it."""
     frames = split_frames(values)
     reading_state = av.Reading(frames.data, frames.ends)
-    parts: list[tuple[np.ndarray, pa.Array]] = []
+    branches = reading.branches or (("", reading),)
+    parts: dict[str, list[tuple[np.ndarray, pa.Array]]] = {name: [] for name, _ in branches}
     errors: list[tuple[int, str]] = [
         (int(row), NOT_FRAMED) for row in np.flatnonzero(frames.present & ~frames.framed)
     ]
     framed_ids = frames.schema_ids[frames.framed]
     for schema_id in np.unique(framed_ids).tolist():
         rows = np.flatnonzero(frames.framed & (frames.schema_ids == schema_id))
-        reason = None
         try:
-            writer = (
-                reading.reader
-                if schema_id == reading.reader.schema_id
-                else writer_schema(registry, schema_id)
-            )
-            decoder = decoder_for(reading.format.format, reading.reader, writer)
+            routed = branch_rows(branches, schema_id, rows, frames, registry)
         except SchemaNotFoundError:
-            reason = f"schema id {schema_id} is not in the Schema Registry"
-        except ValueError as exc:  # the writer's schema does not resolve to the reader's
-            reason = (
-                f"the writer's schema id {schema_id} cannot be read as the reader's "
-                f"{reading.reader.describe()}: {exc}"
-            )
-        if reason is not None:
-            errors += [(int(row), reason) for row in rows]
+            errors += [
+                (int(row), f"schema id {schema_id} is not in the Schema Registry") for row in rows
+            ]
             continue
-        parts.append((rows, decoder.decode(reading_state, frames, rows)))
+        except LookupError as exc:
+            errors += [(int(row), str(exc)) for row in rows]
+            continue
+        for name, branch, branch_rows_ in routed:
+            reason = None
+            try:
+                writer = (
+                    branch.reader
+                    if schema_id == branch.reader.schema_id
+                    else writer_schema(registry, schema_id)
+                )
+                decoder = decoder_for(branch.format, branch.reader, writer)
+            except SchemaNotFoundError:
+                reason = f"schema id {schema_id} is not in the Schema Registry"
+            except ValueError as exc:  # the writer's schema does not resolve to the reader's
+                reason = (
+                    f"the writer's schema id {schema_id} cannot be read as the reader's "
+                    f"{branch.reader.describe()}: {exc}"
+                )
+            if reason is not None:
+                errors += [(int(row), reason) for row in branch_rows_]
+                continue
+            parts[name].append((branch_rows_, decoder.decode(reading_state, frames, branch_rows_)))
     failed_rows = np.flatnonzero(reading_state.errors)
     errors += [(int(row), reading_state.reason(int(row))) for row in failed_rows]
     errors.sort()
-    decoded = av.scatter(len(values), parts, target)
+    if reading.branches:
+        decoded = branches_struct(len(values), parts, target)
+    else:
+        decoded = av.scatter(len(values), parts[""], target)
     return decoded, (frames.schema_ids, frames.framed), errors
 
 

@@ -1,14 +1,16 @@
 """The Schema Registry's REST API (Confluent's, which Confluent Schema Registry, Apicurio's
 ``/apis/ccompat/v7``, Redpanda and Karapace serve), over the standard library's HTTP client.
 
-:class:`RegistryClient` asks for a schema by id, a subject's version (or its latest), whether a
-schema is registered under a subject, and registers one. Basic auth (``user:password``) or a
-bearer token go in the ``Authorization`` header; TLS takes a CA file and an optional client
-certificate (PEM). Each request gets ``schema.registry.request.timeout.ms``; a connection
-error, a timeout or a 5xx answer is tried again on the next URL, at most
-:attr:`RegistryConfig.attempts` rounds over the URLs with a short pause between rounds, so a
-registry that is down fails a query within about ``attempts`` x timeout. Every message names
-the registry by its URL without credentials and runs through :meth:`RegistryConfig.redact`.
+:class:`RegistryClient` asks for a schema by id (and the subjects that hold it), a subject's
+version (or its latest), whether a schema is registered under a subject, and registers one.
+Basic auth (``user:password``), a bearer token or an OAuth client's token
+(:mod:`unaligned.registry.oauth_token`) go in the ``Authorization`` header; TLS takes a CA file
+and an optional client certificate (PEM). A connection error, a timeout or a 5xx answer is
+tried again on the next URL, round after round with a pause doubling up to 1 s, until
+``schema.registry.request.timeout.ms`` has passed since the request began (each attempt gets
+what is left of it): a registry that is down fails the caller (the driver's start, a read or
+write task) within that bound, as Kafka's clients fail within theirs. Every message names the
+registry by its URL without credentials and runs through :meth:`RegistryConfig.redact`.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from unaligned.errors import SchemaNotFoundError, SchemaRegistryError
-from unaligned.registry.options import RegistryConfig
+from unaligned.registry.oauth_token import TokenKeeper
+from unaligned.registry.registry_settings import RegistryConfig
 
 logger = logging.getLogger(__name__)
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-_PAUSES_S = (0.2, 0.5, 1.0)
+_FIRST_PAUSE_S = 0.1
+_MAX_PAUSE_S = 1.0
 #: Confluent's error codes for "no such subject / version / schema".
 _NOT_FOUND_CODES = {40401, 40402, 40403}
 
@@ -80,6 +84,7 @@ class RegistryClient:
     def __init__(self, config: RegistryConfig) -> None:
         self._config = config
         self._ssl = self._ssl_context()
+        self._tokens = None if config.oauth is None else TokenKeeper(config.oauth, self._ssl)
 
     @property
     def config(self) -> RegistryConfig:
@@ -95,6 +100,13 @@ class RegistryClient:
             return _schema(self._request("GET", path), schema_id)
         except SchemaNotFoundError:
             raise self._not_found(f"has no schema with id {schema_id}") from None
+
+    def subjects_of(self, schema_id: int) -> list[str]:
+        """The subjects a schema id is registered under (empty when the registry has none)."""
+        try:
+            return [str(s) for s in self._request("GET", f"/schemas/ids/{schema_id}/subjects")]
+        except SchemaNotFoundError:
+            return []
 
     def subject_version(self, subject: str, version: int | None) -> RegisteredSchema:
         """``subject`` at ``version`` (``None``: its latest version)."""
@@ -176,55 +188,75 @@ class RegistryClient:
             ) from None
         return context
 
-    def _headers(self, url: str) -> dict[str, str]:
+    def _headers(self, url: str, timeout_s: float) -> dict[str, str]:
         headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
+        config = self._config
         parts = urlsplit(url)
-        user_info = self._config.user_info
+        user_info = config.user_info
         if user_info is None and parts.username is not None:
             user_info = f"{parts.username}:{parts.password or ''}"
         if user_info is not None:
             token = base64.b64encode(user_info.encode()).decode("ascii")
             headers["Authorization"] = f"Basic {token}"
-        elif self._config.bearer_token is not None:
-            headers["Authorization"] = f"Bearer {self._config.bearer_token}"
+        elif self._tokens is not None:
+            headers["Authorization"] = f"Bearer {self._tokens.token(timeout_s)}"
+        elif config.bearer_token is not None:
+            headers["Authorization"] = f"Bearer {config.bearer_token}"
+        if config.logical_cluster is not None:
+            headers["target-sr-cluster"] = config.logical_cluster
+        if config.identity_pool_id is not None:
+            headers["Confluent-Identity-Pool-Id"] = config.identity_pool_id
         return headers
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         config = self._config
         data = None if body is None else json.dumps(body).encode("utf-8")
         last = "no answer"
-        for attempt in range(config.attempts):
-            if attempt:
-                time.sleep(_PAUSES_S[min(attempt - 1, len(_PAUSES_S) - 1)])
+        deadline = time.monotonic() + config.request_timeout_ms / 1000
+        pause, rounds = _FIRST_PAUSE_S, 0
+        while True:
             for url in config.urls:
-                parts = urlsplit(url)
-                host = parts.hostname or ""
-                if parts.port is not None:
-                    host = f"{host}:{parts.port}"
-                target = parts._replace(netloc=host).geturl() + path
-                request = urllib.request.Request(
-                    target, data=data, method=method, headers=self._headers(url)
-                )
+                left = deadline - time.monotonic()
                 try:
-                    with urllib.request.urlopen(
-                        request, timeout=config.request_timeout_ms / 1000, context=self._ssl
-                    ) as answer:
-                        raw = answer.read()
-                    return json.loads(raw) if raw else None
+                    return self._attempt(method, url, path, data, max(left, 0.05))
                 except urllib.error.HTTPError as exc:
                     text = _error_text(exc)
                     if exc.code == 404 and _error_code(text) in _NOT_FOUND_CODES:
                         raise SchemaNotFoundError(config.redact(text)) from None
+                    if exc.code == 401 and self._tokens is not None:
+                        self._tokens.forget()
                     if exc.code < 500:
                         raise self._refused(method, path, exc.code, text) from None
                     last = f"HTTP {exc.code} from {_shown(url)}: {text}"
                 except (OSError, ValueError) as exc:  # refused, reset, timed out, TLS, bad JSON
                     last = f"{type(exc).__name__} from {_shown(url)}: {exc}"
                 logger.info("Schema Registry request failed: %s", config.redact(last))
+            rounds += 1
+            left = deadline - time.monotonic()
+            if left <= 0 or (config.attempts is not None and rounds >= config.attempts):
+                break
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, _MAX_PAUSE_S)
         raise self._error(
-            f"could not be reached for {method} {path} after {config.attempts} attempt(s) of "
-            f"schema.registry.request.timeout.ms={config.request_timeout_ms} (last: {last})"
+            f"could not be reached for {method} {path} within "
+            f"schema.registry.request.timeout.ms={config.request_timeout_ms} ({rounds} round(s) "
+            f"over {len(config.urls)} URL(s); last: {last})"
         )
+
+    def _attempt(
+        self, method: str, url: str, path: str, data: bytes | None, timeout_s: float
+    ) -> Any:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        target = parts._replace(netloc=host).geturl() + path
+        request = urllib.request.Request(
+            target, data=data, method=method, headers=self._headers(url, timeout_s)
+        )
+        with urllib.request.urlopen(request, timeout=timeout_s, context=self._ssl) as answer:
+            raw = answer.read()
+        return json.loads(raw) if raw else None
 
     def _refused(self, method: str, path: str, code: int, text: str) -> SchemaRegistryError:
         hint = ""
@@ -235,7 +267,8 @@ class RegistryClient:
             )
         elif code in (401, 403):
             hint = (
-                " (check schema.registry.basic.auth.user.info or schema.registry.bearer.auth.token)"
+                " (check schema.registry.basic.auth.user.info, schema.registry.bearer.auth.token "
+                "or the OAuth client's options)"
             )
         return self._error(f"refused {method} {path}: HTTP {code} {text}{hint}")
 

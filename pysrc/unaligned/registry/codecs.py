@@ -20,7 +20,7 @@ from unaligned._util.process_memo import ProcessMemo
 from unaligned.registry import avro_vectors as av
 from unaligned.registry.avro_schema import AvroType, parse_avro
 from unaligned.registry.framing import Frames
-from unaligned.registry.options import Format
+from unaligned.registry.options import ColumnFormat, Format
 from unaligned.registry.schemas import ResolvedSchema
 
 
@@ -48,13 +48,19 @@ class AvroColumnDecoder:
         return values
 
 
-_DECODERS: ProcessMemo[tuple[Format, ResolvedSchema, ResolvedSchema], ColumnDecoder] = ProcessMemo()
+_DECODERS: ProcessMemo[tuple[ColumnFormat, ResolvedSchema, ResolvedSchema], ColumnDecoder] = (
+    ProcessMemo()
+)
 
 
-def decoder_for(fmt: Format, reader: ResolvedSchema, writer: ResolvedSchema) -> ColumnDecoder:
+def decoder_for(
+    column: ColumnFormat, reader: ResolvedSchema, writer: ResolvedSchema
+) -> ColumnDecoder:
     """The decoder of ``writer``'s records as ``reader``, built once per process. Raises
     :class:`~unaligned.registry.avro_decoder.SchemaResolutionError` (or ``ValueError``) when
     the writer's schema cannot be read as the reader's."""
+
+    fmt = column.format
 
     def build() -> ColumnDecoder:
         if fmt is Format.AVRO:
@@ -65,6 +71,6 @@ def decoder_for(fmt: Format, reader: ResolvedSchema, writer: ResolvedSchema) -> 
             return JsonColumnDecoder(reader)
         from unaligned.registry.protobuf_format import ProtobufColumnDecoder
 
-        return ProtobufColumnDecoder(reader, writer)
+        return ProtobufColumnDecoder(column, reader, writer)
 
-    return _DECODERS.get_or_compute((fmt, reader, writer), build)
+    return _DECODERS.get_or_compute((column, reader, writer), build)

@@ -202,7 +202,7 @@ class JsonColumnDecoder:
             except (ValueError, TypeError) as exc:
                 reading.fail_with(np.array([row]), f"not JSON of the reader's schema: {exc}")
                 values.append(None)
-        return pa.array(values, self._arrow)
+        return av.checked_array(values, self._arrow, reading, rows)
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -224,7 +224,7 @@ def _jsonable(value: Any, t: pa.DataType) -> Any:
     if isinstance(value, datetime.date):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        return value  # written with every digit (:func:`_dumps`), validated as a number
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     return value
@@ -249,6 +249,13 @@ class JsonRowEncoder:
     def __init__(self, text: str) -> None:
         self._validator = _validator(json.loads(text))
 
+    @staticmethod
+    def _dumps(document: Any) -> str:
+        try:
+            return json.dumps(document, separators=(",", ":"))
+        except TypeError:  # a decimal: written exactly, as its digits
+            return _exact_dumps(document)
+
     def encode(self, column: pa.Array) -> pa.Array:
         texts: list[bytes] = []
         valid = np.ones(len(column), bool)
@@ -262,11 +269,26 @@ class JsonRowEncoder:
             if error is not None:
                 where = "/".join(str(p) for p in error.absolute_path) or "the record"
                 raise RecordFormatError(f"row {i} of the chunk, at {where}: {error.message}")
-            texts.append(json.dumps(document, separators=(",", ":")).encode("utf-8"))
+            texts.append(self._dumps(document).encode("utf-8"))
         offsets = np.zeros(len(texts) + 1, np.int64)
         np.cumsum([len(t) for t in texts], out=offsets[1:])
         data = np.frombuffer(b"".join(texts) or b"\0", np.uint8)
         return av.binary_array(data, offsets.astype(np.int32), pa.binary(), valid)
+
+
+def _exact_dumps(value: Any) -> str:
+    """Compact JSON with every ``Decimal`` written as a number with all its digits (``json``
+    would need a float, which keeps 17 significant digits)."""
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise RecordFormatError(f"{value} is not a JSON number")
+        return str(value) if "E" not in str(value) else f"{value:f}"
+    if isinstance(value, dict):
+        items = (f"{json.dumps(str(k))}:{_exact_dumps(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_exact_dumps(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def derive_json_schema(arrow_type: pa.DataType, name: str) -> dict[str, Any]:

@@ -25,8 +25,9 @@ _COLUMN: tuple[tuple[str, str | None, str, str], ...] = (
     (
         "Subject",
         None,
-        "the subject of the reader (writer) schema; default `<topic>-{column}` (the source "
-        "needs one unless it subscribes to exactly one topic)",
+        "the subject of the reader (writer) schema; default from the naming strategy "
+        "(`<topic>-{column}`: the source needs one unless it subscribes to exactly one topic); "
+        "on the source a comma list reads several record types, one struct field each",
         "both",
     ),
     (
@@ -39,20 +40,37 @@ _COLUMN: tuple[tuple[str, str | None, str, str], ...] = (
     (
         "SubjectNameStrategy",
         "topic",
-        "`topic` (`<topic>-{column}`), `record` (the record's full name) or `topic-record`",
-        "sink",
+        "`topic` (`<topic>-{column}`), `record` (the record's full name) or `topic-record`; "
+        "on the source with `record`/`topic-record`, the `{column}RecordName` entries are the "
+        "record types read",
+        "both",
     ),
     (
         "RecordName",
         "topLevelRecord",
         "the name of a schema the sink derives (Avro record, Protobuf message, JSON Schema "
-        "title), e.g. `shop.Payment`",
-        "sink",
+        "title), e.g. `shop.Payment`; on the source, the record type(s) read (comma-separated)",
+        "both",
+    ),
+    (
+        "MessageName",
+        None,
+        "Protobuf: the message of the schema's file to read or write (Spark's "
+        "`from_protobuf(messageName)`; default: the record's message indexes, else the first)",
+        "both",
+    ),
+    (
+        "Schema",
+        None,
+        "a reader schema given inline (Spark's `avroSchema`): records are resolved against it, "
+        "no subject is looked up",
+        "source",
     ),
 )
 #: Column option suffix (lower case) -> its spelling, and those only the sink reads.
 COLUMN_SUFFIXES = {suffix.lower(): suffix for suffix, _, _, _ in _COLUMN}
 SINK_ONLY_SUFFIXES = tuple(suffix.lower() for suffix, _, _, side in _COLUMN if side == "sink")
+SOURCE_ONLY_SUFFIXES = tuple(suffix.lower() for suffix, _, _, side in _COLUMN if side == "source")
 
 #: The registry's own settings: name after the prefix, default, meaning.
 _SETTINGS: tuple[tuple[str, str | None, str], ...] = (
@@ -60,7 +78,17 @@ _SETTINGS: tuple[tuple[str, str | None, str], ...] = (
     ("basic.auth.user.info", None, "`user:password`; never in a message"),
     ("basic.auth.credentials.source", None, "`user_info` or `url` (`https://user:pw@host`)"),
     ("bearer.auth.token", None, "a static bearer token"),
-    ("bearer.auth.credentials.source", None, "`static_token`"),
+    (
+        "bearer.auth.credentials.source",
+        None,
+        "`static_token`, or `OAUTHBEARER`: OAuth client credentials from the issuer below",
+    ),
+    ("bearer.auth.issuer.endpoint.url", None, "OAuth: the token endpoint"),
+    ("bearer.auth.client.id", None, "OAuth: the client id"),
+    ("bearer.auth.client.secret", None, "OAuth: the client secret; never in a message"),
+    ("bearer.auth.scope", None, "OAuth: the scope asked for"),
+    ("bearer.auth.logical.cluster", None, "Confluent Cloud: the registry's logical cluster"),
+    ("bearer.auth.identity.pool.id", None, "Confluent Cloud: the identity pool"),
     ("ssl.ca.location", None, "a PEM file of the authorities to trust (default: the system's)"),
     ("ssl.certificate.location", None, "the client certificate (PEM)"),
     ("ssl.key.location", None, "the client key (PEM)"),
@@ -68,8 +96,8 @@ _SETTINGS: tuple[tuple[str, str | None, str], ...] = (
     (
         "request.timeout.ms",
         "10000",
-        "per request; a failed one is tried on the next URL, 3 rounds, then the query fails "
-        "naming the registry",
+        "per request, and how long a registry that cannot be reached is retried (every URL in "
+        "turn) before the task fails naming it",
     ),
 )
 #: Setting name after the prefix -> the option's full name.
@@ -100,6 +128,15 @@ def _specs(sink: bool) -> tuple[OptionSpec[Any], ...]:
             )
         )
     else:
+        specs.append(
+            OptionSpec(
+                "upcastUnsignedInts",
+                "Protobuf: read `uint32` as `bigint` and `uint64` as `decimal(20,0)` (Spark's "
+                "`upcast.unsigned.ints`); default: as Spark reads them, `int` and `bigint`",
+                None,
+                "false",
+            )
+        )
         specs.append(
             OptionSpec(
                 "mode",

@@ -8,8 +8,8 @@ and ``valueSchemaId`` (``key...`` alike); ``mode`` is ``FAILFAST`` or ``PERMISSI
 Spark's ``from_avro``; the sink adds ``valueSubjectNameStrategy`` and ``autoRegisterSchemas``.
 :func:`parse_formats` takes the keys it knows out of the options and returns the rest for the
 caller's own checks. Nothing here touches the network: the reader schema is resolved when the
-query starts (:mod:`unaligned.registry.resolution`). Every option's name, default and meaning
-is declared in :mod:`unaligned.registry.option_specs`.
+query starts (:mod:`unaligned.registry.resolution`). What each option means: README.md,
+"Schema Registry formats".
 """
 
 from __future__ import annotations
@@ -17,27 +17,14 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from dataclasses import dataclass, replace
 
 from unaligned.errors import OptionError
-from unaligned.options.parsing import parse_bool, parse_choice, parse_duration_ms, parse_positive
-from unaligned.registry.option_specs import (
-    COLUMN_SUFFIXES,
-    REGISTRY_PREFIX,
-    REGISTRY_SETTINGS,
-    REGISTRY_SINK_SPECS,
-    REGISTRY_SOURCE_SPECS,
-    SINK_ONLY_SUFFIXES,
-)
+from unaligned.options.parsing import parse_bool, parse_choice, parse_positive
+from unaligned.registry.option_specs import COLUMN_SUFFIXES, REGISTRY_PREFIX, SOURCE_ONLY_SUFFIXES
+from unaligned.registry.registry_settings import RegistryConfig, parse_registry
 
-#: Declared defaults by lower-cased key (``valueformat``: ``binary``, ...).
-_DEFAULTS: dict[str, str] = {
-    s.key: s.default
-    for s in (*REGISTRY_SOURCE_SPECS, *REGISTRY_SINK_SPECS)
-    if s.default is not None
-}
-REDACTED = "<redacted>"
+__all__ = ["REGISTRY_PREFIX", "RegistryConfig", "parse_formats"]
 
 
 class Format(enum.Enum):
@@ -80,54 +67,6 @@ class SubjectNameStrategy(enum.Enum):
 
 
 @dataclass(frozen=True)
-class RegistryConfig:
-    """Where the registry is and how to log in. Picklable (it travels to the read and write
-    tasks); its ``repr`` shows no credentials."""
-
-    urls: tuple[str, ...] = field(repr=False)  # may hold user:password@
-    user_info: str | None = field(default=None, repr=False)
-    bearer_token: str | None = field(default=None, repr=False)
-    ca_location: str | None = None
-    certificate_location: str | None = None
-    key_location: str | None = None
-    key_password: str | None = field(default=None, repr=False)
-    request_timeout_ms: int = 10_000
-    attempts: int = 3
-
-    def __repr__(self) -> str:
-        return f"RegistryConfig(urls={self.shown_urls()!r})"
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """Every secret of this configuration: never in a message."""
-        found = [self.user_info, self.bearer_token, self.key_password]
-        if self.user_info and ":" in self.user_info:
-            found.append(self.user_info.split(":", 1)[1])
-        for url in self.urls:
-            parts = urlsplit(url)
-            found += [parts.password, parts.username and parts.password and parts.netloc]
-        return tuple(s for s in found if s)
-
-    def redact(self, text: str) -> str:
-        """``text`` with every secret of this configuration replaced."""
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(secret, REDACTED)
-        return text
-
-    def shown_urls(self) -> str:
-        """The registry URLs as messages name them (no user or password)."""
-        return ", ".join(_url_without_user(url) for url in self.urls)
-
-
-def _url_without_user(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return parts._replace(netloc=host).geturl()
-
-
-@dataclass(frozen=True)
 class SchemaChoice:
     """Which registered schema a column is read or written with: ``schema_id``, else
     ``subject`` (``None``: the naming strategy's) at ``version`` (``None``: the latest when
@@ -151,7 +90,17 @@ class ColumnFormat:
     strategy: SubjectNameStrategy = SubjectNameStrategy.TOPIC
     record_name: str = "topLevelRecord"
     """The sink's name for a schema it derives (Avro record, Protobuf message, JSON Schema
-    title); Spark's ``to_avro`` calls it ``topLevelRecord``."""
+    title); Spark's ``to_avro`` calls it ``topLevelRecord``. The source's record names for
+    the ``record`` and ``topic-record`` strategies (comma-separated: several record types)."""
+    message_name: str | None = None
+    """Protobuf: the message read or written (``valueMessageName``; ``None``: the first)."""
+    upcast_unsigned: bool = False
+    """Protobuf: uint32 as bigint, uint64 as decimal(20,0) (``upcastUnsignedInts``)."""
+    inline_schema: str | None = None
+    """The source's reader schema given as text (``valueSchema``), no registry look-up."""
+    subjects: tuple[tuple[str, str], ...] = ()
+    """The source's (field, subject) of each record type when several are read (one struct
+    field per type: ``valueSubject`` a comma-separated list, or several record names)."""
 
 
 @dataclass(frozen=True)
@@ -169,15 +118,20 @@ class RecordFormats:
         return tuple(c for c in (self.key, self.value) if c is not None)
 
 
+_COLUMN_OPTIONS = tuple(COLUMN_SUFFIXES)
+_SOURCE_ONLY = SOURCE_ONLY_SUFFIXES
+_SPELLED = COLUMN_SUFFIXES
+
+
 def is_format_option(key: str, *, sink: bool) -> bool:
     """Whether this module reads the (lower-cased) option ``key``."""
     if key.startswith(REGISTRY_PREFIX) or key == "mode":
         return True
-    if sink and key == "autoregisterschemas":
+    if key == ("autoregisterschemas" if sink else "upcastunsignedints"):
         return True
     for column in ("key", "value"):
-        if key.startswith(column) and key[len(column) :] in COLUMN_SUFFIXES:
-            return sink or key[len(column) :] not in SINK_ONLY_SUFFIXES
+        if key.startswith(column) and key[len(column) :] in _COLUMN_OPTIONS:
+            return not sink or key[len(column) :] not in _SOURCE_ONLY
     return False
 
 
@@ -196,15 +150,16 @@ def parse_formats(options: Mapping[str, str], *, sink: bool) -> RecordFormats | 
             )
         return None
     mode = DecodeMode(
-        parse_choice("mode", given.get("mode", _DEFAULTS["mode"]), [m.value for m in DecodeMode])
+        parse_choice("mode", given.get("mode", "FAILFAST"), [m.value for m in DecodeMode])
     )
     if sink and "mode" in given:
         raise OptionError("option 'mode' applies to the source (how records that fail to decode)")
-    auto = parse_bool(
-        "autoRegisterSchemas", given.get("autoregisterschemas", _DEFAULTS["autoregisterschemas"])
-    )
+    auto = parse_bool("autoRegisterSchemas", given.get("autoregisterschemas", "true"))
+    upcast = parse_bool("upcastUnsignedInts", given.get("upcastunsignedints", "false"))
+    if upcast:
+        columns = {k: c and replace(c, upcast_unsigned=True) for k, c in columns.items()}
     return RecordFormats(
-        registry=_registry(given),
+        registry=parse_registry(given),
         value=columns["value"],
         key=columns["key"],
         mode=mode,
@@ -213,12 +168,12 @@ def parse_formats(options: Mapping[str, str], *, sink: bool) -> RecordFormats | 
 
 
 def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat | None:
-    raw = given.get(f"{column}format", _DEFAULTS[f"{column}format"])
+    raw = given.get(f"{column}format", "binary")
     fmt = Format(parse_choice(f"{column}Format", raw, [f.value for f in Format]))
     if fmt is Format.BINARY:
         extra = [k for k in given if k.startswith(column) and k != f"{column}format"]
         if extra:
-            spelled = column + COLUMN_SUFFIXES.get(extra[0][len(column) :], extra[0][len(column) :])
+            spelled = column + _SPELLED.get(extra[0][len(column) :], extra[0][len(column) :])
             raise OptionError(
                 f"option '{spelled}' needs option '{column}Format' set to a registry format"
             )
@@ -232,20 +187,44 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
         version = parse_positive(f"{column}SchemaVersion", version_raw)
     id_raw = given.get(f"{column}schemaid")
     schema_id = None if id_raw is None else parse_positive(f"{column}SchemaId", id_raw)
+    inline = given.get(f"{column}schema")
     if schema_id is not None and (subject is not None or version_raw is not None):
         raise OptionError(
             f"option '{column}SchemaId' names the schema itself: leave out '{column}Subject' "
             f"and '{column}SchemaVersion'"
         )
+    if inline is not None and (schema_id is not None or version_raw is not None):
+        raise OptionError(
+            f"option '{column}Schema' gives the reader schema itself: leave out "
+            f"'{column}SchemaId' and '{column}SchemaVersion'"
+        )
     strategy = SubjectNameStrategy(
         parse_choice(
             f"{column}SubjectNameStrategy",
-            given.get(f"{column}subjectnamestrategy", _DEFAULTS[f"{column}subjectnamestrategy"]),
+            given.get(f"{column}subjectnamestrategy", "topic"),
             [s.value for s in SubjectNameStrategy],
         )
     )
+    names_raw = given.get(f"{column}recordname")
+    names = _named_list(f"{column}RecordName", names_raw or "topLevelRecord", sink)
+    subjects: tuple[tuple[str, str], ...] = ()
+    if not sink and subject is not None and "," in subject:
+        subjects = _named_list(f"{column}Subject", subject, sink=False)
+        strategy = SubjectNameStrategy.TOPIC  # the subjects are named: no strategy applies
+    elif not sink and strategy is not SubjectNameStrategy.TOPIC and subject is None:
+        if names_raw is None:
+            raise OptionError(
+                f"option '{column}SubjectNameStrategy' {strategy.value} needs option "
+                f"'{column}RecordName' (the record's full name, several comma-separated)"
+            )
+        subjects = names if len(names) > 1 else ()
+    if subjects and (version_raw is not None or schema_id is not None or inline is not None):
+        raise OptionError(
+            f"several record types in '{column}' are read at their latest versions: leave out "
+            f"'{column}SchemaVersion', '{column}SchemaId' and '{column}Schema'"
+        )
     choice = SchemaChoice(
-        subject.strip() if subject else None,
+        subject.strip() if subject and not subjects else None,
         version,
         schema_id,
         pinned=schema_id is not None or version_raw is not None,
@@ -260,74 +239,56 @@ def _column(given: Mapping[str, str], column: str, sink: bool) -> ColumnFormat |
             f"option '{column}SchemaVersion' with a {strategy.value} naming strategy needs "
             f"option '{column}Subject'"
         )
-    name = given.get(f"{column}recordname", _DEFAULTS[f"{column}recordname"]).strip()
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
-        raise OptionError(
-            f"option '{column}RecordName' must be a name like 'shop.Customer', got {name!r}"
-        )
-    return ColumnFormat(column, fmt, choice, strategy, name)
-
-
-def _registry(given: Mapping[str, str]) -> RegistryConfig:
-    settings: dict[str, str] = {}
-    for key, raw in given.items():
-        if not key.startswith(REGISTRY_PREFIX):
-            continue
-        name = key[len(REGISTRY_PREFIX) :]
-        if name not in REGISTRY_SETTINGS:
-            raise OptionError(
-                f"unknown option 'schema.registry.{name}'; known: "
-                + ", ".join(sorted(REGISTRY_SETTINGS.values()))
-            )
-        settings[name] = raw
-    urls = tuple(u.strip().rstrip("/") for u in settings.get("url", "").split(",") if u.strip())
-    if not urls:
-        raise OptionError(
-            "a Schema Registry format needs option 'schema.registry.url' (e.g. "
-            "http://registry:8081; several, comma-separated, are tried in turn)"
-        )
-    for url in urls:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise OptionError(
-                "option 'schema.registry.url' must be http(s)://host[:port][/path], got "
-                f"{_url_without_user(url)!r}"
-            )
-    for source_key, wanted in (
-        ("basic.auth.credentials.source", ("user_info", "url")),
-        ("bearer.auth.credentials.source", ("static_token",)),
-    ):
-        if source_key in settings:
-            parse_choice(f"schema.registry.{source_key}", settings[source_key], wanted)
-    user_info = settings.get("basic.auth.user.info")
-    if user_info is not None and ":" not in user_info:
-        raise OptionError(
-            "option 'schema.registry.basic.auth.user.info' must be 'user:password' "
-            "(value not shown)"
-        )
-    token = settings.get("bearer.auth.token")
-    if user_info is not None and token is not None:
-        raise OptionError(
-            "options 'schema.registry.basic.auth.user.info' and "
-            "'schema.registry.bearer.auth.token' both set: give one way to log in"
-        )
-    cert = settings.get("ssl.certificate.location")
-    key_file = settings.get("ssl.key.location")
-    if key_file is not None and cert is None:
-        raise OptionError(
-            "option 'schema.registry.ssl.key.location' needs "
-            "'schema.registry.ssl.certificate.location' (the client certificate)"
-        )
-    timeout = settings.get("request.timeout.ms", _DEFAULTS["schema.registry.request.timeout.ms"])
-    return RegistryConfig(
-        urls=urls,
-        user_info=user_info,
-        bearer_token=token,
-        ca_location=settings.get("ssl.ca.location"),
-        certificate_location=cert,
-        key_location=key_file,
-        key_password=settings.get("ssl.key.password"),
-        request_timeout_ms=parse_duration_ms(
-            "schema.registry.request.timeout.ms", str(timeout), minimum=1
-        ),
+    message = given.get(f"{column}messagename")
+    if message is not None and fmt is not Format.PROTOBUF:
+        raise OptionError(f"option '{column}MessageName' applies to protobuf-confluent")
+    if (
+        not sink
+        and message is None
+        and fmt is Format.PROTOBUF
+        and strategy is not SubjectNameStrategy.TOPIC
+        and names_raw is not None
+        and not subjects
+    ):  # the record name is the message's (the file may hold several)
+        message = names[0][1]
+    return ColumnFormat(
+        column,
+        fmt,
+        choice,
+        strategy,
+        names[0][1],
+        message_name=message.strip() if message else None,
+        inline_schema=inline,
+        subjects=subjects,
     )
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+
+
+def _named_list(option: str, raw: str, sink: bool) -> tuple[tuple[str, str], ...]:
+    """``a.B`` or ``field=a.B`` entries, comma-separated (one for the sink), as (field name,
+    value); the field name defaults to the value's last ``.``/``-`` part."""
+    entries = [e.strip() for e in raw.split(",") if e.strip()]
+    if not entries or (sink and len(entries) > 1):
+        raise OptionError(f"option '{option}' must be one name like 'shop.Customer', got {raw!r}")
+    found: dict[str, str] = {}
+    for entry in entries:
+        field_name, _, value = entry.rpartition("=")
+        value = value.strip()
+        field_name = field_name.strip() or re.split(r"[.\-]", value)[-1]
+        record_option = option.endswith("RecordName")
+        if (record_option and not re.fullmatch(_NAME, value)) or not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*", field_name
+        ):
+            raise OptionError(
+                f"option '{option}' must be names like 'shop.Customer' or "
+                f"'customer=shop.Customer' (comma-separated), got {entry!r}"
+            )
+        if field_name in found:
+            raise OptionError(
+                f"option '{option}' names two record types {field_name!r}: name their fields, "
+                f"e.g. '{field_name}1={found[field_name]},{field_name}2={value}'"
+            )
+        found[field_name] = value
+    return tuple(found.items())

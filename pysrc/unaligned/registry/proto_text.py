@@ -73,4 +73,11 @@ def _proto_type(t: pa.DataType, name: str, indent: str) -> tuple[str, list[str]]
     for check, proto in simple:
         if check(t):
             return proto, []
+    if types.is_decimal(t) or types.is_date(t):
+        raise RecordFormatError(
+            f"column {name!r} has type {t}: the sink derives no Protobuf type for decimals and "
+            "dates (proto3 has none; Confluent's confluent.type.Decimal and google.type.Date "
+            "are not written). Cast it to a string (exact) or a double/int before writing, or "
+            "write the column with avro-confluent or json-schema-confluent, which keep it"
+        )
     raise RecordFormatError(f"column {name!r} has type {t}, which has no Protobuf type here")

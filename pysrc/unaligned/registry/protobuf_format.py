@@ -1,29 +1,26 @@
-"""Protobuf (``protobuf-confluent``): the registry's ``.proto`` text compiled by ``protoc``, mapped
-to Spark types as Spark's ``from_protobuf`` maps them, records decoded and rows encoded.
+"""Protobuf (``protobuf-confluent``): a registered schema's message mapped to Spark types as
+Spark's ``from_protobuf`` maps it, records decoded and rows encoded. Loading the schema (``.proto``
+text or a serialized descriptor): :mod:`unaligned.registry.protobuf_schema`.
 
-Needs ``pip install 'unaligned[protobuf]'`` (``protobuf``, and ``grpcio-tools``, which ships
-``protoc`` and the well-known types): the registry holds schemas as ``.proto`` text, and
-Python's protobuf cannot parse text. :func:`compiled` runs ``protoc`` once per schema and
-process (the schema and its references written to a temporary directory under their import
-names) and loads the descriptors into a pool of their own.
-
-The column's message is the reader schema's first message (a record's message indexes name
-the writer's message; a record of another message fails as the ``mode`` says). Mapping:
-int32/sint32/sfixed32 -> int; int64, uint32, uint64 and their kinds -> bigint; float, double,
+The column's message is ``valueMessageName`` (Spark's ``from_protobuf(messageName)``), else the
+reader schema's first message. Each record's message indexes name the writer's message; a
+record of another message fails as the ``mode`` says. Mapping, Spark's: int32, sint32,
+sfixed32, uint32, fixed32 -> int; the 64-bit kinds -> bigint (an unsigned value above the
+signed range wraps to a negative one, as Java reads it); with ``upcastUnsignedInts`` (Spark's
+``upcast.unsigned.ints``) uint32 -> bigint and uint64 -> decimal(20,0), exact; float, double,
 bool, string, bytes; enum -> string (its name); message -> struct (every field nullable: an
 unset message or ``optional`` field is null, a proto3 scalar without presence is its value);
 ``google.protobuf.Timestamp`` -> timestamp; repeated -> array; map -> map; a recursive message
-is refused. Records are decoded row by row with protobuf's parser. The schema the sink derives
-from a column's type: :mod:`unaligned.registry.proto_text`.
+is refused. Records are decoded row by row with protobuf's parser; a value Arrow refuses fails
+its record only. The schema the sink derives from a column's type:
+:mod:`unaligned.registry.proto_text`.
 """
 
 from __future__ import annotations
 
 import datetime
-import os
-import tempfile
+import decimal
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +30,7 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DataType,
+    DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
@@ -44,110 +42,32 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from unaligned._util.process_memo import ProcessMemo
-from unaligned.errors import MissingExtraError, RecordFormatError
+from unaligned.errors import RecordFormatError
 from unaligned.registry import avro_vectors as av
 from unaligned.registry.framing import Frames, message_indexes
+from unaligned.registry.options import ColumnFormat
+from unaligned.registry.protobuf_schema import compiled, message_index_bytes
 from unaligned.registry.schemas import ResolvedSchema
 
-EXTRA = "pip install 'unaligned[protobuf]'"
 TIMESTAMP = "google.protobuf.Timestamp"
-
-
-def _modules() -> tuple[Any, Any, Any]:
-    try:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-    except ImportError:
-        raise MissingExtraError(f"protobuf-confluent needs the protobuf package: {EXTRA}") from None
-    return descriptor_pb2, descriptor_pool, message_factory
-
-
-class Compiled:
-    """A schema's descriptors in a pool of their own, and its messages' classes."""
-
-    def __init__(self, resolved: ResolvedSchema) -> None:
-        descriptor_pb2, descriptor_pool, message_factory = _modules()
-        files = descriptor_pb2.FileDescriptorSet.FromString(_protoc(resolved))
-        self.pool = descriptor_pool.DescriptorPool()
-        for proto in files.file:
-            self.pool.Add(proto)
-        self.main = self.pool.FindFileByName(_MAIN)
-        self._factory = message_factory
-
-    def message(self, path: tuple[int, ...]) -> Any:
-        """The descriptor of the message at Confluent's message index ``path``."""
-        messages = list(self.main.message_types_by_name.values())
-        found = messages[path[0]]
-        for index in path[1:]:
-            found = found.nested_types[index]
-        return found
-
-    def message_class(self, descriptor: Any) -> Any:
-        return self._factory.GetMessageClass(descriptor)
-
-
-_MAIN = "unaligned_schema.proto"
-_COMPILED: ProcessMemo[ResolvedSchema, Compiled] = ProcessMemo()
-
-
-def compiled(resolved: ResolvedSchema) -> Compiled:
-    return _COMPILED.get_or_compute(resolved, lambda: Compiled(resolved))
-
-
-def _protoc(resolved: ResolvedSchema) -> bytes:
-    """``protoc --include_imports --descriptor_set_out`` of the schema and its references."""
-    try:
-        import grpc_tools
-        from grpc_tools import protoc
-    except ImportError:
-        raise MissingExtraError(
-            f"protobuf-confluent compiles the registry's .proto text with protoc: {EXTRA}"
-        ) from None
-    include = Path(grpc_tools.__file__).parent / "_proto"
-    with tempfile.TemporaryDirectory(prefix="unaligned-proto-") as work:
-        root = Path(work)
-        for name, schema in (*resolved.referenced, (_MAIN, resolved.schema)):
-            target = root / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(schema.text)
-        out, log = root / "out.pb", root / "protoc.log"
-        saved = os.dup(2)
-        try:
-            with open(log, "wb") as sink:
-                os.dup2(sink.fileno(), 2)
-                code = protoc.main(
-                    [
-                        "protoc",
-                        f"-I{root}",
-                        f"-I{include}",
-                        "--include_imports",
-                        f"--descriptor_set_out={out}",
-                        str(root / _MAIN),
-                    ]
-                )
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        if code != 0:
-            raise RecordFormatError(
-                f"protoc cannot compile {resolved.describe()}: "
-                + log.read_text(errors="replace").replace(str(root) + "/", "").strip()
-            )
-        return out.read_bytes()
 
 
 # --- Protobuf -> Spark ------------------------------------------------------------------------
 
 
-def _scalar_type(field_type: int) -> DataType:
+def _scalar_type(field_type: int, upcast: bool) -> DataType:
     from google.protobuf.descriptor import FieldDescriptor as F
 
+    if upcast and field_type == F.TYPE_UINT32:
+        return LongType()
+    if upcast and field_type == F.TYPE_UINT64:
+        return DecimalType(20, 0)
     table: dict[int, DataType] = {
         F.TYPE_INT32: IntegerType(),
         F.TYPE_SINT32: IntegerType(),
         F.TYPE_SFIXED32: IntegerType(),
-        F.TYPE_UINT32: LongType(),
-        F.TYPE_FIXED32: LongType(),
+        F.TYPE_UINT32: IntegerType(),
+        F.TYPE_FIXED32: IntegerType(),
         F.TYPE_INT64: LongType(),
         F.TYPE_SINT64: LongType(),
         F.TYPE_SFIXED64: LongType(),
@@ -163,7 +83,7 @@ def _scalar_type(field_type: int) -> DataType:
     return table[field_type]
 
 
-def message_type(descriptor: Any, seen: tuple[str, ...] = ()) -> DataType:
+def message_type(descriptor: Any, upcast: bool = False, seen: tuple[str, ...] = ()) -> DataType:
     """The Spark type of a message (module docstring)."""
     if descriptor.full_name == TIMESTAMP:
         return TimestampType()
@@ -174,18 +94,17 @@ def message_type(descriptor: Any, seen: tuple[str, ...] = ()) -> DataType:
     seen = (*seen, descriptor.full_name)
     fields = []
     for field in descriptor.fields:
-        fields.append(StructField(field.name, _field_type(field, seen), True))
+        fields.append(StructField(field.name, _field_type(field, upcast, seen), True))
     return StructType(fields)
 
 
-def _field_type(field: Any, seen: tuple[str, ...]) -> DataType:
-
+def _field_type(field: Any, upcast: bool, seen: tuple[str, ...]) -> DataType:
     message = field.message_type
     if message is not None and message.GetOptions().map_entry:
-        key = _scalar_type(message.fields_by_name["key"].type)
+        key = _scalar_type(message.fields_by_name["key"].type, upcast)
         value_field = message.fields_by_name["value"]
-        return MapType(key, _single_type(value_field, seen), True)
-    single = _single_type(field, seen)
+        return MapType(key, _single_type(value_field, upcast, seen), True)
+    single = _single_type(field, upcast, seen)
     return ArrayType(single, False) if _repeated(field) else single
 
 
@@ -195,36 +114,41 @@ def _repeated(field: Any) -> bool:
     return bool(flag) if flag is not None else bool(field.label == 3)  # LABEL_REPEATED
 
 
-def _single_type(field: Any, seen: tuple[str, ...]) -> DataType:
+def _single_type(field: Any, upcast: bool, seen: tuple[str, ...]) -> DataType:
     if field.message_type is not None:
-        return message_type(field.message_type, seen)
-    return _scalar_type(field.type)
+        return message_type(field.message_type, upcast, seen)
+    return _scalar_type(field.type, upcast)
 
 
-def protobuf_spark_type(reader: ResolvedSchema) -> DataType:
-    return message_type(compiled(reader).message((0,)))
+def reader_message(reader: ResolvedSchema, column: ColumnFormat) -> Any:
+    """The message a column reads (``valueMessageName``, else the schema's first)."""
+    return compiled(reader).message_named(column.message_name)
+
+
+def protobuf_spark_type(reader: ResolvedSchema, column: ColumnFormat) -> DataType:
+    return message_type(reader_message(reader, column), column.upcast_unsigned)
 
 
 # --- decoding ---------------------------------------------------------------------------------
 
 
-def _converter(descriptor: Any) -> Callable[[Any], Any]:
+def _converter(descriptor: Any, upcast: bool) -> Callable[[Any], Any]:
     """A function from a message of ``descriptor`` to the value ``pa.array`` takes."""
     if descriptor.full_name == TIMESTAMP:
         epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
         return lambda m: epoch + datetime.timedelta(seconds=m.seconds, microseconds=m.nanos // 1000)
-    steps = [(f.name, _field_converter(f)) for f in descriptor.fields]
+    steps = [(f.name, _field_converter(f, upcast)) for f in descriptor.fields]
     return lambda m: {name: convert(m) for name, convert in steps}
 
 
-def _field_converter(field: Any) -> Callable[[Any], Any]:
-
+def _field_converter(field: Any, upcast: bool) -> Callable[[Any], Any]:
     name = field.name
     message = field.message_type
     if message is not None and message.GetOptions().map_entry:
-        value = _single_converter(message.fields_by_name["value"])
-        return lambda m: [(k, value(v)) for k, v in getattr(m, name).items()]
-    single = _single_converter(field)
+        key = _single_converter(message.fields_by_name["key"], upcast)
+        value = _single_converter(message.fields_by_name["value"], upcast)
+        return lambda m: [(key(k), value(v)) for k, v in getattr(m, name).items()]
+    single = _single_converter(field, upcast)
     if _repeated(field):
         return lambda m: [single(v) for v in getattr(m, name)]
     if field.has_presence:
@@ -232,27 +156,38 @@ def _field_converter(field: Any) -> Callable[[Any], Any]:
     return lambda m: single(getattr(m, name))
 
 
-def _single_converter(field: Any) -> Callable[[Any], Any]:
+def _single_converter(field: Any, upcast: bool) -> Callable[[Any], Any]:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
     if field.message_type is not None:
-        return _converter(field.message_type)
+        return _converter(field.message_type, upcast)
     if field.enum_type is not None:
         names = {v.number: v.name for v in field.enum_type.values}
         return lambda v: names.get(v, str(v))
+    if upcast and field.type == F.TYPE_UINT64:
+        return decimal.Decimal
+    if field.type in (F.TYPE_UINT64, F.TYPE_FIXED64):  # as Java's long holds them
+        return lambda v: v - (1 << 64) if v >= 1 << 63 else v
+    if field.type == F.TYPE_FIXED32 or (field.type == F.TYPE_UINT32 and not upcast):
+        return lambda v: v - (1 << 32) if v >= 1 << 31 else v
     return lambda v: v
 
 
 class ProtobufColumnDecoder:
-    """Records of one writer schema read as the reader's first message."""
+    """Records of one writer schema read as the reader's message."""
 
-    def __init__(self, reader: ResolvedSchema, writer: ResolvedSchema) -> None:
+    def __init__(
+        self, column: ColumnFormat, reader: ResolvedSchema, writer: ResolvedSchema
+    ) -> None:
         from pyspark.sql.pandas.types import to_arrow_type
 
         self._reader = compiled(reader)
         self._writer = compiled(writer)
-        self._message = self._reader.message((0,))
+        self._message = reader_message(reader, column)
         self._class = self._reader.message_class(self._message)
-        self._convert = _converter(self._message)
-        self._arrow = to_arrow_type(message_type(self._message), timezone="UTC")
+        self._convert = _converter(self._message, column.upcast_unsigned)
+        spark = message_type(self._message, column.upcast_unsigned)
+        self._arrow = to_arrow_type(spark, timezone="UTC")
 
     def decode(self, reading: av.Reading, frames: Frames, rows: np.ndarray) -> pa.Array:
         paths, starts, bad = message_indexes(frames, rows)
@@ -270,7 +205,7 @@ class ProtobufColumnDecoder:
                     reason = f"not a Protobuf {self._message.full_name}: {exc}"
             reading.fail_with(np.array([row]), reason)
             values.append(None)
-        return pa.array(values, self._arrow)
+        return av.checked_array(values, self._arrow, reading, rows)
 
     def _wrong_message(self, path: tuple[int, ...]) -> str | None:
         try:
@@ -278,7 +213,10 @@ class ProtobufColumnDecoder:
         except IndexError:
             return f"its message indexes {list(path)} name no message of the writer's schema"
         if name != self._message.full_name:
-            return f"it holds message {name}, not the reader's {self._message.full_name}"
+            return (
+                f"it holds message {name}, not the reader's {self._message.full_name} (option "
+                "'valueMessageName' / 'keyMessageName' names the message to read)"
+            )
         return None
 
 
@@ -324,20 +262,29 @@ def _set_message(message: Any, descriptor: Any, value: Any) -> None:
 
 
 def _scalar(field: Any, value: Any) -> Any:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
     if field.enum_type is not None and isinstance(value, str):
         return field.enum_type.values_by_name[value].number
+    if isinstance(value, decimal.Decimal):  # uint64 read with upcastUnsignedInts
+        value = int(value)
+    if isinstance(value, int) and value < 0:  # the unsigned kinds read as Java does
+        if field.type in (F.TYPE_UINT64, F.TYPE_FIXED64):
+            return value + (1 << 64)
+        if field.type in (F.TYPE_UINT32, F.TYPE_FIXED32):
+            return value + (1 << 32)
     return value
 
 
 class ProtobufRowEncoder:
-    """Rows as the writer schema's first message; ``prefix``: its message indexes."""
+    """Rows as one message of the writer schema (``valueMessageName``, else its first);
+    ``prefix``: that message's indexes, as Confluent frames them."""
 
-    prefix = b"\x00"  # Confluent's short form of the message indexes [0]
-
-    def __init__(self, resolved: ResolvedSchema) -> None:
+    def __init__(self, resolved: ResolvedSchema, message_name: str | None = None) -> None:
         schema = compiled(resolved)
-        self._message = schema.message((0,))
+        self._message = schema.message_named(message_name)
         self._class = schema.message_class(self._message)
+        self.prefix = message_index_bytes(schema.path_of(self._message.full_name))
 
     def encode(self, column: pa.Array) -> pa.Array:
         payloads: list[bytes] = []

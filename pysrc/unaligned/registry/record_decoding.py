@@ -7,6 +7,9 @@ schema (:meth:`RecordDecoding.output_schema`): the column becomes the reader sch
 columns are added after Spark's Kafka columns:
 
 - ``valueSchemaId`` (int): the writer's schema id (null: a null value, or no framing);
+- with several record types in one topic (``valueSubject`` a comma-separated list, or several
+  ``valueRecordName`` with the ``record`` / ``topic-record`` naming strategy) ``value`` is a
+  struct of one field per type, the record's own type set and the others null;
 - with ``mode`` PERMISSIVE, ``valueError`` (string: why the row did not decode, null when it
   did) and ``valueRaw`` (binary: the row's bytes when it did not decode, else null) - the
   dead-letter route: write ``valueRaw`` to another topic in the same transaction.
@@ -22,7 +25,7 @@ the schemas and maps them to Spark types, loads neither for Avro.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql.types import (
@@ -35,12 +38,20 @@ from pyspark.sql.types import (
 )
 
 from unaligned.registry.avro_schema import parse_avro, spark_type
-from unaligned.registry.options import DecodeMode, Format, RecordFormats
+from unaligned.registry.options import (
+    ColumnFormat,
+    DecodeMode,
+    Format,
+    RecordFormats,
+    SubjectNameStrategy,
+)
 from unaligned.registry.schemas import (
     ColumnReading,
     ResolvedSchema,
     client_for,
     resolve_reader,
+    resolve_subject,
+    strategy_subject,
     subject_schemas,
 )
 
@@ -48,8 +59,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def reader_type(fmt: Format, reader: ResolvedSchema) -> DataType:
+def reader_type(column: ColumnFormat, reader: ResolvedSchema) -> DataType:
     """The Spark type of a column read with ``reader`` (Avro: pure Python, no numpy/pyarrow)."""
+    fmt = column.format
     if fmt is Format.AVRO:
         return spark_type(parse_avro(reader.schema.text, [s.text for _, s in reader.referenced]))[0]
     if fmt is Format.JSON_SCHEMA:
@@ -58,7 +70,20 @@ def reader_type(fmt: Format, reader: ResolvedSchema) -> DataType:
         return json_spark_type(reader)
     from unaligned.registry.protobuf_format import protobuf_spark_type
 
-    return protobuf_spark_type(reader)
+    return protobuf_spark_type(reader, column)
+
+
+def column_type(reading: ColumnReading) -> DataType:
+    """The decoded column's Spark type: the reader's, or with several record types a struct
+    of one field per type (only the record's own type set)."""
+    if not reading.branches:
+        return reader_type(reading.format, reading.reader)
+    return StructType(
+        [
+            StructField(name, reader_type(branch.format, branch.reader), True)
+            for name, branch in reading.branches
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -74,6 +99,21 @@ class RecordDecoding:
         client = client_for(formats.registry)
         columns = []
         for column in formats.columns:
+            if column.subjects:
+                branches = []
+                for name, entry in column.subjects:
+                    subject = strategy_subject(column, entry, topics)
+                    branch = column
+                    if column.format is Format.PROTOBUF and column.strategy is not (
+                        SubjectNameStrategy.TOPIC
+                    ):  # the record name is the message's (the file may hold several)
+                        branch = replace(column, message_name=entry)
+                    reader = resolve_subject(client, branch, subject)
+                    known = subject_schemas(client, reader, column.format)
+                    branches.append((name, ColumnReading(branch, reader, known)))
+                first = branches[0][1]
+                columns.append(ColumnReading(column, first.reader, (), tuple(branches)))
+                continue
             reader = resolve_reader(client, column, topics)
             known = subject_schemas(client, reader, column.format)
             columns.append(ColumnReading(column, reader, known))
@@ -87,9 +127,7 @@ class RecordDecoding:
         fields = list(base.fields)
         for reading in self.columns:
             at = [f.name for f in fields].index(reading.name)
-            fields[at] = StructField(
-                reading.name, reader_type(reading.format.format, reading.reader), True
-            )
+            fields[at] = StructField(reading.name, column_type(reading), True)
         for reading in self.columns:
             fields.append(StructField(f"{reading.name}SchemaId", IntegerType(), True))
             if self.formats.mode is DecodeMode.PERMISSIVE:

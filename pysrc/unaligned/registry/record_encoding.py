@@ -78,7 +78,8 @@ def derived_schema(column: ColumnFormat, arrow_type: pa.DataType) -> tuple[str, 
     return derive_proto(arrow_type, name), name
 
 
-def _encoder(fmt: Format, resolved: ResolvedSchema) -> tuple[RowEncoder, bytes]:
+def _encoder(column: ColumnFormat, resolved: ResolvedSchema) -> tuple[RowEncoder, bytes]:
+    fmt = column.format
     texts = [s.text for _, s in resolved.referenced]
     if fmt is Format.AVRO:
         from unaligned.registry.avro_encoder import AvroRowEncoder
@@ -90,7 +91,7 @@ def _encoder(fmt: Format, resolved: ResolvedSchema) -> tuple[RowEncoder, bytes]:
         return JsonRowEncoder(resolved.schema.text), b""
     from unaligned.registry.protobuf_format import ProtobufRowEncoder
 
-    encoder = ProtobufRowEncoder(resolved)
+    encoder = ProtobufRowEncoder(resolved, column.message_name)
     return encoder, encoder.prefix
 
 
@@ -133,7 +134,7 @@ def _resolve(
             schema = found
     check_type(schema, fmt, column.column)
     resolved = ResolvedSchema(schema, client.referenced(schema))
-    encoder, prefix = _encoder(fmt, resolved)
+    encoder, prefix = _encoder(column, resolved)
     return WriterSchema(resolved, encoder, prefix)
 
 

@@ -2,14 +2,15 @@
 writers', fetched once per schema id and worker process.
 
 :func:`resolve_reader` (driver, when the query starts: ``DataSource.schema()``) asks the
-registry for the column's schema (``valueSchemaId``; else ``valueSubject`` or, with one
-subscribed topic, ``<topic>-value`` at ``valueSchemaVersion`` or its latest version) with every
-schema it references, and :func:`subject_schemas` for the subject's other versions. A
-:class:`ResolvedSchema` is picklable: they travel to the read tasks in the pickled reader, so
-records written with any of them never ask the registry.
-:func:`writer_schema` fetches another id in a read task once per worker process
-(:class:`~unaligned._util.process_memo.ProcessMemo`); a registry that is down later in a run fails
-only records of ids the process has not seen yet.
+registry for the column's schema (``valueSchemaId``; else the subject: ``valueSubject``, or the
+naming strategy's: ``<topic>-value`` with one subscribed topic, the record name, or
+``<topic>-<record name>``, at ``valueSchemaVersion`` or its latest version) with every schema
+it references, and :func:`subject_schemas` for the subject's other versions; ``valueSchema``
+gives the reader schema inline instead (no look-up). A :class:`ResolvedSchema` is picklable:
+they travel to the read tasks in the pickled reader, so records written with any of them never
+ask the registry. :func:`writer_schema` fetches another id in a read task once per worker
+process (:class:`~unaligned._util.process_memo.ProcessMemo`); a registry that cannot be reached
+then fails the task once the registry timeout has passed, never a record.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import OptionError
 from unaligned.registry.client import RegisteredSchema, RegistryClient
-from unaligned.registry.options import ColumnFormat, Format, RegistryConfig
+from unaligned.registry.options import ColumnFormat, Format, RegistryConfig, SubjectNameStrategy
 
 
 @dataclass(frozen=True)
@@ -41,22 +42,33 @@ class ResolvedSchema:
         return f"schema id {self.schema_id}{where}"
 
 
+#: The schema id of a reader schema given inline (``valueSchema``): no record carries it.
+INLINE_ID = -1
+
+
 @dataclass(frozen=True)
 class ColumnReading:
-    """A column's format and the reader schema resolved for it when the query started."""
+    """A column's format and the reader schema resolved for it when the query started; with
+    several record types (``branches``: (struct field, its reading)), ``reader`` is the first
+    type's and the column is a struct of one field per type."""
 
     format: ColumnFormat
     reader: ResolvedSchema
     known: tuple[ResolvedSchema, ...] = ()
     """The subject's other versions when the query started (no request for their ids)."""
+    branches: tuple[tuple[str, ColumnReading], ...] = ()
 
     @property
     def name(self) -> str:
         return self.format.column
 
+    def ids(self) -> frozenset[int]:
+        return frozenset(s.schema_id for s in (self.reader, *self.known))
+
 
 _CLIENTS: ProcessMemo[RegistryConfig, RegistryClient] = ProcessMemo()
 _WRITERS: ProcessMemo[tuple[RegistryConfig, int], ResolvedSchema] = ProcessMemo()
+_SUBJECTS: ProcessMemo[tuple[RegistryConfig, int], tuple[str, ...]] = ProcessMemo()
 
 
 def client_for(config: RegistryConfig) -> RegistryClient:
@@ -65,17 +77,29 @@ def client_for(config: RegistryConfig) -> RegistryClient:
 
 
 def default_subject(column: ColumnFormat, topics: tuple[str, ...] | None) -> str:
-    """The subject a column's schema is read from: ``valueSubject``, else ``<topic>-value``
-    of the one subscribed topic (Confluent's TopicNameStrategy)."""
+    """The subject a column's schema is read from: ``valueSubject``, else the naming
+    strategy's (Confluent's): ``<topic>-value`` of the one subscribed topic, the record name,
+    or ``<topic>-<record name>`` of the one subscribed topic."""
     if column.choice.subject is not None:
         return column.choice.subject
+    return strategy_subject(column, column.record_name, topics)
+
+
+def strategy_subject(column: ColumnFormat, entry: str, topics: tuple[str, ...] | None) -> str:
+    """The subject of ``entry`` (a record name, or a subject the user named) for the column's
+    naming strategy."""
+    strategy, name = column.strategy, column.column
+    if column.subjects and strategy is SubjectNameStrategy.TOPIC:
+        return entry
+    if strategy is SubjectNameStrategy.RECORD:
+        return entry
     if topics is not None and len(topics) == 1:
-        return f"{topics[0]}-{column.column}"
-    name = column.column
+        return strategy.subject(topics[0], entry, name)
     raise OptionError(
         f"option '{name}Format' needs the reader schema: set option '{name}Subject' (and "
-        f"optionally '{name}SchemaVersion') or '{name}SchemaId'; '<topic>-{name}' is assumed "
-        "only for a subscription to exactly one topic"
+        f"optionally '{name}SchemaVersion'), '{name}SchemaId', '{name}Schema', or "
+        f"'{name}SubjectNameStrategy' record with '{name}RecordName'; the topic naming "
+        "strategies apply only to a subscription to exactly one topic"
     )
 
 
@@ -85,10 +109,24 @@ def resolve_reader(
     """The reader schema of ``column`` (module docstring). Raises
     :class:`~unaligned.errors.SchemaRegistryError` or :class:`OptionError`."""
     choice = column.choice
+    if column.inline_schema is not None:
+        inline = RegisteredSchema(INLINE_ID, column.format.schema_type, column.inline_schema)
+        return ResolvedSchema(inline)
     if choice.schema_id is not None:
         schema = client.schema_by_id(choice.schema_id)
     else:
         schema = client.subject_version(default_subject(column, topics), choice.version)
+    return _resolved(client, schema, column)
+
+
+def resolve_subject(client: RegistryClient, column: ColumnFormat, subject: str) -> ResolvedSchema:
+    """The latest schema of ``subject`` for ``column``, with its references."""
+    return _resolved(client, client.subject_version(subject, None), column)
+
+
+def _resolved(
+    client: RegistryClient, schema: RegisteredSchema, column: ColumnFormat
+) -> ResolvedSchema:
     check_type(schema, column.format, column.column)
     resolved = ResolvedSchema(schema, client.referenced(schema))
     remember(client.config, resolved)
@@ -141,3 +179,11 @@ def writer_schema(config: RegistryConfig, schema_id: int) -> ResolvedSchema:
         return ResolvedSchema(schema, client.referenced(schema))
 
     return _WRITERS.get_or_compute((config, schema_id), fetch)
+
+
+def subjects_of(config: RegistryConfig, schema_id: int) -> tuple[str, ...]:
+    """The subjects ``schema_id`` is registered under, asked once per process (which record
+    type of a column with several a writer id belongs to)."""
+    return _SUBJECTS.get_or_compute(
+        (config, schema_id), lambda: tuple(client_for(config).subjects_of(schema_id))
+    )
