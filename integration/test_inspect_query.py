@@ -12,6 +12,7 @@ import pytest
 
 from harness import kafka_stream, kcat_read_committed, produce_skewed
 from unaligned import cli
+from unaligned.sink.topics.kafka_id_pool import id_stem
 from unaligned.testing import EmbeddedKafka
 
 
@@ -74,8 +75,9 @@ def test_inspect_shows_the_batches_of_a_finished_query(
     assert doc["stopRequest"] is None
 
     transactions = doc["openTransactions"]
-    assert (transactions["prefix"], transactions["prefixFrom"]) == (prefix, "commit record")
-    assert transactions["transactions"] == []
+    stem = id_stem(prefix, doc["queryId"])  # the query's own ids: the prefix and its owner tag
+    assert (transactions["prefix"], transactions["prefixFrom"]) == (stem, "commit record")
+    assert transactions["stem"] == stem and transactions["transactions"] == []
 
 
 def test_inspect_says_finished_for_an_available_now_query_without_an_end(
