@@ -209,7 +209,7 @@ def test_without_any_cluster_acl_the_default_is_assumed_with_one_warning(
     assert "--operation DescribeConfigs --cluster" in warned[0], warned[0]
     # a restarted query's planner probes again: plain after two-phase and back, on the same id
     kwargs = participant.client_kwargs()
-    tid = transactional_probe.probe_id(participant.transactional_id_prefix)
+    tid = transactional_probe.probe_id(participant.id_stem)
     for two_phase_commit in (False, True, False):
         transactional_probe.probe(kwargs, tid, 60_000, two_phase_commit)
 
@@ -222,7 +222,7 @@ def test_without_transactional_id_acls_the_sink_names_them(
         participant.check_at_query_start()
     text = str(refused.value)
     assert "refused FindCoordinator" in text and "lacks Describe on TransactionalId" in text, text
-    prefix = participant.transactional_id_prefix
+    prefix = participant.id_stem
     assert (
         f"--allow-principal User:alo --operation Describe --transactional-id {prefix} "
         "--resource-pattern-type prefixed" in text

@@ -132,7 +132,7 @@ def test_a_retried_stage_attempt_never_shares_an_id_with_its_zombie(
         lambda: kafka.last_stable_offsets(topic) == kafka.end_offsets(topic),
         "the zombie's transaction fenced (last stable offset at the end)",
     )
-    prefix = participant.transactional_id_prefix
+    prefix = participant.id_stem
     client = {"bootstrap_servers": kafka.bootstrap_servers}
     assert transaction_states.list_transactional_ids(client, prefix) == []
 
