@@ -357,6 +357,9 @@ def test_a_flaky_listing_keeps_a_topic_and_a_real_deletion_drops_it(
     kafka.delete_topic(deleted)  # the broker now answers UNKNOWN_TOPIC_OR_PARTITION
     produce_numbered(kafka, kept, 1, 5, 3)
     third = reader.latestOffset(second, ReadAllAvailable())
+    if third.get("layoutDrain"):  # the subscription changed: one batch at the old layout first
+        assert third["offsets"] == second["offsets"]
+        third = reader.latestOffset(third, ReadAllAvailable())
     assert third["offsets"] == {kept: {"0": 8}}
     with pytest.raises(DataLossError, match=f"{deleted}-0 from offset 10"):
         reader.partitions(second, third)
