@@ -1,10 +1,11 @@
 """Prepared transactions that never expire (KIP-939) on Apache Kafka 4.4.0, against a broker
 without them.
 
-Two single-node brokers for the module, both with ``transaction.max.timeout.ms`` 10 s and the
+Two single-node brokers for the module, both with ``transaction.max.timeout.ms`` 60 s and the
 broker's check for timed-out transactions every second: ``participating`` with two-phase commit
 enabled (``TWO_PHASE_COMMIT``: the broker setting and unstable API versions, which 4.4.0 needs
-for ``InitProducerId`` v6), ``plain`` without. The sink's transaction timeout is 10 s and its
+for ``InitProducerId`` v6), ``plain`` without. The sink's transaction timeout is 10 s (60 s for the replay after
+``abandon``, so a loaded machine's slow batch still has room) and its
 ``kafka.transaction.two.phase.commit.enable`` is left at ``auto``:
 
 - a driver killed after batch 1's commit record and before its commit, restarted 15 s later
@@ -43,7 +44,7 @@ from unaligned.testing.broker_config import TWO_PHASE_COMMIT
 pytestmark = pytest.mark.slow
 
 SHORT_TIMEOUTS = {
-    "transaction.max.timeout.ms": "10000",
+    "transaction.max.timeout.ms": "60000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 SINK_OPTIONS = {"kafka.transaction.timeout.ms": "10000"}
@@ -134,7 +135,8 @@ def test_a_restart_later_than_the_transaction_timeout(
     assert batch["outcome"].startswith("a restart cannot commit it"), batch
     assert not batch["blocksReaders"]
     _cli("abandon", str(checkpoint), "--batch", "1", "--replay", servers=kafka)
-    finish(config, tmp_path)
+    # the replayed batch must commit, not race the 10 s timeout on a loaded machine
+    finish({**config, "extra_sink_options": {"kafka.transaction.timeout.ms": "60000"}}, tmp_path)
     _assert_exactly_once(kafka, output, checkpoint)
 
 
