@@ -190,7 +190,8 @@ def records(kafka: EmbeddedKafka) -> Input:
 # --- Kafka -> Kafka ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("before", "after"), [(2, 4), (4, 2)], ids=["2to4", "4to2"])
+# 4 -> 2 for Kafka runs in the hard-kill tests below; the files target takes 4 -> 2 too
+@pytest.mark.parametrize(("before", "after"), [(2, 4)], ids=["2to4"])
 def test_kafka_to_kafka_with_rows_pending_under_another_read_task_count(
     kafka: EmbeddedKafka, new_topic: Any, records: Input, tmp_path: Path, before: int, after: int
 ) -> None:
@@ -292,7 +293,9 @@ def test_a_shuffle_before_the_sink_with_another_task_count_is_refused_and_loses_
 # --- Kafka -> files ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("before", "after"), [(2, 4), (4, 2)], ids=["2to4", "4to2"])
+# 2 -> 4 runs with the Kafka target above: the pending rows' new layout is the source's, not
+# the sink's
+@pytest.mark.parametrize(("before", "after"), [(4, 2)], ids=["4to2"])
 def test_kafka_to_files_with_rows_pending_under_another_read_task_count(
     kafka: EmbeddedKafka, new_topic: Any, records: Input, tmp_path: Path, before: int, after: int
 ) -> None:

@@ -1,12 +1,12 @@
 """Prepared transactions that never expire (KIP-939) on Apache Kafka 4.4.0, against a broker
 without them.
 
-Two single-node brokers for the module, both with ``transaction.max.timeout.ms`` 60 s and the
-broker's check for timed-out transactions every second: ``participating`` with two-phase commit
-enabled (``TWO_PHASE_COMMIT``: the broker setting and unstable API versions, which 4.4.0 needs
-for ``InitProducerId`` v6), ``plain`` without. The sink's transaction timeout is 10 s (60 s for the replay after
-``abandon``, so a loaded machine's slow batch still has room) and its
-``kafka.transaction.two.phase.commit.enable`` is left at ``auto``:
+Two single-node brokers: ``participating``, the session's, with two-phase commit enabled
+(``TWO_PHASE_COMMIT``: the broker setting and unstable API versions, which 4.4.0 needs for
+``InitProducerId`` v6), and ``plain``, the module's, without, its ``transaction.max.timeout.ms``
+60 s and its check for timed-out transactions every second. The sink's transaction timeout
+is 10 s (60 s for the replay after ``abandon``, so a loaded machine's slow batch still has
+room) and its ``kafka.transaction.two.phase.commit.enable`` is left at ``auto``:
 
 - a driver killed after batch 1's commit record and before its commit, restarted 15 s later
   (past the timeout): with two-phase commit every record once; without, the broker aborted the
@@ -39,7 +39,6 @@ from unaligned.sink.options import SinkOptions
 from unaligned.sink.topics.kafka_columns import kafka_columns
 from unaligned.sink.topics.kafka_participant import KafkaParticipant
 from unaligned.testing import EmbeddedKafka
-from unaligned.testing.broker_config import TWO_PHASE_COMMIT
 
 pytestmark = pytest.mark.slow
 
@@ -51,17 +50,15 @@ SINK_OPTIONS = {"kafka.transaction.timeout.ms": "10000"}
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EmbeddedKafka]]:
-    with (
-        EmbeddedKafka(
-            data_dir=tmp_path_factory.mktemp("participating"),
-            broker_properties={**SHORT_TIMEOUTS, **TWO_PHASE_COMMIT},
-        ) as participating,
-        EmbeddedKafka(
-            data_dir=tmp_path_factory.mktemp("plain"), broker_properties=SHORT_TIMEOUTS
-        ) as plain,
-    ):
-        yield {"participating": participating, "plain": plain}
+def brokers(
+    kafka: EmbeddedKafka, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, EmbeddedKafka]]:
+    """``participating``: the session's broker (two-phase commit on; its timeouts play no part
+    in a held transaction); ``plain``: one of the module's own."""
+    with EmbeddedKafka(
+        data_dir=tmp_path_factory.mktemp("plain"), broker_properties=SHORT_TIMEOUTS
+    ) as plain:
+        yield {"participating": kafka, "plain": plain}
 
 
 def _topics(kafka: EmbeddedKafka, per_partition: int = 200) -> tuple[str, str]:
