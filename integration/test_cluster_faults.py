@@ -2,9 +2,13 @@
 
 Each query runs in ``integration/query_runner.py`` (a subprocess in its own session) on a
 multi-JVM master, and is checked like the crash matrix (``test_sink_crash_matrix.py``): every
-input record read back once (Kafka: ``read_committed``; files: the manifest), in input order per
-partition; last stable offset == end offset on every output partition and no open transaction
-of the sink's prefix; no staging file and no channel-state file left; every batch finished.
+input record read back once (Kafka: ``read_committed``; files: the manifest; Iceberg and Delta:
+pyiceberg's scan, deltalake's ``to_pyarrow_table``), in input order per partition; last stable
+offset == end offset on every output partition and no open transaction of the sink's prefix; no
+staging file, no data file the table does not name and no channel-state file left; every batch
+finished. The targets and their checks: ``integration/fault_targets.py``. A fault runs with one
+table format: attempts, their files and the clean-up are the table participant's, shared by
+both formats (each format's data folder is covered by one fault).
 
 - Speculation needs executors on *different hosts*: Spark never starts a speculative copy on a
   host where the task already has an attempt, and every ``local-cluster`` executor is on the
