@@ -3,9 +3,9 @@
 Tasks write straight into the table's data folder, so a killed task, a failed or speculative
 attempt, or a batch never decided leaves files there that no snapshot names (an attempt that
 finishes after its batch was decided deletes its own files, step 1d of the writer; only one
-killed right after writing them leaves them here). Readers never see them (a table is read through its
-log or snapshots), but they take space and ``remove_orphan_files`` / ``vacuum`` would be
-needed. :func:`remove_leftovers` lists the data folder once (folders starting with ``_`` or
+killed right after writing them leaves them here). Readers never see them (a table is read
+through its log or snapshots), but they take space and ``remove_orphan_files`` / ``vacuum``
+would be needed. :func:`remove_leftovers` lists the data folder once (folders starting with ``_`` or
 ``.`` skipped: ``_delta_log``, ``metadata``'s siblings) and deletes, among this query's files
 (:func:`unaligned.sink.tables.data_file_writer.parse_data_file_name`) of batches up to
 ``up_to_batch``:
