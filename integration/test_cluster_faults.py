@@ -2,9 +2,13 @@
 
 Each query runs in ``integration/query_runner.py`` (a subprocess in its own session) on a
 multi-JVM master, and is checked like the crash matrix (``test_sink_crash_matrix.py``): every
-input record read back once (Kafka: ``read_committed``; files: the manifest), in input order per
-partition; last stable offset == end offset on every output partition and no open transaction
-of the sink's prefix; no staging file and no channel-state file left; every batch finished.
+input record read back once (Kafka: ``read_committed``; files: the manifest; Iceberg and Delta:
+pyiceberg's scan, deltalake's ``to_pyarrow_table``), in input order per partition; last stable
+offset == end offset on every output partition and no open transaction of the sink's prefix; no
+staging file, no data file the table does not name and no channel-state file left; every batch
+finished. The targets and their checks: ``integration/fault_targets.py``. A fault runs with one
+table format: attempts, their files and the clean-up are the table participant's, shared by
+both formats (each format's data folder is covered by one fault).
 
 - Speculation needs executors on *different hosts*: Spark never starts a speculative copy on a
   host where the task already has an attempt, and every ``local-cluster`` executor is on the
@@ -23,11 +27,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +38,8 @@ from typing import Any
 import pytest
 
 import cluster
-from harness import assert_no_stray_files, committed_values, wait_until
+from fault_targets import FaultTarget, TopicFactory, make_input
+from harness import wait_until
 from unaligned.checkpoint import Checkpoint
 from unaligned.kafka.transactions.transaction_states import list_transactional_ids
 from unaligned.sink.commit_log import CommitLog
@@ -46,10 +49,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.alone]
 
 RUNNER = Path(__file__).with_name("query_runner.py")
 LOCAL_CLUSTER = "local-cluster[2,1,1024]"
-PARTITIONS = 4
 RUN_TIMEOUT_S = 240
-
-TopicFactory = Callable[..., str]
 
 
 # --- running the query ---------------------------------------------------------------------------
@@ -189,117 +189,7 @@ def finished(run: Run) -> None:
     assert run.returncode == 0, f"the query failed; {run.tail()}"
 
 
-# --- input and checks ----------------------------------------------------------------------------
-
-
-def _values(partition: int, count: int, size: int) -> list[bytes]:
-    """``p<partition>-<index>-`` padded with incompressible bytes (spilled channel state then
-    really has the size of the rows, and goes to files rather than inline)."""
-    rng = random.Random(partition)
-    out = []
-    for i in range(count):
-        head = f"p{partition}-{i:05d}-".encode()
-        out.append(head + rng.randbytes(max(0, size - len(head))))
-    return out
-
-
-def make_input(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, counts: dict[int, int], size: int = 64
-) -> tuple[str, dict[int, list[bytes]]]:
-    topic = new_topic(partitions=PARTITIONS)
-    expected = {p: _values(p, counts.get(p, 0), size) for p in range(PARTITIONS)}
-    kafka.produce(
-        topic,
-        [
-            (p, f"k{i % 7}".encode(), v, None, None)
-            for p in range(PARTITIONS)
-            for i, v in enumerate(expected[p])
-        ],
-    )
-    return topic, expected
-
-
-def _channel_state_files(checkpoint: Path) -> list[Path]:
-    state_dir = checkpoint / "unaligned" / "channel-state"
-    return [p for p in state_dir.rglob("*") if p.is_file()] if state_dir.exists() else []
-
-
-def _assert_sink_state_clean(checkpoint: Path) -> None:
-    log = CommitLog(Checkpoint.resolve(str(checkpoint)))
-    assert log.unfinished_batch_ids() == [], "batches decided but not finished"
-    decided = log.decided_batch_ids()
-    assert decided, "no batch was decided"
-    latest = log.read(decided[-1])
-    assert latest is not None and dict(latest.channel_state) == {}, "channel state left pending"
-    leftovers = _channel_state_files(checkpoint)
-    assert leftovers == [], f"channel-state files left: {leftovers}"
-
-
-def _diff(got: list[bytes], want: list[bytes]) -> str:
-    dupes = len(got) - len(set(got))
-    missing = len(set(want) - set(got))
-    extra = len(set(got) - set(want))
-    first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
-    return (
-        f"{len(got)} records (want {len(want)}): {dupes} duplicates, {missing} missing, {extra} "
-        f"unexpected, first difference at index {first}"
-    )
-
-
-def _keyed(values: list[bytes]) -> dict[bytes, list[bytes]]:
-    """Values grouped by their key (``k<i % 7>``, i = the value's index in its partition)."""
-    out: dict[bytes, list[bytes]] = defaultdict(list)
-    for value in values:
-        index = int(value.split(b"-")[1])
-        out[f"k{index % 7}".encode()].append(value)
-    return out
-
-
-def assert_kafka_exactly_once(
-    kafka: EmbeddedKafka,
-    output: str,
-    expected: dict[int, list[bytes]],
-    checkpoint: Path,
-    prefix: str,
-    order: str = "partition",
-) -> None:
-    """``order``: ``partition`` (each output partition in input order) or ``key`` (a shuffle by
-    key interleaves a partition's keys; each key's records stay in input order)."""
-    wait_until(
-        lambda: kafka.last_stable_offsets(output) == kafka.end_offsets(output),
-        "last stable offset == end offset on every output partition (no transaction left open)",
-        timeout_s=15,
-    )
-    open_ids = list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix)
-    assert open_ids == [], f"open transactions of the sink: {open_ids}"
-    got: dict[int, list[bytes]] = defaultdict(list)
-    for record in kafka.consume_all(output, read_committed=True):
-        got[record.partition].append(record.value)
-    for partition, values in expected.items():
-        if order == "key":
-            assert sorted(got[partition]) == sorted(values), (
-                f"output partition {partition}: {_diff(sorted(got[partition]), sorted(values))}"
-            )
-            assert _keyed(got[partition]) == _keyed(values), (
-                f"output partition {partition}: key order"
-            )
-        else:
-            assert got[partition] == values, (
-                f"output partition {partition}: {_diff(got[partition], values)}"
-            )
-    _assert_sink_state_clean(checkpoint)
-
-
-def assert_files_exactly_once(
-    output: Path, expected: dict[int, list[bytes]], checkpoint: Path
-) -> None:
-    got = committed_values(output)
-    for partition, values in expected.items():
-        assert got.get(partition, []) == values, (
-            f"input partition {partition}: {_diff(got.get(partition, []), values)}"
-        )
-    assert_no_stray_files(output)
-    _assert_sink_state_clean(checkpoint)
+# --- configuration ----------------------------------------------------------------------------
 
 
 def base_config(
@@ -372,6 +262,13 @@ def _assert_speculated(run: Run) -> None:
     )
 
 
+SPILL_TO_FILES = {
+    "alignedCheckpointTimeout": "1s",
+    "channelStateInlineThreshold": "1KB",  # spilled state goes to files
+    "chunkRows": "50",
+}
+
+
 @pytest.mark.parametrize("slow_attempts", ["first"])  # "all" too when hunting a regression
 def test_speculation_kafka_sink(
     slow_attempts: str,
@@ -385,40 +282,39 @@ def test_speculation_kafka_sink(
     slow (the copy wins, the original dies mid-write); ``all``: both are slow and both spill
     channel state past ``alignedCheckpointTimeout`` (1 s)."""
     topic, expected = make_input(kafka, new_topic, SPEC_COUNTS, 256)
-    output = new_topic(partitions=PARTITIONS)
+    sink = FaultTarget.make("kafka", tmp_path, new_topic)
     checkpoint = tmp_path / "checkpoint"
-    prefix = f"ua-spec-{tmp_path.name}"
     config = _speculation_config(
         kafka,
         topic,
         checkpoint,
         standalone.master_url,
         slow_attempts,
-        output_topic=output,
-        extra_sink_options={
-            "transactionalIdPrefix": prefix,
-            "alignedCheckpointTimeout": "1s",
-            "channelStateInlineThreshold": "1KB",  # spilled state goes to files
-            "chunkRows": "50",
-        },
+        **sink.config(**SPILL_TO_FILES),
     )
     run = run_query(config, tmp_path)
     finished(run)
     _assert_speculated(run)
-    assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix)
+    sink.assert_exactly_once(kafka, expected, checkpoint)
 
 
+@pytest.mark.parametrize("target", ["files", "iceberg"])
 @pytest.mark.parametrize("slow_attempts", ["all"])  # "first" too when hunting a regression
-def test_speculation_file_sink(
+def test_speculation_file_and_table_sinks(
     slow_attempts: str,
+    target: str,
     standalone: cluster.StandaloneCluster,
     kafka: EmbeddedKafka,
     new_topic: TopicFactory,
     tmp_path: Path,
 ) -> None:
-    """The same with the file sink: the losing attempt's staging file must not be published."""
+    """The same with the file sink (the losing attempt's staging file must not be published)
+    and a table: only the winning attempt's data files are in the batch's table commit, and the
+    loser's, whenever it writes them, do not stay in the data folder. Iceberg stands for both
+    formats: attempts, items and the clean-up are the table participant's, shared by both; the
+    formats differ in their data folder's layout, which the stage-retry test covers for Delta."""
     topic, expected = make_input(kafka, new_topic, SPEC_COUNTS, 256)
-    output = tmp_path / "out"
+    sink = FaultTarget.make(target, tmp_path, new_topic)
     checkpoint = tmp_path / "checkpoint"
     config = _speculation_config(
         kafka,
@@ -426,51 +322,54 @@ def test_speculation_file_sink(
         checkpoint,
         standalone.master_url,
         slow_attempts,
-        output_path=str(output),
-        extra_sink_options={
-            "alignedCheckpointTimeout": "1s",
-            "channelStateInlineThreshold": "1KB",  # spilled state goes to files
-            "chunkRows": "50",
-        },
+        **sink.config(**SPILL_TO_FILES),
     )
     run = run_query(config, tmp_path)
     finished(run)
     _assert_speculated(run)
-    assert_files_exactly_once(output, expected, checkpoint)
+    sink.assert_exactly_once(kafka, expected, checkpoint)
 
 
 # --- an executor JVM killed while channel state is pending (local-cluster) ------------------------
 
 THROTTLE_BYTES_PER_S = 200_000
+TABLE_SLOW_MS_PER_ROW = 5  # a table task's pace in this test: the throttled producer's
 HOT_COUNTS = {0: 1200, 1: 200, 2: 200, 3: 200}
 VALUE_BYTES = 1000
 
 
+@pytest.mark.parametrize("target", ["kafka", "iceberg"])
 def test_executor_killed_while_channel_state_is_pending(
-    kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+    target: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
     """Batch 0 is cut at its 1 s barrier and leaves channel state for the hot partition's task;
-    while batch 1's task replays it (throttled producer), its executor JVM and Python workers
-    are SIGKILLed. Spark retries the task on the other (or the replacement) executor; the killed
-    attempt's transaction and channel-state temp file are left behind."""
+    while batch 1's task replays it (throttled producer; a table: the hot partition's rows
+    slowed before the sink), its executor JVM and Python workers are SIGKILLed. Spark retries
+    the task on the other (or the replacement) executor; the killed attempt's transaction (a
+    table: its data files, if it had written any) and channel-state temp file are left behind.
+    Iceberg stands for both formats: the killed attempt and its retry are the table
+    participant's, shared by both."""
     topic, expected = make_input(kafka, new_topic, HOT_COUNTS, VALUE_BYTES)
-    output = new_topic(partitions=PARTITIONS)
+    sink = FaultTarget.make(target, tmp_path, new_topic)
     checkpoint = tmp_path / "checkpoint"
-    prefix = f"ua-kill-{tmp_path.name}"
+    options = {
+        "checkpointMode": "unaligned",
+        "alignedCheckpointTimeout": "1s",
+        "chunkRows": "100",
+    }
+    slow: dict[str, Any] = {}
+    if target == "kafka":
+        options["maxUnacknowledgedBytes"] = "65536"
+    else:
+        slow = {"slow_partition": 0, "slow_ms_per_row": TABLE_SLOW_MS_PER_ROW}
     config = base_config(
         kafka,
         topic,
         checkpoint,
         max_offsets=1000,
         master=LOCAL_CLUSTER,
-        output_topic=output,
-        extra_sink_options={
-            "transactionalIdPrefix": prefix,
-            "checkpointMode": "unaligned",
-            "alignedCheckpointTimeout": "1s",
-            "chunkRows": "100",
-            "maxUnacknowledgedBytes": "65536",
-        },
+        **slow,
+        **sink.config(**options),
     )
     killed: dict[str, Any] = {}
 
@@ -493,24 +392,29 @@ def test_executor_killed_while_channel_state_is_pending(
         marker = runner.wait_marker(
             lambda m: m["batch"] == 1 and m["partition"] == heir, f"batch 1's task {heir}"
         )
-        # Kill mid-write: batch 1 has a transaction open (batch 0's are committed by now; the
-        # heir's opens with the first row it replays). Ids are the sink's business: any of them.
-        wait_until(
-            lambda: bool(
-                list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix)
-            ),
-            "an open transaction of batch 1",
-            30,
-        )
+        prefix = sink.prefix
+        if prefix is not None:
+            # Kill mid-write: batch 1 has a transaction open (batch 0's are committed by now;
+            # the heir's opens with the first row it replays). Ids are the sink's business.
+            wait_until(
+                lambda: bool(
+                    list_transactional_ids({"bootstrap_servers": kafka.bootstrap_servers}, prefix)
+                ),
+                "an open transaction of batch 1",
+                30,
+            )
+        else:
+            time.sleep(0.3)  # the heir's rows trickle in for seconds: kill it mid-write
         found = cluster.executors(session=status["session"])
-        target = cluster.executor_of(marker["pid"], found)
-        assert target is not None, f"harness: no executor above pid {marker['pid']} in {found}"
-        killed["executor"] = target
-        killed["pids"] = cluster.kill_executor(target)
+        victim = cluster.executor_of(marker["pid"], found)
+        assert victim is not None, f"harness: no executor above pid {marker['pid']} in {found}"
+        killed["executor"] = victim
+        killed["pids"] = cluster.kill_executor(victim)
         killed["at"] = time.time()
         cluster.wait_gone(killed["pids"])
 
-    kafka.throttle_producers(THROTTLE_BYTES_PER_S)  # the input is in: slow down the sink only
+    if target == "kafka":
+        kafka.throttle_producers(THROTTLE_BYTES_PER_S)  # the input is in: slow down the sink
     try:
         run = run_query(config, tmp_path, kill_during_replay)
     finally:
@@ -521,7 +425,7 @@ def test_executor_killed_while_channel_state_is_pending(
     assert "ExecutorLostFailure" in run.driver_log, "harness: no task was lost with the executor"
     retried = [s for s in cluster.task_starts(run.driver_log) if s.attempt >= 1]
     assert retried, "harness: no task was retried after the executor was killed"
-    assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix)
+    sink.assert_exactly_once(kafka, expected, checkpoint)
 
 
 # --- a fetch failure and a stage retry (local-cluster, a shuffle before the sink) ----------------
@@ -529,9 +433,10 @@ def test_executor_killed_while_channel_state_is_pending(
 FETCH_COUNTS = {0: 300, 1: 300, 2: 300, 3: 300}
 
 
+@pytest.mark.parametrize("target", ["kafka", "delta"])
 @pytest.mark.parametrize("mode", ["unaligned"])  # aligned: the same attempt rules, less state
-def test_fetch_failure_stage_retry_kafka_sink(
-    mode: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
+def test_fetch_failure_stage_retry(
+    mode: str, target: str, kafka: EmbeddedKafka, new_topic: TopicFactory, tmp_path: Path
 ) -> None:
     """Batch 1 shuffles by key before the sink; both sink tasks are slow (the slow partition's
     rows are spread over both). The JVM of the executor running sink task 1 is SIGKILLed: its
@@ -544,12 +449,17 @@ def test_fetch_failure_stage_retry_kafka_sink(
 
     ``aligned``: both write rows into transactions. ``unaligned`` (1 s barrier timeout, chunks
     of 10 rows, state files from 1 KB): both write a chunk, then spill the rest as channel state
-    for the same task index and barrier."""
+    for the same task index and barrier.
+
+    Delta: the zombie's and the retry's data files have different names (a random token per
+    attempt), only the zombie's are in the batch's commit, and the retry's, written as the batch
+    is decided, do not stay in the table's folder. Delta stands for both formats (the attempts'
+    files and their clean-up are the table participant's); its data folder is the table's own
+    folder, next to ``_delta_log``, which the clean-up's listing must leave alone."""
     topic, expected = make_input(kafka, new_topic, FETCH_COUNTS)
-    output = new_topic(partitions=PARTITIONS)
+    sink = FaultTarget.make(target, tmp_path, new_topic)
     checkpoint = tmp_path / "checkpoint"
-    prefix = f"ua-fetch-{tmp_path.name}"
-    sink_options = {"transactionalIdPrefix": prefix, "checkpointMode": mode}
+    sink_options = {"checkpointMode": mode}
     if mode == "unaligned":
         # Rows reach the sink in one Arrow batch after the slow step: small chunks let the
         # barrier cut after the first one and spill the rest.
@@ -562,7 +472,6 @@ def test_fetch_failure_stage_retry_kafka_sink(
         checkpoint,
         max_offsets=600,  # two batches of 150 records per partition
         master=LOCAL_CLUSTER,
-        output_topic=output,
         shuffle_before_sink="key",
         slow_partition=SLOW_PARTITION,
         slow_ms_per_row=250,  # ~75 slow rows per sink task: ~19 s, batch 1 only
@@ -574,7 +483,7 @@ def test_fetch_failure_stage_retry_kafka_sink(
             "spark.shuffle.readHostLocalDisk": "false",
             "spark.task.maxFailures": "4",
         },
-        extra_sink_options=sink_options,
+        **sink.config(**sink_options),
     )
     killed: dict[str, Any] = {}
 
@@ -616,4 +525,4 @@ def test_fetch_failure_stage_retry_kafka_sink(
     ]
     assert twins, f"harness: no retried task ran next to its zombie twin: {spans}"
     finished(run)
-    assert_kafka_exactly_once(kafka, output, expected, checkpoint, prefix, order="key")
+    sink.assert_exactly_once(kafka, expected, checkpoint, order="key")

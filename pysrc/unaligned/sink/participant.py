@@ -119,7 +119,9 @@ class Participant(Protocol):
         ...
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
-        """Abort items of an undecided batch; never called with an item a commit record names."""
+        """Abort items no commit record names: of an undecided batch, or prepared by an attempt
+        its batch was decided without (on the driver, or in that attempt's own task: step 1d of
+        :meth:`unaligned.sink.two_phase_commit.TwoPhaseCommitWriter.write`)."""
         ...
 
     def clean_up(self, log: CommitLog, up_to_batch: int | None) -> int:

@@ -152,6 +152,24 @@ class TwoPhaseCommitWriter(DataSourceStreamArrowWriter):
                 task.close()
         rows = outcome.stats.rows_written
 
+        # 1d. Decided while this attempt wrote (a zombie: speculative, of a failed stage, killed
+        #     too late): the decision was made without its message, so nothing will ever name
+        #     what it prepared, and its batch's clean-up (2f) may have run before its files or
+        #     transaction existed. It aborts its own work: whatever it prepared existed before
+        #     this read, so a decision made after it is followed by a clean-up that sees it.
+        if prepared is not None and self._log().read(batch_id) is not None:
+            logger.info(
+                "batch %d partition %d attempt %d: decided while this attempt wrote; its "
+                "prepared work is aborted",
+                batch_id,
+                partition_id,
+                attempt,
+            )
+            self._participant.abort([prepared], batch_id)
+            return SinkCommitMessage(
+                batch_id, partition_id, attempt, rows, TaskOutcome.ALREADY_DECIDED, None
+            )
+
         crash_points.reach(CrashPoint.TASK_AFTER_PRECOMMIT, batch_id)
         crash_points.fail_first_attempt(FailPoint.TASK_FIRST_ATTEMPT, batch_id, attempt)
         return SinkCommitMessage(

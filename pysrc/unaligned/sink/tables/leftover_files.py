@@ -1,10 +1,11 @@
 """Data files of a table that no decision names: found and removed (steps 2f, 3b and 4).
 
 Tasks write straight into the table's data folder, so a killed task, a failed or speculative
-attempt, a zombie attempt that finished after its batch was decided, or a batch never decided
-leaves files there that no snapshot names. Readers never see them (a table is read through its
-log or snapshots), but they take space and ``remove_orphan_files`` / ``vacuum`` would be
-needed. :func:`remove_leftovers` lists the data folder once (folders starting with ``_`` or
+attempt, or a batch never decided leaves files there that no snapshot names (an attempt that
+finishes after its batch was decided deletes its own files, step 1d of the writer; only one
+killed right after writing them leaves them here). Readers never see them (a table is read
+through its log or snapshots), but they take space and ``remove_orphan_files`` / ``vacuum``
+would be needed. :func:`remove_leftovers` lists the data folder once (folders starting with ``_`` or
 ``.`` skipped: ``_delta_log``, ``metadata``'s siblings) and deletes, among this query's files
 (:func:`unaligned.sink.tables.data_file_writer.parse_data_file_name`) of batches up to
 ``up_to_batch``:
