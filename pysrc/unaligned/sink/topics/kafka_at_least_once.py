@@ -110,12 +110,15 @@ class KafkaAtLeastOnceParticipant:
         """Nothing to publish."""
 
     def abort(self, items: Sequence[Mapping[str, Any]], batch_id: int) -> None:
-        """Nothing can be taken back: the records stay and the batch writes them again."""
+        """Nothing can be taken back: the records stay, and are written again by the batch's
+        next run (an undecided batch) or were by another attempt of the task (a zombie's own
+        abort, step 1d of the two-phase commit)."""
         if items:
             written = sum(int(item["recordCount"]) for item in items)
             logger.warning(
-                "batch %d was not decided; its %d record(s) already written stay visible and "
-                "are written again when the batch runs again (at-least-once)",
+                "batch %d: %d record(s) written by task attempts the batch's decision does not "
+                "take stay visible; another attempt, or the batch's next run, writes them again "
+                "(at-least-once: duplicates)",
                 batch_id,
                 written,
             )
