@@ -8,9 +8,10 @@ One query, three runs (``query_runner.py``, 3 batches), the catalog's own client
    knew it landed;
 2. restarted; the catalog is stopped while batch 2's tasks write: the driver's table commit
    asks again until ``tableTimeout`` and the query fails naming the catalog, the option and the
-   way out; ``unaligned inspect`` then shows batch 2 in doubt, and not in the table;
-3. the catalog is started again (same port, same SQLite catalog) and the query restarted: it
-   commits batch 2 once.
+   way out; ``unaligned inspect`` then shows batch 2 in doubt, unknown whether its commit
+   landed (the table cannot be read);
+3. the catalog is started again (same port, same SQLite catalog): inspect says batch 2 is not
+   in the table; the query restarted commits it once.
 
 Every record is in the table once, read back through the catalog; the data folder holds no
 file the table does not name; ``unaligned inspect`` shows the table, the last batch and its
@@ -19,6 +20,7 @@ snapshot id.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +30,7 @@ from typing import Any
 import pytest
 
 from crash_runs import PARTITIONS, Run, crash, expected, finish, input_topic, run_query, tail
+from unaligned import cli
 from unaligned.checkpoint import Checkpoint
 from unaligned.testing import EmbeddedKafka
 from unaligned.testing.iceberg_rest_server import IcebergRestServer
@@ -58,11 +61,19 @@ def _run_stopping_the_catalog(
     return result[0]
 
 
+def _inspect(checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert cli.main(["inspect", str(checkpoint), "--json"]) == 0
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
 def test_iceberg_through_a_rest_catalog_exactly_once_through_a_crash_and_a_catalog_outage(
     rest_catalog: IcebergRestServer,
     kafka: EmbeddedKafka,
     new_topic: TopicFactory,
     tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from pyiceberg.catalog import load_catalog
 
@@ -96,10 +107,22 @@ def test_iceberg_through_a_rest_catalog_exactly_once_through_a_crash_and_a_catal
     failed = _run_stopping_the_catalog(slow, tmp_path, rest_catalog, markers)
     assert failed.returncode not in (0, -9), tail(failed)
     assert "tableTimeout=3000 ms" in failed.stderr, tail(failed)
-    assert f"the rest catalog at {rest_catalog.uri} of Iceberg table {identifier}" in failed.stderr, tail(failed)
+    where = f"the rest catalog at {rest_catalog.uri} of Iceberg table {identifier}"
+    assert where in failed.stderr, tail(failed)
     assert "restart the query once it answers again" in failed.stderr, tail(failed)
 
+    # inspect: batch 2 decided, not done; whether its commit landed needs the table
+    down = _inspect(checkpoint, capsys)
+    assert down["tableTarget"]["table"] == identifier
+    assert down["tableTarget"]["readError"] is not None
+    assert [(b["batchId"], b["inTable"]) for b in down["inDoubt"]] == [(2, None)]
+    assert down["inDoubt"][0]["outcome"].startswith("unknown: ")
     rest_catalog.start()
+    up = _inspect(checkpoint, capsys)
+    assert up["tableTarget"]["lastBatchId"] == 1, up["tableTarget"]
+    assert [(b["batchId"], b["inTable"]) for b in up["inDoubt"]] == [(2, False)]
+    assert "a restart commits it once" in up["inDoubt"][0]["outcome"]
+
     finish(config, tmp_path)
 
     table = load_catalog("rest", type="rest", uri=rest_catalog.uri).load_table(identifier)
@@ -122,3 +145,24 @@ def test_iceberg_through_a_rest_catalog_exactly_once_through_a_crash_and_a_catal
         for f in table.inspect.files().column("file_path").to_pylist()
     }
     assert on_disk and on_disk == named, f"files outside the table: {sorted(on_disk - named)}"
+
+    done = _inspect(checkpoint, capsys)
+    last = max(
+        (s for s in table.snapshots() if s.summary is not None),
+        key=lambda s: int(s.summary["spark.sql.streaming.epochId"]),  # type: ignore[index]
+    )
+    assert done["inDoubt"] == []
+    assert done["tableTarget"] | {"readError": None} == {
+        "format": "iceberg",
+        "table": identifier,
+        "catalogName": "default",
+        "reachedThrough": f"the rest catalog at {rest_catalog.uri}",
+        "dataLocation": done["tableTarget"]["dataLocation"],
+        "lastBatchId": 2,
+        "snapshot": str(last.snapshot_id),
+        "readError": None,
+    }
+    assert cli.main(["inspect", str(checkpoint)]) == 0
+    text = capsys.readouterr().out
+    assert f"{identifier} (iceberg)" in text
+    assert f"batch 2 (snapshot {last.snapshot_id})" in text
