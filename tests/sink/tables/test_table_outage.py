@@ -44,6 +44,8 @@ def _rest_target(tmp_path: Path, timeout: str) -> TableTarget:
 
 
 def test_a_catalog_out_of_reach_is_asked_again_until_table_timeout(tmp_path: Path) -> None:
+    import pyiceberg.catalog.rest  # noqa: F401 - imported before the clock starts
+
     target = _rest_target(tmp_path, "600ms")
     uri = target.options["uri"]
     with pytest.raises(TableUnavailableError) as failed:
@@ -123,3 +125,11 @@ def test_a_batch_is_checked_without_the_catalog_and_inspect_says_which_batch_lan
     assert [(b.batch_id, b.in_table) for b in outcomes] == [(1, True), (2, False)]
     assert "a restart only marks it done" in str(outcomes[0].outcome)
     assert "a restart commits it once" in str(outcomes[1].outcome)
+
+
+def test_what_asking_again_cannot_cure_is_no_outage() -> None:
+    from unaligned.sink.tables.table_outage import is_outage
+
+    assert is_outage(ConnectionRefusedError()) and is_outage(TimeoutError())
+    assert not is_outage(FileNotFoundError()) and not is_outage(PermissionError())
+    assert not is_outage(TableCommitError("refused"))

@@ -28,11 +28,20 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FIRST_PAUSE_S = 0.2
+_NOT_OUTAGES = (
+    FileNotFoundError,
+    FileExistsError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
 MAX_PAUSE_S = 5.0
 
 
 def is_outage(exc: BaseException) -> bool:
     """Whether ``exc`` says the catalog or the store could not be reached (not a refusal)."""
+    if isinstance(exc, _NOT_OUTAGES):  # a path or a permission: asking again cannot cure it
+        return False
     if isinstance(exc, OSError):  # refused, reset, timed out; requests' errors; ours
         return True
     try:
