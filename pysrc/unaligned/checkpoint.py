@@ -125,6 +125,11 @@ class Checkpoint:
         return self.state_dir.child("stop.json")
 
     @property
+    def table_target(self) -> Location:
+        """The Iceberg or Delta table the sink writes (``sink/tables/table_record.py``)."""
+        return self.state_dir.child("table-target.json")
+
+    @property
     def source_heartbeat(self) -> Location:
         return self.state_dir.child("source-heartbeat.json")
 

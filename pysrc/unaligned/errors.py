@@ -230,3 +230,9 @@ class EmbeddedKafkaError(UnalignedError):
 class EmbeddedRegistryError(UnalignedError):
     """The test Schema Registry (``unaligned.testing.registry_server``) could not be fetched,
     started or reached: no Java 21+, Maven failed, or the server exited (its log is quoted)."""
+
+
+class EmbeddedCatalogError(UnalignedError):
+    """The test Iceberg REST catalog (``unaligned.testing.iceberg_rest_server``) could not be
+    built, started or reached: Maven failed, a jar is missing, or the server exited (its log is
+    quoted)."""

@@ -22,6 +22,7 @@ TOP_KEYS = {
     "pendingChannelState",
     "finished",
     "stopRequest",
+    "tableTarget",
 }
 BARRIER_KEYS = {
     "batchId",
@@ -87,8 +88,10 @@ def test_json_document_has_the_documented_keys_and_values(
             "twoPhaseCommit": False,
             "outcome": None,  # the broker was not asked
             "blocksReaders": False,
+            "inTable": None,  # not a table batch
         }
     ]
+    assert doc["tableTarget"] is None  # not a table sink
     assert doc["openTransactions"] is None
     assert doc["sources"] == [
         {

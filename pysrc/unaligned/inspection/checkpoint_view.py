@@ -4,7 +4,8 @@ Everything is read from the checkpoint (any ``pyarrow.fs`` location) and nothing
 
 - Spark's ``offsets/<N>`` (batch start, the sources' offsets) and ``commits/<N>``;
 - the sink's commit records and done markers (:class:`~unaligned.sink.commit_log.CommitLog`),
-  barrier metrics (:mod:`unaligned.barriers.metrics`), ``finished.json`` and ``stop.json``.
+  barrier metrics (:mod:`unaligned.barriers.metrics`), ``finished.json`` and ``stop.json``;
+- a table sink's ``table-target.json``, and then the table itself (:mod:`.table_state`).
 
 Only the open transactions need the broker, and only when the caller passes its bootstrap
 servers: the sink's Kafka options are not stored in the checkpoint
@@ -77,6 +78,9 @@ def build_view(
         open_transactions = OpenTransactions(prefix, prefix_from, transactions, stem)
         in_doubt = broker_transactions.with_outcomes(kafka_client, log, in_doubt)
     last = max(entries) if entries else None
+    from unaligned.inspection.table_state import table_view
+
+    table_target, in_doubt = table_view(checkpoint, query_id, in_doubt)
     return CheckpointView(
         checkpoint=checkpoint.location,
         query_id=query_id,
@@ -88,6 +92,7 @@ def build_view(
         finished=_finished(checkpoint),
         stop_request=_stop(checkpoint),
         abandoned=tuple(note for _, note in sorted(log.abandoned_notes().items())),
+        table_target=table_target,
     )
 
 

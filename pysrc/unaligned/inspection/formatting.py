@@ -18,6 +18,7 @@ from unaligned.inspection.model import (
     PendingTaskState,
     Positions,
     SourceView,
+    TableTargetView,
 )
 
 UNKNOWN = "-"
@@ -223,3 +224,21 @@ def transaction_fate(t: OpenTransaction) -> str:
     if t.named_by_batch is None:
         return "none: fenced by the clean-up"
     return f"batch {t.named_by_batch}: committed on restart"
+
+
+def table_lines(t: TableTargetView) -> list[tuple[str, str]]:
+    """The table target's facts: the table, where it is reached, this query's last batch."""
+    lines = [
+        ("table", f"{t.table} ({t.format})"),
+        ("reached through", t.reached_through),
+        ("data files", t.data_location),
+    ]
+    if t.read_error is not None:
+        return [*lines, ("not read", t.read_error)]
+    kind = "snapshot" if t.format == "iceberg" else "version"
+    last = (
+        "none of this query"
+        if t.last_batch_id is None
+        else f"batch {t.last_batch_id} ({kind} {t.snapshot or UNKNOWN})"
+    )
+    return [*lines, ("last batch in it", last)]

@@ -95,6 +95,9 @@ class InDoubtBatch:
     broker was not asked)."""
     blocks_readers: bool = False
     """Held transactions of it keep read_committed readers at the last stable offset."""
+    in_table: bool | None = None
+    """An Iceberg or Delta batch: whether its table commit landed (read from the table);
+    ``None``: not a table batch, or the table could not be read."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +109,35 @@ class InDoubtBatch:
             "twoPhaseCommit": self.two_phase_commit,
             "outcome": self.outcome,
             "blocksReaders": self.blocks_readers,
+            "inTable": self.in_table,
+        }
+
+
+@dataclass(frozen=True)
+class TableTargetView:
+    """The Iceberg or Delta table a table sink writes (the checkpoint's record of it) and
+    this query's last batch in it, read from the table (``read_error`` when it could not be)."""
+
+    format: str
+    table: str
+    catalog_name: str | None
+    reached_through: str
+    data_location: str
+    last_batch_id: int | None = None
+    snapshot: str | None = None
+    """The Iceberg snapshot id or Delta table version holding :attr:`last_batch_id`."""
+    read_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "table": self.table,
+            "catalogName": self.catalog_name,
+            "reachedThrough": self.reached_through,
+            "dataLocation": self.data_location,
+            "lastBatchId": self.last_batch_id,
+            "snapshot": self.snapshot,
+            "readError": self.read_error,
         }
 
 
@@ -289,6 +321,8 @@ class CheckpointView:
     abandoned: tuple[Mapping[str, Any], ...] = ()
     """What ``unaligned abandon`` did, per batch (its notes: ``batchId``, ``choice``, ``atMs``,
     ``items``), oldest first."""
+    table_target: TableTargetView | None = None
+    """A table sink's table (``None``: another sink, or no record of it in the checkpoint)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
@@ -305,4 +339,5 @@ class CheckpointView:
             "finished": None if self.finished is None else self.finished.to_dict(),
             "stopRequest": None if self.stop_request is None else self.stop_request.to_dict(),
             "abandoned": [dict(note) for note in self.abandoned],
+            "tableTarget": None if self.table_target is None else self.table_target.to_dict(),
         }

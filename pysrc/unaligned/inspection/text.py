@@ -59,6 +59,9 @@ def render_text(view: CheckpointView) -> str:
         f"{fmt.timestamp(note.get('atMs'))}"
         for note in view.abandoned
     ]
+    if view.table_target is not None:
+        parts.append("\nTable target")
+        parts.append(_facts(fmt.table_lines(view.table_target)))
     parts.append(f"\nOpen sink transactions: {fmt.transactions_title(view.open_transactions)}")
     if view.open_transactions is not None and view.open_transactions.transactions:
         parts.append(

@@ -42,6 +42,7 @@ from unaligned.registry.options import is_format_option
 from unaligned.sink.kafka_target import KAFKA_SPECS, TOPIC, KafkaTarget, parse_kafka_target
 from unaligned.sink.table_target import (
     TABLE_SPECS,
+    TABLE_TIMEOUT,
     TableTarget,
     is_table_option,
     parse_table_target,
@@ -216,6 +217,7 @@ SINK_OPTIONS = OptionSet(
         LOG_COMPACT_INTERVAL,
         MERGE_FILES_BELOW,
         *TABLE_SPECS,
+        TABLE_TIMEOUT,
         CHECKPOINT_MODE,
         ALIGNED_CHECKPOINT_TIMEOUT,
         MAX_INFLIGHT_BYTES,

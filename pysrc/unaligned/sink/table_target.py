@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from unaligned._util.fs import absolute_path
 from unaligned.errors import SinkConfigurationError
 from unaligned.options.declaration import OptionSpec
-from unaligned.options.parsing import parse_bool, parse_choice
+from unaligned.options.parsing import parse_bool, parse_choice, parse_duration_ms
 
 _TABLES = ("Iceberg", "Delta")
 #: The table targets' own options (``path`` and ``compression`` are declared with the file
@@ -68,6 +68,17 @@ TABLE_SPECS: tuple[OptionSpec[str], ...] = (
         only_for=("Delta",),
     ),
 )
+TABLE_TIMEOUT: OptionSpec[int] = OptionSpec(
+    "tableTimeout",
+    "how long the driver keeps asking again while the Iceberg catalog or the table's storage "
+    "cannot be reached (refused, reset, a 5xx answer); past it the query fails naming them, "
+    "and a restart commits the batch once",
+    parse_duration_ms,
+    "60s",
+    only_for=_TABLES,
+)
+"""Read through its parser; declared apart from :data:`TABLE_SPECS`, whose options are read by
+hand."""
 CATALOG_PREFIX = "catalog."
 STORAGE_PREFIX = "storage."
 SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
@@ -128,6 +139,8 @@ class TableTarget:
     """May hold secrets (keys, tokens): never in a repr."""
     snapshot_properties: tuple[tuple[str, str], ...] = ()
     user_metadata: str | None = None
+    timeout_ms: int = 60_000
+    """``tableTimeout``: how long an unreachable catalog or store is asked again."""
 
     @property
     def options(self) -> dict[str, str]:
@@ -137,6 +150,16 @@ class TableTarget:
         if self.format is TableFormat.ICEBERG:
             return f"Iceberg table {self.location} (catalog {self.catalog_name!r})"
         return f"Delta table {self.location}"
+
+    def reached_through(self) -> str:
+        """What the sink contacts for the table: the catalog's type and URI (credentials in
+        the URI left out), or the Delta table's location."""
+        if self.format is TableFormat.DELTA:
+            return f"the store at {self.location}"
+        props = self.options
+        uri = re.sub(r"//[^/@]*@", "//", props.get("uri", ""))
+        kind = props.get("type") or props.get("py-catalog-impl") or "default"
+        return f"the {kind} catalog" + (f" at {uri}" if uri else "")
 
 
 def is_table_option(key: str) -> bool:
@@ -168,6 +191,7 @@ def parse_table_target(opts: Mapping[str, str], fmt: TableFormat, compression: s
     _refuse_other_format(opts, fmt)
     partition_by = parse_partition_by(opts.get("partitionby", ""), fmt)
     merge = _merge_schema(opts)
+    timeout_ms = TABLE_TIMEOUT.value(opts)
     if fmt is TableFormat.DELTA:
         storage = tuple(
             sorted(
@@ -184,6 +208,7 @@ def parse_table_target(opts: Mapping[str, str], fmt: TableFormat, compression: s
             compression,
             properties=storage,
             user_metadata=opts.get("usermetadata"),
+            timeout_ms=timeout_ms,
         )
     if "." not in path or path.startswith(".") or path.endswith("."):
         raise SinkConfigurationError(
@@ -209,6 +234,7 @@ def parse_table_target(opts: Mapping[str, str], fmt: TableFormat, compression: s
         catalog_name=name,
         properties=tuple(sorted(catalog.items())),
         snapshot_properties=snapshot,
+        timeout_ms=timeout_ms,
     )
 
 

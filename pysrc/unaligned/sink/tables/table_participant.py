@@ -2,15 +2,19 @@
 
 - Planner (:meth:`TableParticipant.check_at_query_start`): the table is created or checked,
   before any data moves, and its layout (columns, partition spec, data folder) is kept on the
-  participant, which Spark pickles into the batch's tasks with the writer.
+  participant, which Spark pickles into the batch's tasks with the writer; the table and its
+  data folder go into the checkpoint (:mod:`unaligned.sink.tables.table_record`), where the
+  driver's commit and abort processes find the folder without asking the catalog.
 - Step 1 (task): :class:`unaligned.sink.tables.data_file_writer.TableTaskWriter` writes the
   attempt's rows as data files in the table's data folder; the item names them with their
   statistics.
 - Step 2b (driver, before the decision): every file named exists with the size its task
   reported (the table formats accept a file that is not there; a reader would fail later).
 - Step 2c: ONE table commit of every file of the batch, unless the table holds the batch
-  already (:meth:`DeltaTarget.commit_batch`, :meth:`IcebergTarget.commit_batch`); crash point
-  ``driver_after_table_commit`` lies right after it. Step 2d: nothing (the commit published).
+  already (:meth:`DeltaTarget.commit_batch`, :meth:`IcebergTarget.commit_batch`), asked again
+  while the catalog or store is out of reach, up to ``tableTimeout``
+  (:mod:`unaligned.sink.tables.table_outage`); crash point ``driver_after_table_commit`` lies
+  right after it. Step 2d: nothing (the commit published).
 - Steps 2f / 3b / 4: this query's data files no decision names are deleted
   (:mod:`unaligned.sink.tables.leftover_files`); an aborted batch's files first.
 
@@ -36,6 +40,8 @@ from unaligned.sink.table_target import TableFormat, TableTarget
 from unaligned.sink.tables.batch_summary import batch_summary
 from unaligned.sink.tables.data_file_writer import TableLayout, TableTaskWriter
 from unaligned.sink.tables.leftover_files import delete_files, missing_files, remove_leftovers
+from unaligned.sink.tables.table_outage import commit_through_outages
+from unaligned.sink.tables.table_record import read_record, write_record
 from unaligned.sink.tables.table_storage import TableStorage
 
 
@@ -87,11 +93,27 @@ class TableParticipant:
         return self._storage_found
 
     def _find_storage(self) -> TableStorage:
+        """The data folder the planner recorded in the checkpoint (no catalog call: a batch is
+        checked and decided while the catalog is down), else the table's, asked again while
+        the catalog cannot be reached."""
+        record = read_record(self._checkpoint)
+        if (
+            record is not None
+            and record.target.format is self._target.format
+            and record.target.location == self._target.location
+        ):
+            return TableStorage(record.data_uri, self._target.properties)
         table = self.table()
         if self._target.format is TableFormat.DELTA:
             storage: TableStorage = table.storage
             return storage
-        loaded = table.load()
+        loaded = commit_through_outages(
+            self._target,
+            None,
+            table.load,
+            doing="finding the table's data folder",
+            then="Restart the query once it answers again",
+        )
         if loaded is None:
             raise TableCommitError(f"{self._target.describe()} does not exist")
         storage = table.storage(loaded)
@@ -110,6 +132,7 @@ class TableParticipant:
         """Create or check the table before any data moves; keep its layout for the tasks."""
         schema = arrow_input_schema(StructType.fromJson(_json(self._schema_json)))
         self._layout = self.table().prepare(schema)
+        write_record(self._checkpoint, self._target, self._layout.storage.uri)
 
     def warm_up(self) -> None:
         """Nothing: the data files open with local calls or the store's client."""
@@ -138,7 +161,11 @@ class TableParticipant:
                     )
 
         summary = batch_summary(self._checkpoint, self._query_id, batch_id)
-        if self.table().commit_batch(items, batch_id, summary, verify):
+        if commit_through_outages(
+            self._target,
+            batch_id,
+            lambda: self.table().commit_batch(items, batch_id, summary, verify),
+        ):
             crash_points.reach(CrashPoint.DRIVER_AFTER_TABLE_COMMIT, batch_id)
         _all_committed(items, progress)
 
