@@ -69,7 +69,7 @@ def decode_batch(
     for reading in columns:
         at = names.index(reading.name)
         target = schema.field(at).type
-        values, header_errors = arrays[at], []
+        values, header_errors = arrays[at], list[tuple[int, str]]()
         if headers is not None:
             name = HEADER_NAMES[reading.name]
             values, header_errors = with_header_ids(values, headers, name, formats.registry)

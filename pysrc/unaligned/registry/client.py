@@ -1,8 +1,9 @@
 """The Schema Registry's REST API (Confluent's, which Confluent Schema Registry, Apicurio's
 ``/apis/ccompat/v7``, Redpanda and Karapace serve), over the standard library's HTTP client.
 
-:class:`RegistryClient` asks for a schema by id (and the subjects that hold it), a subject's
-version (or its latest), a schema by GUID, whether a schema is registered under a subject, and registers one.
+:class:`RegistryClient` asks for a schema by id (and the subjects that hold it) or by GUID, a
+subject's version (or its latest), whether a schema is registered under a subject, and
+registers one.
 Basic auth (``user:password``), a bearer token or an OAuth client's token
 (:mod:`unaligned.registry.oauth_token`) go in the ``Authorization`` header; TLS takes a CA file
 and an optional client certificate (PEM). A connection error, a timeout or a 5xx answer is

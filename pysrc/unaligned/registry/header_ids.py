@@ -22,7 +22,6 @@ from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from unaligned._util.arrow import valid_rows
 from unaligned._util.process_memo import ProcessMemo
@@ -46,7 +45,8 @@ def header_values(headers: pa.Array, name: str) -> tuple[np.ndarray, pa.Array]:
     """(rows whose headers hold ``name``, that header's value on each of them: the last one)
     of a ``headers`` column (list of struct ``key``, ``value``). numpy only: no pyarrow
     compute with a Python scalar, which imports pandas in the read task."""
-    none = (np.zeros(0, np.int64), av.binary_array(np.zeros(0, np.uint8), np.zeros(1, np.int32), pa.binary()))
+    nothing = av.binary_array(np.zeros(0, np.uint8), np.zeros(1, np.int32), pa.binary())
+    none = (np.zeros(0, np.int64), nothing)
     if headers.null_count == len(headers):
         return none
     flat = headers.flatten()
