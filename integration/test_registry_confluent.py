@@ -25,13 +25,16 @@ from confluent_kafka.schema_registry import (
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.serde import SchemaId
-from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
+from confluent_kafka.serialization import SerializationError
 
 from confluent_clients import (  # noqa: F401
+    VALUE_SCHEMA_ID_HEADER,
     ConfluentFront,
     confluent,
     copy,
     front,
+    header_context,
+    id_header_serializer,
     produce,
     read,
     utc,
@@ -39,9 +42,6 @@ from confluent_clients import (  # noqa: F401
 )
 from test_registry_formats import ADDRESS, V1, V2, _run_to_end, customer
 from unaligned.testing import EmbeddedKafka
-
-#: Confluent's header names (``confluent_kafka.schema_registry``, private there).
-VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
 
 # --- Avro -------------------------------------------------------------------------------------
 
@@ -271,18 +271,6 @@ def test_an_inline_reader_schema_reads_without_a_subject(
 
 
 # --- schema ids in record headers -------------------------------------------------------------
-
-
-def id_header_serializer(payload: bytes, ctx: Any, schema_id: Any) -> bytes:
-    """Confluent's header form (``header_schema_id_serializer``: the payload bare, the schema in
-    header ``__value_schema_id``) with the id layout of Confluent's ``SchemaId`` (magic byte 0,
-    the id) instead of the GUID (magic byte 1), which the test kit's registry does not give."""
-    ctx.headers.append((VALUE_SCHEMA_ID_HEADER, schema_id.id_to_bytes()))
-    return payload
-
-
-def header_context(topic: str) -> SerializationContext:
-    return SerializationContext(topic, MessageField.VALUE, [])
 
 
 def test_schema_ids_in_headers_read_header_first_then_the_prefix(
