@@ -34,6 +34,24 @@ def value_context(topic: str) -> SerializationContext:
     return SerializationContext(topic, MessageField.VALUE)
 
 
+#: Confluent's header of a value's schema id (``confluent_kafka.schema_registry``, private there).
+VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
+
+
+def id_header_serializer(payload: bytes, ctx: Any, schema_id: Any) -> bytes:
+    """Confluent's header form (``header_schema_id_serializer``: the payload bare, the schema in
+    header ``__value_schema_id``) with the id layout of Confluent's ``SchemaId`` (magic byte 0,
+    the id, Protobuf's message indexes) instead of the GUID (magic byte 1), which the test
+    kit's registry does not give."""
+    ctx.headers.append((VALUE_SCHEMA_ID_HEADER, schema_id.id_to_bytes()))
+    return payload
+
+
+def header_context(topic: str) -> SerializationContext:
+    """A value's context with headers for the serializer to add to."""
+    return SerializationContext(topic, MessageField.VALUE, [])
+
+
 def produce(kafka: EmbeddedKafka, topic: str, values: list[bytes]) -> None:
     kafka.produce(topic, [(0, str(i).encode(), v, None, None) for i, v in enumerate(values)])
 

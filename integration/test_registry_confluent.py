@@ -12,18 +12,29 @@ import datetime
 import decimal
 import functools
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.schema_registry import SchemaRegistryClient, topic_record_subject_name_strategy
+import pytest
+from confluent_kafka.schema_registry import (
+    SchemaRegistryClient,
+    header_schema_id_serializer,
+    topic_record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.serde import SchemaId
+from confluent_kafka.serialization import SerializationError
 
 from confluent_clients import (  # noqa: F401
+    VALUE_SCHEMA_ID_HEADER,
     ConfluentFront,
     confluent,
     copy,
     front,
+    header_context,
+    id_header_serializer,
     produce,
     read,
     utc,
@@ -257,3 +268,82 @@ def test_an_inline_reader_schema_reads_without_a_subject(
     )
     rows = sorted((r.value.id, r.value.email, r.value.vip) for r in frame.collect())
     assert rows == [(i, f"c{i}@example.com", False) for i in range(5)]
+
+
+# --- schema ids in record headers -------------------------------------------------------------
+
+
+def test_schema_ids_in_headers_read_header_first_then_the_prefix(
+    spark: Any,
+    kafka: EmbeddedKafka,
+    front: ConfluentFront,
+    confluent: SchemaRegistryClient,
+    new_topic: Any,
+) -> None:
+    """Confluent's header form beside the payload prefix in one topic, Avro and JSON Schema:
+    every record reads as Confluent's dual deserializer reads it, the headers column stays out
+    unless asked for. A schema GUID header against a registry that serves no GUIDs fails the
+    read naming that; Confluent's own GUID serializer cannot write against it either."""
+    avro_topic, json_topic, guid_topic = new_topic(), new_topic(), new_topic()
+    guid_writer = AvroSerializer(
+        confluent, json.dumps(V1), conf={"schema.id.serializer": header_schema_id_serializer}
+    )
+    with pytest.raises(SerializationError, match="GUID is not set"):
+        guid_writer(customer(0, 1), header_context(guid_topic))
+    for topic, fmt, writers, make in (
+        (
+            avro_topic,
+            "avro-confluent",
+            {
+                header: AvroSerializer(confluent, json.dumps(V2), conf=conf)
+                for header, conf in (
+                    (True, {"schema.id.serializer": id_header_serializer}),
+                    (False, {}),
+                )
+            },  # fmt: skip
+            lambda i: customer(i, 2),
+        ),
+        (
+            json_topic,
+            "json-schema-confluent",
+            {
+                header: JSONSerializer(json.dumps(JSON_V1), confluent, conf=conf)
+                for header, conf in (
+                    (True, {"schema.id.serializer": id_header_serializer}),
+                    (False, {}),
+                )
+            },  # fmt: skip
+            lambda i: shipment(i, 1),
+        ),
+    ):
+        records = []
+        for i in range(10):
+            ctx = header_context(topic)
+            value = writers[i % 2 == 0](make(i), ctx)
+            assert bool(ctx.headers) is (i % 2 == 0)  # the header form: no prefix, a header
+            records.append((0, str(i).encode(), value, ctx.headers, None))
+            dual = (AvroDeserializer(confluent) if fmt == "avro-confluent"
+                    else JSONDeserializer(None, schema_registry_client=confluent))  # fmt: skip
+            assert dual(value, ctx) == make(i)  # Confluent's default deserializer reads it
+        kafka.produce(topic, records)
+        frame = read(spark, kafka, front, topic, valueFormat=fmt)
+        assert "headers" not in frame.columns
+        rows = frame.collect()
+        assert len(rows) == 10
+        assert len({r.valueSchemaId for r in rows}) == 1 and rows[0].valueSchemaId is not None
+        for row in rows:
+            got, want = row.value.asDict(recursive=True), make(int(row.key))
+            if fmt == "avro-confluent":
+                assert got["id"] == want["id"] and got["email"] == want["email"]
+            else:
+                assert {k: got[k] for k in ("id", "to", "items")} == {
+                    k: want[k] for k in ("id", "to", "items")
+                }
+        if topic == avro_topic:
+            kept = read(spark, kafka, front, topic, valueFormat=fmt, includeHeaders="true")
+            assert sum(bool(r.headers) for r in kept.collect()) == 5
+    guid = SchemaId("AVRO", guid=str(uuid.uuid4())).guid_to_bytes()
+    kafka.produce(guid_topic, [(0, b"0", b"\x02", [(VALUE_SCHEMA_ID_HEADER, guid)], None)])
+    with pytest.raises(Exception, match="does not serve schema GUIDs"):
+        inline = {"valueFormat": "avro-confluent", "valueSchema": json.dumps(V1)}
+        read(spark, kafka, front, guid_topic, **inline).collect()

@@ -22,6 +22,8 @@ from confluent_clients import (  # noqa: F401
     confluent,
     copy,
     front,
+    header_context,
+    id_header_serializer,
     produce,
     read,
     utc,
@@ -333,3 +335,69 @@ def test_protobuf_second_message_two_types_and_uint64_max(
     )
     bigs = sorted(r.value.Refund.big for r in failfast.collect() if r.value.Refund is not None)
     assert bigs == sorted(-1 - i for i in range(1, 20, 2))
+
+
+def test_protobuf_schema_ids_in_headers_with_message_indexes(
+    spark: Any,
+    kafka: EmbeddedKafka,
+    front: ConfluentFront,
+    confluent: SchemaRegistryClient,
+    new_topic: Any,
+    tmp_path: Path,
+) -> None:
+    """Confluent's header form for Protobuf: the message indexes travel in the header after the
+    id, the payload is the bare message. Orders and Refunds (the file's second message) under
+    RecordNameStrategy, header and prefix records mixed, read as two record types."""
+    classes = proto_classes(tmp_path, 1)
+    topic = new_topic()
+    conf = {"subject.name.strategy": record_subject_name_strategy}
+    with_header = {**conf, "schema.id.serializer": id_header_serializer}
+    writers = {
+        (name, header): ProtobufSerializer(
+            classes[name], confluent, with_header if header else conf
+        )
+        for name in ("Order", "Refund")
+        for header in (True, False)
+    }
+    readers = {
+        name: ProtobufDeserializer(classes[name], schema_registry_client=confluent)
+        for name in ("Order", "Refund")
+    }
+    records = []
+    for i in range(12):
+        name = "Refund" if i % 2 else "Order"
+        message = (
+            classes["Refund"](order_id=f"o{i}", amount={"units": i}, big=i)
+            if i % 2
+            else order(classes, i, 1)
+        )
+        ctx = header_context(topic)
+        value = writers[(name, i % 4 < 2)](message, ctx)
+        assert readers[name](value, ctx) == message  # Confluent's default deserializer reads it
+        records.append((0, str(i).encode(), value, ctx.headers, None))
+    assert sum(bool(headers) for _, _, _, headers, _ in records) == 6
+    kafka.produce(topic, records)
+    rows = read(
+        spark,
+        kafka,
+        front,
+        topic,
+        valueFormat="protobuf-confluent",
+        valueSubjectNameStrategy="record",
+        valueRecordName="shop.Order,shop.Refund",
+    ).collect()
+    assert len(rows) == 12
+    for row in rows:
+        i = int(row.key)
+        if i % 2:
+            assert row.value.Order is None
+            assert row.value.Refund.asDict(recursive=True) == {
+                "order_id": f"o{i}",
+                "amount": {"currency": "", "units": i, "nanos": 0},
+                "big": i,
+            }
+        else:
+            got = row.value.Order.asDict(recursive=True)
+            got["at"] = utc(got["at"])
+            want = {k: v for k, v in expected_order(i, 1).items() if k != "email"}
+            assert row.value.Refund is None and got == want

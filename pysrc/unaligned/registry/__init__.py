@@ -6,7 +6,8 @@
   credentials with :mod:`.oauth_token`, TLS; retries until the registry timeout).
 - :mod:`.schemas`: reader schemas resolved when a query starts, writer schemas fetched once per
   id and worker process.
-- :mod:`.framing`: the magic byte, the schema id and Protobuf's message indexes, column-wise.
+- :mod:`.framing`: the magic byte, the schema id and Protobuf's message indexes, column-wise;
+  :mod:`.header_ids`: schema ids (or GUIDs) carried in a record header instead.
 - :mod:`.avro_schema`, :mod:`.avro_vectors`, :mod:`.avro_decoder` (with :mod:`.avro_blocks`,
   :mod:`.avro_defaults`): Avro mapped to Spark types and decoded column-wise with numpy (schema
   resolution across writer ids); :mod:`.avro_encoder`: the sink's Avro.

@@ -1,8 +1,9 @@
 """The Schema Registry's REST API (Confluent's, which Confluent Schema Registry, Apicurio's
 ``/apis/ccompat/v7``, Redpanda and Karapace serve), over the standard library's HTTP client.
 
-:class:`RegistryClient` asks for a schema by id (and the subjects that hold it), a subject's
-version (or its latest), whether a schema is registered under a subject, and registers one.
+:class:`RegistryClient` asks for a schema by id (and the subjects that hold it) or by GUID, a
+subject's version (or its latest), whether a schema is registered under a subject, and
+registers one.
 Basic auth (``user:password``), a bearer token or an OAuth client's token
 (:mod:`unaligned.registry.oauth_token`) go in the ``Authorization`` header; TLS takes a CA file
 and an optional client certificate (PEM). A connection error, a timeout or a 5xx answer is
@@ -100,6 +101,29 @@ class RegistryClient:
             return _schema(self._request("GET", path), schema_id)
         except SchemaNotFoundError:
             raise self._not_found(f"has no schema with id {schema_id}") from None
+
+    def schema_by_guid(self, guid: str) -> tuple[RegisteredSchema, int | None]:
+        """The schema of ``guid`` (Confluent Schema Registry 8.0+: ``GET /schemas/guids/{guid}``)
+        and its numeric id when the answer gives one. Raises :class:`SchemaNotFoundError` for a
+        GUID the registry does not hold, and :class:`SchemaRegistryError` naming the way out
+        when the registry serves no GUIDs."""
+        path = f"/schemas/guids/{quote(guid, safe='')}"
+        try:
+            body = self._request("GET", path)
+        except SchemaNotFoundError:
+            raise self._not_found(f"has no schema with GUID {guid}") from None
+        except SchemaRegistryError as exc:
+            if "HTTP 404" not in str(exc) and "HTTP 405" not in str(exc):
+                raise
+            raise self._error(
+                f"does not serve schema GUIDs (GET {path} answered {_status(str(exc))}), and a "
+                "record names its schema by GUID in its schema id header: GUIDs need Confluent "
+                "Schema Registry 8.0 or newer (or a registry that serves GET /schemas/guids)"
+            ) from None
+        schema_id = body.get("id")
+        return _schema(body, -1 if schema_id is None else int(schema_id)), (
+            None if schema_id is None else int(schema_id)
+        )
 
     def subjects_of(self, schema_id: int) -> list[str]:
         """The subjects a schema id is registered under (empty when the registry has none)."""
@@ -289,6 +313,10 @@ def _shown(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
     return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+
+
+def _status(text: str) -> str:
+    return "HTTP 404" if "HTTP 404" in text else "HTTP 405"
 
 
 def _quoted(subject: str) -> str:

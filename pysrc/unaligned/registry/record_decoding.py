@@ -6,7 +6,9 @@ and fixes the reader schemas; the object is picklable and travels to the read ta
 schema (:meth:`RecordDecoding.output_schema`): the column becomes the reader schema's type, and
 columns are added after Spark's Kafka columns:
 
-- ``valueSchemaId`` (int): the writer's schema id (null: a null value, or no framing);
+- ``valueSchemaId`` (int): the writer's schema id, from the payload prefix or the record's
+  ``__value_schema_id`` header (:mod:`unaligned.registry.header_ids`; null: a null value, no
+  framing, or a schema named by a GUID the registry gave no id for);
 - with several record types in one topic (``valueSubject`` a comma-separated list, or several
   ``valueRecordName`` with the ``record`` / ``topic-record`` naming strategy) ``value`` is a
   struct of one field per type, the record's own type set and the others null;
@@ -138,10 +140,14 @@ class RecordDecoding:
     # --- read tasks ---------------------------------------------------------------------------
 
     def decode_all(
-        self, batches: Iterable[pa.RecordBatch], base: StructType
+        self, batches: Iterable[pa.RecordBatch], base: StructType, keep_headers: bool = True
     ) -> Iterator[pa.RecordBatch]:
-        """Every batch of Spark's Kafka schema ``base`` decoded (what a read task yields)."""
+        """Every batch of Spark's Kafka schema ``base`` decoded (what a read task yields); a
+        ``headers`` column read only for the schema id headers is dropped unless
+        ``keep_headers``."""
         from unaligned.registry.batch_decoding import decode_batches
 
+        if not keep_headers:
+            base = StructType([f for f in base.fields if f.name != "headers"])
         output = self.output_schema(base)
         return decode_batches(self.formats, self.columns, batches, output)

@@ -6,9 +6,10 @@ A column read with several subjects (``valueSubject`` a comma-separated list, or
 (:attr:`~unaligned.registry.schemas.ColumnReading.branches`). :func:`branch_rows` sends the rows
 of one writer schema id to their branch: the branch whose subject had that id when the query
 started, else the one whose subject the registry says holds it (asked once per id and
-process). One id can sit under several subjects (Confluent's Protobuf serializer registers the
-whole ``.proto`` file under each message's subject): Protobuf records then go by the message
-their message indexes name, the branch reading that message. :func:`branches_struct` puts the
+process; a schema named by a GUID the registry gave no id for: the branch with that schema).
+One id can sit under several subjects (Confluent's Protobuf serializer registers the whole
+``.proto`` file under each message's subject): Protobuf records then go by the message their
+message indexes name, the branch reading that message. :func:`branches_struct` puts the
 branches' decoded rows together, a record's own type set and the others null.
 """
 
@@ -38,15 +39,20 @@ def branch_rows(
         name, branch = branches[0]
         return [(name, branch, rows)]
     found = [(n, b) for n, b in branches if schema_id in b.ids()]
+    if not found and schema_id < 0:  # a GUID's schema the registry gave no id for: by its text
+        text = writer_schema(registry, schema_id).schema.text
+        found = [(n, b) for n, b in branches if text in {s.schema.text for s in b.schemas()}]
     if not found:
-        holders = subjects_of(registry, schema_id)
+        holders = () if schema_id < 0 else subjects_of(registry, schema_id)
         found = [(n, b) for n, b in branches if b.reader.schema.subject in holders]
         if not found:
             read = ", ".join(repr(b.reader.schema.subject) for _, b in branches)
-            raise LookupError(
-                f"schema id {schema_id} is registered under {list(holders)}, none of the "
-                f"record types read ({read})"
+            which = (
+                "the schema its GUID names is no version the query started with"
+                if schema_id < 0
+                else f"schema id {schema_id} is registered under {list(holders)}"
             )
+            raise LookupError(f"{which}, none of the record types read ({read})")
     if len(found) == 1 or found[0][1].format.format is not Format.PROTOBUF:
         name, branch = found[0]
         return [(name, branch, rows)]

@@ -62,8 +62,11 @@ class ColumnReading:
     def name(self) -> str:
         return self.format.column
 
+    def schemas(self) -> tuple[ResolvedSchema, ...]:
+        return (self.reader, *self.known)
+
     def ids(self) -> frozenset[int]:
-        return frozenset(s.schema_id for s in (self.reader, *self.known))
+        return frozenset(s.schema_id for s in self.schemas())
 
 
 _CLIENTS: ProcessMemo[RegistryConfig, RegistryClient] = ProcessMemo()

@@ -390,6 +390,7 @@ class BatchPlanning:
                 include_headers=self._options.include_headers,
                 fail_on_data_loss=self._options.fail_on_data_loss,
                 poll_timeout_ms=self._options.poll_timeout_ms,
+                schema_id_headers=self._options.formats is not None,
             )
             for i, group in enumerate(groups)
         ]

@@ -88,6 +88,13 @@ class KafkaInputPartition(InputPartition):
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    schema_id_headers: bool = False
+    """Read the headers for a Schema Registry format's schema id headers, even without
+    ``include_headers`` (the decoding drops the column then)."""
+
+    @property
+    def reads_headers(self) -> bool:
+        return self.include_headers or self.schema_id_headers
 
 
 class _RangeState:
@@ -148,7 +155,7 @@ class _TaskRead:
         self.decoder = FetchDecoder(
             read_committed=part.kafka.read_committed,
             check_crcs=bool(kwargs.get("check_crcs", True)),
-            include_headers=part.include_headers,
+            include_headers=part.reads_headers,
         )
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -180,7 +187,7 @@ class _TaskRead:
         decoded = self.decoder.decode()
         if decoded is not None:
             yield from to_arrow_batches(
-                decoded.columns, decoded.partitions, self.part.include_headers
+                decoded.columns, decoded.partitions, self.part.reads_headers
             )
 
     def _answer(self, state: _RangeState, answer: FetchAnswer) -> Iterator[pa.RecordBatch]:
@@ -195,13 +202,13 @@ class _TaskRead:
                 legacy = decode_legacy_batches(
                     answer.records,
                     state.next_offset,
-                    include_headers=self.part.include_headers,
+                    include_headers=self.part.reads_headers,
                     end_offset=rng.end,
                 )
                 state.advanced(legacy)
                 if legacy.columns is not None:
                     yield from to_arrow_batches(
-                        legacy.columns, [(tp, len(legacy.columns))], self.part.include_headers
+                        legacy.columns, [(tp, len(legacy.columns))], self.part.reads_headers
                     )
         elif answer.error is None:
             pass  # the truncation check had no answer yet: read again

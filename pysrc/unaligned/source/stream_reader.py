@@ -95,5 +95,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return read_partition(partition)
         from unaligned.kafka.records.source_schema import kafka_source_schema
 
-        base = kafka_source_schema(partition.include_headers)
-        return self._decoding.decode_all(read_partition(partition), base)
+        base = kafka_source_schema(partition.reads_headers)
+        batches = read_partition(partition)
+        return self._decoding.decode_all(batches, base, keep_headers=partition.include_headers)
