@@ -30,10 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from unaligned.registry.client import RegistryClient, _schema
+from unaligned.registry.connection.client import RegistryClient, _schema
+from unaligned.registry.connection.schemas import ResolvedSchema
 from unaligned.registry.options import parse_formats
-from unaligned.registry.protobuf_schema import compiled, is_serialized
-from unaligned.registry.schemas import ResolvedSchema
+from unaligned.registry.protobuf.protobuf_schema import compiled, is_serialized
 from unaligned.testing.registry_server import RegistryServer
 
 

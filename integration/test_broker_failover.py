@@ -45,8 +45,8 @@ from harness import committed_values, kcat_read_committed, wait_until
 from unaligned.kafka.clients.client_options import client_config_from_options
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.kafka.transactions import transaction_states
-from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+from unaligned.source.planning.offset_ranges import OffsetRange
 from unaligned.testing import EmbeddedKafka
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

@@ -26,9 +26,9 @@ from unaligned.kafka.clients.client_internals import connection_manager
 from unaligned.kafka.fetch import fetch_connections, range_fetch
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source import partition_reader
-from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+from unaligned.source.planning.offset_ranges import OffsetRange
 from unaligned.testing import EmbeddedKafka
 
 

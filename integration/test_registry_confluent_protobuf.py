@@ -201,9 +201,9 @@ def test_protobuf_derived_schema_read_by_confluent(
     """The sink's own schema (.proto text derived from the column) fetched by Confluent's
     deserializer with format=serialized: the answer the registry gets wrong, which the front
     corrects."""
-    from unaligned.registry.client import RegisteredSchema
-    from unaligned.registry.protobuf_schema import compiled
-    from unaligned.registry.schemas import ResolvedSchema
+    from unaligned.registry.connection.client import RegisteredSchema
+    from unaligned.registry.connection.schemas import ResolvedSchema
+    from unaligned.registry.protobuf.protobuf_schema import compiled
 
     source, out = new_topic(), new_topic()
     produce(kafka, source, [f"v{i}".encode() for i in range(10)])

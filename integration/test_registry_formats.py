@@ -14,7 +14,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from unaligned.registry.client import RegistryClient
+from unaligned.registry.connection.client import RegistryClient
 from unaligned.registry.options import parse_formats
 from unaligned.testing import EmbeddedKafka
 from unaligned.testing.registry_server import RegistryServer

@@ -39,9 +39,9 @@ from unaligned.kafka.clients.client_options import client_config_from_options
 from unaligned.kafka.clients.connections import settings_key
 from unaligned.kafka.fetch import fetch_connections
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+from unaligned.source.planning.offset_ranges import OffsetRange
 
 SASL_LOGINS = ("plain", "scram", "oauth")
 # an hour ago: a record stamped past the topic's retention (7 days) is deleted by the broker's

@@ -11,9 +11,9 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from unaligned.registry.avro_decoder import compile_decoder
-from unaligned.registry.avro_schema import parse_avro
-from unaligned.registry.avro_vectors import Reading
+from unaligned.registry.avro.decoder import compile_decoder
+from unaligned.registry.avro.schema import parse_avro
+from unaligned.registry.avro.vectors import Reading
 
 
 def payloads(schema: Any, records: Sequence[Any]) -> list[bytes]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.batch_planning import BatchPlanning
 from unaligned.source.options import SourceOptions
+from unaligned.source.planning.batch_planning import BatchPlanning
 from unaligned.source.stream_reader import KafkaStreamReader
 
 TP = TopicPartitionId

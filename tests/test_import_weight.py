@@ -260,10 +260,10 @@ def test_mapping_an_avro_reader_schema_imports_nothing_heavy() -> None:
         """
         from unaligned.data_source import UnalignedDataSource
         from unaligned.kafka.records.source_schema import kafka_source_schema
-        from unaligned.registry.client import RegisteredSchema
+        from unaligned.registry.connection.client import RegisteredSchema
         from unaligned.registry.options import parse_formats
         from unaligned.registry.record_decoding import RecordDecoding
-        from unaligned.registry.schemas import ColumnReading, ResolvedSchema
+        from unaligned.registry.connection.schemas import ColumnReading, ResolvedSchema
         from unaligned.source.options import SourceOptions
 
         options = SourceOptions.parse({

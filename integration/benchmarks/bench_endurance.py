@@ -16,8 +16,8 @@ to Parquet (``path``; ``files-retention`` also with ``retention`` 60 s, so the o
 chunk) and ``chunkRows=500``: each of the 2 sink tasks
 writes one chunk a barrier, 1,000 rows, a little less than the 1,100 the source offers. So
 every barrier cuts, the rest of each task's input becomes channel state, the next barrier
-replays it first, and the source's backlog limit (``source/backlog_limit.py``) halves its batch
-whenever the pending rows grew. ``channelStateInlineThreshold=0``: every cut writes a state
+replays it first, and the source's backlog limit (``source/planning/backlog_limit.py``) halves its
+batch whenever the pending rows grew. ``channelStateInlineThreshold=0``: every cut writes a state
 file (with the default 20 KiB this load's state goes inline into the records, and no file or
 garbage collection is exercised). Everything else is the default (``channelStateMaxFiles`` 8,
 ``channelStateMergeBelow`` 16 MiB, ``minBatchesToRetain`` 100).

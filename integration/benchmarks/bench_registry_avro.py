@@ -113,7 +113,8 @@ def ours_decode_only(values: list[bytes], schema_id: int) -> float:
 
     from unaligned.kafka.records.record_columns import kafka_arrow_schema
     from unaligned.kafka.records.source_schema import kafka_source_schema
-    from unaligned.registry.client import RegisteredSchema
+    from unaligned.registry.connection.client import RegisteredSchema
+    from unaligned.registry.connection.schemas import ColumnReading, ResolvedSchema
     from unaligned.registry.options import (
         ColumnFormat,
         Format,
@@ -122,7 +123,6 @@ def ours_decode_only(values: list[bytes], schema_id: int) -> float:
         SchemaChoice,
     )
     from unaligned.registry.record_decoding import RecordDecoding
-    from unaligned.registry.schemas import ColumnReading, ResolvedSchema
 
     column = ColumnFormat("value", Format.AVRO, SchemaChoice())
     formats = RecordFormats(RegistryConfig(urls=("http://127.0.0.1:1",)), column, None)
@@ -210,7 +210,7 @@ def main() -> None:
     # Spark's Python workers run PYSPARK_PYTHON (./dev sets it; a direct run may not)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from unaligned.registry.client import RegistryClient
+    from unaligned.registry.connection.client import RegistryClient
     from unaligned.registry.options import parse_formats
     from unaligned.testing import EmbeddedKafka
     from unaligned.testing.registry_server import RegistryServer

@@ -58,9 +58,9 @@ def kcat_read(bootstrap: str, topic: str) -> float:
 
 def python_read(bootstrap: str, topic: str, end_offsets: dict[int, int]) -> float:
     from unaligned.kafka.partitions import TopicPartitionId
-    from unaligned.source.offset_ranges import OffsetRange
     from unaligned.source.options import SourceOptions
     from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+    from unaligned.source.planning.offset_ranges import OffsetRange
 
     options = SourceOptions.parse({"subscribe": topic, "kafka.bootstrap.servers": bootstrap})
     started = time.monotonic()
@@ -89,8 +89,8 @@ def python_read_in_ranges(
     from unaligned.kafka.partitions import TopicPartitionId
     from unaligned.kafka.records.record_decoder import FetchDecoder, ScannedFetch
     from unaligned.source import partition_reader
-    from unaligned.source.offset_ranges import OffsetRange
     from unaligned.source.options import SourceOptions
+    from unaligned.source.planning.offset_ranges import OffsetRange
 
     decoded = 0
     add = FetchDecoder.add

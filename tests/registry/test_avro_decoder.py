@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from avro_payloads import payloads, read
-from unaligned.registry import avro_vectors as av
-from unaligned.registry.avro_decoder import SchemaResolutionError
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.avro.decoder import SchemaResolutionError
 
 INNER = {"type": "record", "name": "In", "fields": [{"name": "x", "type": "int"}]}
 EVERYTHING = {

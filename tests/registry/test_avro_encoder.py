@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 from unaligned.errors import RecordFormatError
-from unaligned.registry.avro_decoder import compile_decoder
-from unaligned.registry.avro_encoder import AvroRowEncoder, derive_avro
-from unaligned.registry.avro_schema import parse_avro
-from unaligned.registry.avro_vectors import Reading
+from unaligned.registry.avro.decoder import compile_decoder
+from unaligned.registry.avro.encoder import AvroRowEncoder, derive_avro
+from unaligned.registry.avro.schema import parse_avro
+from unaligned.registry.avro.vectors import Reading
 from unaligned.registry.framing import binary_parts
 
 TYPE = pa.struct(

@@ -23,7 +23,7 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import RecordFormatError
-from unaligned.registry.avro_schema import parse_avro, spark_type
+from unaligned.registry.avro.schema import parse_avro, spark_type
 
 
 def mapped(schema: object, referenced: tuple[object, ...] = ()) -> tuple[object, bool]:

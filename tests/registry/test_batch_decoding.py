@@ -15,7 +15,8 @@ import pytest
 from avro_payloads import payloads
 from unaligned.errors import RecordFormatError, SchemaRegistryError
 from unaligned.kafka.records.source_schema import kafka_source_schema
-from unaligned.registry.client import RegisteredSchema
+from unaligned.registry.connection.client import RegisteredSchema
+from unaligned.registry.connection.schemas import ColumnReading, ResolvedSchema
 from unaligned.registry.options import (
     ColumnFormat,
     DecodeMode,
@@ -25,7 +26,6 @@ from unaligned.registry.options import (
     SchemaChoice,
 )
 from unaligned.registry.record_decoding import RecordDecoding
-from unaligned.registry.schemas import ColumnReading, ResolvedSchema
 
 SCHEMA = {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]}
 

@@ -12,7 +12,7 @@ import pytest
 
 from unaligned.data_source import UnalignedDataSource
 from unaligned.errors import SchemaRegistryError
-from unaligned.registry.client import RegistryClient
+from unaligned.registry.connection.client import RegistryClient
 from unaligned.registry.options import RegistryConfig
 
 

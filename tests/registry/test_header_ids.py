@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from unaligned.registry.connection.registry_settings import RegistryConfig
 from unaligned.registry.framing import split_frames
 from unaligned.registry.header_ids import header_values, with_header_ids
-from unaligned.registry.registry_settings import RegistryConfig
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 NAME = "__value_schema_id"

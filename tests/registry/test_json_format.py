@@ -22,8 +22,9 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import RecordFormatError
-from unaligned.registry.avro_vectors import Reading
-from unaligned.registry.client import RegisteredSchema
+from unaligned.registry.avro.vectors import Reading
+from unaligned.registry.connection.client import RegisteredSchema
+from unaligned.registry.connection.schemas import ResolvedSchema
 from unaligned.registry.framing import frame_payloads, split_frames
 from unaligned.registry.json_format import (
     JsonColumnDecoder,
@@ -31,7 +32,6 @@ from unaligned.registry.json_format import (
     derive_json_schema,
     json_spark_type,
 )
-from unaligned.registry.schemas import ResolvedSchema
 
 SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -134,11 +134,11 @@ def test_decimals_are_written_with_every_digit() -> None:
 def test_an_integer_out_of_range_fails_its_record_only() -> None:
     import numpy as np
 
-    from unaligned.registry.avro_vectors import Reading
-    from unaligned.registry.client import RegisteredSchema
+    from unaligned.registry.avro.vectors import Reading
+    from unaligned.registry.connection.client import RegisteredSchema
+    from unaligned.registry.connection.schemas import ResolvedSchema
     from unaligned.registry.framing import frame_payloads, split_frames
     from unaligned.registry.json_format import JsonColumnDecoder
-    from unaligned.registry.schemas import ResolvedSchema
 
     schema = '{"type":"object","properties":{"n":{"type":"integer"}}}'
     reader = ResolvedSchema(RegisteredSchema(1, "JSON", schema))

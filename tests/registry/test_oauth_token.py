@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from unaligned.errors import OAuthTokenError, OptionError
-from unaligned.registry.client import RegistryClient
+from unaligned.registry.connection.client import RegistryClient
 from unaligned.registry.options import parse_formats
 
 SECRET = "client-secret-9f"

@@ -11,17 +11,17 @@ import pytest
 from pyspark.sql.types import ArrayType, LongType, MapType, StringType, TimestampType
 
 from unaligned.errors import RecordFormatError
-from unaligned.registry.avro_vectors import Reading
-from unaligned.registry.client import RegisteredSchema
+from unaligned.registry.avro.vectors import Reading
+from unaligned.registry.connection.client import RegisteredSchema
+from unaligned.registry.connection.schemas import ResolvedSchema
 from unaligned.registry.framing import frame_payloads, split_frames
 from unaligned.registry.options import ColumnFormat, Format, SchemaChoice
-from unaligned.registry.proto_text import derive_proto
-from unaligned.registry.protobuf_format import (
+from unaligned.registry.protobuf.proto_text import derive_proto
+from unaligned.registry.protobuf.protobuf_format import (
     ProtobufColumnDecoder,
     ProtobufRowEncoder,
     protobuf_spark_type,
 )
-from unaligned.registry.schemas import ResolvedSchema
 
 TYPE = pa.struct(
     [
@@ -116,7 +116,7 @@ def _serialized(text: str) -> str:
     """``text`` as Confluent's Python serializer registers it: a base64 FileDescriptorProto."""
     import base64
 
-    from unaligned.registry.protobuf_schema import compiled
+    from unaligned.registry.protobuf.protobuf_schema import compiled
 
     return base64.b64encode(compiled(resolved(text, 77)).file_proto.SerializeToString()).decode()
 
@@ -129,7 +129,7 @@ def _read(schema: ResolvedSchema, column: ColumnFormat, payload: bytes, prefix: 
 
 
 def test_a_serialized_descriptor_loads_without_protoc_and_maps_like_text() -> None:
-    from unaligned.registry.protobuf_schema import is_serialized
+    from unaligned.registry.protobuf.protobuf_schema import is_serialized
 
     text_schema, serialized = resolved(TWO, 6), resolved(_serialized(TWO), 7)
     assert is_serialized(serialized.schema.text) and not is_serialized(TWO)
@@ -141,7 +141,7 @@ def test_the_message_comes_from_the_indexes_and_the_option_names_the_readers() -
 
     from google.protobuf.descriptor import FieldDescriptor
 
-    from unaligned.registry.protobuf_schema import compiled, message_index_bytes
+    from unaligned.registry.protobuf.protobuf_schema import compiled, message_index_bytes
 
     schema = resolved(_serialized(TWO), 8)
     refund = replace(COLUMN, message_name="Refund")

@@ -11,8 +11,9 @@ import pytest
 
 from unaligned.errors import SchemaMismatchError
 from unaligned.registry import record_encoding
-from unaligned.registry.avro_encoder import AvroRowEncoder
-from unaligned.registry.client import RegisteredSchema
+from unaligned.registry.avro.encoder import AvroRowEncoder
+from unaligned.registry.connection.client import RegisteredSchema
+from unaligned.registry.connection.schemas import ResolvedSchema
 from unaligned.registry.options import (
     ColumnFormat,
     Format,
@@ -21,7 +22,6 @@ from unaligned.registry.options import (
     SchemaChoice,
 )
 from unaligned.registry.record_encoding import WriterSchema, encode_column
-from unaligned.registry.schemas import ResolvedSchema
 
 SCHEMA = {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]}
 FORMATS = RecordFormats(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from unaligned.barriers.idle import PendingHint
-from unaligned.source.backlog_limit import MIN_ROWS_PER_PARTITION, BacklogLimit
+from unaligned.source.planning.backlog_limit import MIN_ROWS_PER_PARTITION, BacklogLimit
 
 
 def test_growing_state_halves_the_batch_and_a_shrinking_one_lets_it_grow_back() -> None:

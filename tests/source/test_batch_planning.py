@@ -1,5 +1,5 @@
-"""The source's driver side (:mod:`unaligned.source.batch_planning`), called as Spark calls it,
-through the stream reader, against a fake broker lookup: which partitions it plans when a
+"""The source's driver side (:mod:`unaligned.source.planning.batch_planning`), called as Spark
+calls it, through the stream reader, against a fake broker lookup: which partitions it plans when a
 metadata refresh is flaky, the idle barrier it forces when it resumes an earlier run, bounded
 input and Trigger.AvailableNow."""
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from unaligned.source.batch_sizing import FIRST_BATCH_ROWS_PER_PARTITION, MAX_GROWTH, BatchSizer
+from unaligned.source.planning.batch_sizing import (
+    FIRST_BATCH_ROWS_PER_PARTITION,
+    MAX_GROWTH,
+    BatchSizer,
+)
 
 
 class Clock:

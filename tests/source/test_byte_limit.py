@@ -1,6 +1,6 @@
-"""``maxBytesPerTrigger`` (:mod:`unaligned.source.byte_limit`): the driver measures the records
-of each candidate range and ends it at the record whose bytes reach the partition's share of the
-cap. A fake read path yields the records as the read tasks would."""
+"""``maxBytesPerTrigger`` (:mod:`unaligned.source.planning.byte_limit`): the driver measures the
+records of each candidate range and ends it at the record whose bytes reach the partition's share
+of the cap. A fake read path yields the records as the read tasks would."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
 
 from fake_offset_lookup import FakeLookup, reader_for
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.byte_limit import byte_limit, record_bytes
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition
+from unaligned.source.planning.byte_limit import byte_limit, record_bytes
 
 TP = TopicPartitionId
 A0, A1 = TP("a", 0), TP("a", 1)
@@ -80,7 +80,7 @@ def test_partitions_without_backlog_are_not_read() -> None:
 def test_the_source_offers_read_max_bytes_and_caps_its_batches_by_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from unaligned.source import byte_limit as module
+    from unaligned.source.planning import byte_limit as module
 
     log = FakeLog({A0: [100] * 10 + [10_000] * 10})
     measured = module.byte_limit

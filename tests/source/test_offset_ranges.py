@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.offset_ranges import (
+from unaligned.source.planning.offset_ranges import (
     OffsetRange,
     available_records,
     group_ranges,

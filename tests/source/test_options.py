@@ -9,9 +9,9 @@ from pyspark.sql.streaming.datasource import ReadMaxRows, ReadMinRows
 
 from unaligned.errors import OffsetFormatError, OptionError
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.batch_sizing import UNCAPPED_ROWS
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import Assign, SourceOptions, Subscribe, SubscribePattern
+from unaligned.source.planning.batch_sizing import UNCAPPED_ROWS
 from unaligned.source.position_options import EarliestStart, LatestStart, NoMatchStrategy
 from unaligned.source.stream_reader import KafkaStreamReader
 

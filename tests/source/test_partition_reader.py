@@ -21,9 +21,9 @@ from unaligned.kafka.fetch.fetch_answers import FetchAnswer
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source import partition_reader
 from unaligned.source.lost_records import on_data_loss
-from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+from unaligned.source.planning.offset_ranges import OffsetRange
 
 #: Nothing listens here: a task that tried to connect would fail.
 NO_BROKER = "127.0.0.1:1"

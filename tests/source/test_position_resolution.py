@@ -11,7 +11,7 @@ from fake_offset_lookup import TimedLookup
 from unaligned.errors import OptionError
 from unaligned.kafka.partitions import TopicPartitionId
 from unaligned.source.options import SourceOptions
-from unaligned.source.position_resolution import resolve_range
+from unaligned.source.planning.position_resolution import resolve_range
 
 TP = TopicPartitionId
 

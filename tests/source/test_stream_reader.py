@@ -7,8 +7,8 @@ from __future__ import annotations
 from pyspark import cloudpickle
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from unaligned.source.batch_sizing import UNCAPPED_ROWS
 from unaligned.source.options import SourceOptions
+from unaligned.source.planning.batch_sizing import UNCAPPED_ROWS
 from unaligned.source.stream_reader import KafkaStreamReader
 
 

@@ -1,4 +1,4 @@
-"""The layout drain (:mod:`unaligned.source.task_layout`): before a batch deals the
+"""The layout drain (:mod:`unaligned.source.planning.task_layout`): before a batch deals the
 topic-partitions to the read tasks otherwise than the batch before it (another ``readTasks``,
 partitions added or gone), the source plans one batch that reads nothing, at the old layout,
 marked ``layoutDrain``; the new layout applies from the next batch. Called as Spark calls the
@@ -17,9 +17,9 @@ from fake_offset_lookup import FakeLookup, reader_for
 from unaligned.barriers.idle import HINT_DIR_ENV
 from unaligned.errors import DataLossError
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.offset_ranges import OffsetRange, group_ranges
 from unaligned.source.offsets import KafkaSourceOffset
-from unaligned.source.task_layout import task_layout
+from unaligned.source.planning.offset_ranges import OffsetRange, group_ranges
+from unaligned.source.planning.task_layout import task_layout
 
 TP = TopicPartitionId
 

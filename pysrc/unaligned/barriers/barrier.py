@@ -39,8 +39,9 @@ logger = logging.getLogger(__name__)
 
 END_OF_DATA_KEY = "endOfData"
 LAYOUT_DRAIN_KEY = "layoutDrain"
-"""A source's layout drain (``unaligned.source.task_layout``): a batch that reads nothing at the
-previous task layout, before the layout changes. Spelled here too: barriers sit below source."""
+"""A source's layout drain (``unaligned.source.planning.task_layout``): a batch that reads
+nothing at the previous task layout, before the layout changes. Spelled here too: barriers sit
+below source."""
 SPLIT_RANGES_KEY = "splitRanges"
 """A source whose ranges are split into pieces (``minPartitions``): no stable task layout."""
 

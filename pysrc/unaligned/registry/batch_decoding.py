@@ -6,7 +6,7 @@ is split into Confluent frames (a schema id header first:
 naming its topic-partition and offset) or becomes a null with the reason and its bytes in the
 added columns (PERMISSIVE). Batches are decoded and yielded in slices of :data:`SLICE_ROWS`.
 Writer schemas the query started with are known without asking the registry
-(:func:`unaligned.registry.schemas.remember`).
+(:func:`unaligned.registry.connection.schemas.remember`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from unaligned.errors import RecordFormatError, SchemaNotFoundError
-from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro import vectors as av
 from unaligned.registry.codecs import decoder_for
+from unaligned.registry.connection.schemas import ColumnReading, remember, writer_schema
 from unaligned.registry.framing import split_frames
 from unaligned.registry.header_ids import HEADER_NAMES, with_header_ids
 from unaligned.registry.options import DecodeMode, RecordFormats, RegistryConfig
 from unaligned.registry.record_types import branch_rows, branches_struct
-from unaligned.registry.schemas import ColumnReading, remember, writer_schema
 
 NOT_FRAMED = (
     "no Schema Registry framing (magic byte 0 and a 4-byte schema id) and no schema id header"

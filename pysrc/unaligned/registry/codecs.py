@@ -3,10 +3,10 @@ column's records with.
 
 :func:`decoder_for` builds, once per worker process and pair of schemas, the decoder of
 records written with the writer's schema: Avro's column-wise decoder with schema resolution
-(:mod:`unaligned.registry.avro_decoder`), JSON Schema's (:mod:`unaligned.registry.json_format`)
-or Protobuf's (:mod:`unaligned.registry.protobuf_format`, which needs the ``protobuf`` extra). A
-decoder reads the rows of a batch it is given and marks those that do not decode in the
-batch's :class:`~unaligned.registry.avro_vectors.Reading`.
+(:mod:`unaligned.registry.avro.decoder`), JSON Schema's (:mod:`unaligned.registry.json_format`)
+or Protobuf's (:mod:`unaligned.registry.protobuf.protobuf_format`, which needs the ``protobuf``
+extra). A decoder reads the rows of a batch it is given and marks those that do not decode in the
+batch's :class:`~unaligned.registry.avro.vectors.Reading`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 
 from unaligned._util.process_memo import ProcessMemo
-from unaligned.registry import avro_vectors as av
-from unaligned.registry.avro_schema import AvroType, parse_avro
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.avro.schema import AvroType, parse_avro
+from unaligned.registry.connection.schemas import ResolvedSchema
 from unaligned.registry.framing import Frames
 from unaligned.registry.options import ColumnFormat, Format
-from unaligned.registry.schemas import ResolvedSchema
 
 
 class ColumnDecoder(Protocol):
@@ -38,7 +38,7 @@ class AvroColumnDecoder:
     """Avro records written with one schema, read as the reader's (schema resolution)."""
 
     def __init__(self, reader: ResolvedSchema, writer: ResolvedSchema) -> None:
-        from unaligned.registry.avro_decoder import compile_decoder
+        from unaligned.registry.avro.decoder import compile_decoder
 
         self._read = compile_decoder(parsed_avro(writer), parsed_avro(reader))
 
@@ -57,7 +57,7 @@ def decoder_for(
     column: ColumnFormat, reader: ResolvedSchema, writer: ResolvedSchema
 ) -> ColumnDecoder:
     """The decoder of ``writer``'s records as ``reader``, built once per process. Raises
-    :class:`~unaligned.registry.avro_decoder.SchemaResolutionError` (or ``ValueError``) when
+    :class:`~unaligned.registry.avro.decoder.SchemaResolutionError` (or ``ValueError``) when
     the writer's schema cannot be read as the reader's."""
 
     fmt = column.format
@@ -69,7 +69,7 @@ def decoder_for(
             from unaligned.registry.json_format import JsonColumnDecoder
 
             return JsonColumnDecoder(reader)
-        from unaligned.registry.protobuf_format import ProtobufColumnDecoder
+        from unaligned.registry.protobuf.protobuf_format import ProtobufColumnDecoder
 
         return ProtobufColumnDecoder(column, reader, writer)
 

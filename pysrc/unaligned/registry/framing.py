@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from unaligned._util.arrow import valid_rows
-from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro import vectors as av
 
 MAGIC = 0
 HEADER_BYTES = 5

@@ -26,10 +26,10 @@ import pyarrow as pa
 from unaligned._util.arrow import valid_rows
 from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import SchemaNotFoundError
-from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.connection.schemas import ResolvedSchema, client_for, remember
 from unaligned.registry.framing import binary_parts, frame_payloads
 from unaligned.registry.options import RegistryConfig
-from unaligned.registry.schemas import ResolvedSchema, client_for, remember
 
 #: The header each column's schema id travels in (Confluent's names).
 HEADER_NAMES = {"key": "__key_schema_id", "value": "__value_schema_id"}

@@ -45,9 +45,9 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import MissingExtraError, RecordFormatError
-from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.connection.schemas import ResolvedSchema
 from unaligned.registry.framing import Frames
-from unaligned.registry.schemas import ResolvedSchema
 
 EXTRA = "pip install 'unaligned[json-schema]'"
 

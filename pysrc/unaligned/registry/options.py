@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 
 from unaligned.errors import OptionError
 from unaligned.options.parsing import parse_bool, parse_choice, parse_positive
+from unaligned.registry.connection.registry_settings import RegistryConfig, parse_registry
 from unaligned.registry.option_specs import COLUMN_SUFFIXES, REGISTRY_PREFIX, SOURCE_ONLY_SUFFIXES
-from unaligned.registry.registry_settings import RegistryConfig, parse_registry
 
 __all__ = ["REGISTRY_PREFIX", "RegistryConfig", "parse_formats"]
 

@@ -39,15 +39,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from unaligned.registry.avro_schema import parse_avro, spark_type
-from unaligned.registry.options import (
-    ColumnFormat,
-    DecodeMode,
-    Format,
-    RecordFormats,
-    SubjectNameStrategy,
-)
-from unaligned.registry.schemas import (
+from unaligned.registry.avro.schema import parse_avro, spark_type
+from unaligned.registry.connection.schemas import (
     ColumnReading,
     ResolvedSchema,
     client_for,
@@ -55,6 +48,13 @@ from unaligned.registry.schemas import (
     resolve_subject,
     strategy_subject,
     subject_schemas,
+)
+from unaligned.registry.options import (
+    ColumnFormat,
+    DecodeMode,
+    Format,
+    RecordFormats,
+    SubjectNameStrategy,
 )
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def reader_type(column: ColumnFormat, reader: ResolvedSchema) -> DataType:
         from unaligned.registry.json_format import json_spark_type
 
         return json_spark_type(reader)
-    from unaligned.registry.protobuf_format import protobuf_spark_type
+    from unaligned.registry.protobuf.protobuf_format import protobuf_spark_type
 
     return protobuf_spark_type(reader, column)
 

@@ -7,7 +7,7 @@ The schema each row is written with is chosen per topic, once per worker process
 2. ``valueSchemaVersion`` (a number or ``latest``): that version of ``valueSubject``, else of
    the topic's ``<topic>-value``;
 3. otherwise the schema derived from the column's type (Avro as Spark's ``to_avro``:
-   :func:`~unaligned.registry.avro_encoder.derive_avro`; JSON Schema; Protobuf), named
+   :func:`~unaligned.registry.avro.encoder.derive_avro`; JSON Schema; Protobuf), named
    ``valueRecordName``, under ``valueSubject`` or the naming strategy's subject
    (``valueSubjectNameStrategy``: ``topic`` -> ``<topic>-value``, ``record`` -> the record's
    full name, ``topic-record`` -> ``<topic>-<record>``). With ``autoRegisterSchemas`` (default
@@ -34,11 +34,11 @@ import pyarrow.compute as pc
 from unaligned._util.arrow import integers, valid_rows
 from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import RecordFormatError, SchemaMismatchError
-from unaligned.registry import avro_vectors as av
-from unaligned.registry.client import RegisteredSchema
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.connection.client import RegisteredSchema
+from unaligned.registry.connection.schemas import ResolvedSchema, check_type, client_for
 from unaligned.registry.framing import frame_payloads
 from unaligned.registry.options import ColumnFormat, Format, RecordFormats, SubjectNameStrategy
-from unaligned.registry.schemas import ResolvedSchema, check_type, client_for
 
 
 class RowEncoder(Protocol):
@@ -66,14 +66,14 @@ def derived_schema(column: ColumnFormat, arrow_type: pa.DataType) -> tuple[str, 
 
     fmt, name = column.format, column.record_name
     if fmt is Format.AVRO:
-        from unaligned.registry.avro_encoder import derive_avro
+        from unaligned.registry.avro.encoder import derive_avro
 
         return json.dumps(derive_avro(arrow_type, name)), name
     if fmt is Format.JSON_SCHEMA:
         from unaligned.registry.json_format import derive_json_schema
 
         return json.dumps(derive_json_schema(arrow_type, name)), name
-    from unaligned.registry.proto_text import derive_proto
+    from unaligned.registry.protobuf.proto_text import derive_proto
 
     return derive_proto(arrow_type, name), name
 
@@ -82,14 +82,14 @@ def _encoder(column: ColumnFormat, resolved: ResolvedSchema) -> tuple[RowEncoder
     fmt = column.format
     texts = [s.text for _, s in resolved.referenced]
     if fmt is Format.AVRO:
-        from unaligned.registry.avro_encoder import AvroRowEncoder
+        from unaligned.registry.avro.encoder import AvroRowEncoder
 
         return AvroRowEncoder(resolved.schema.text, texts), b""
     if fmt is Format.JSON_SCHEMA:
         from unaligned.registry.json_format import JsonRowEncoder
 
         return JsonRowEncoder(resolved.schema.text), b""
-    from unaligned.registry.protobuf_format import ProtobufRowEncoder
+    from unaligned.registry.protobuf.protobuf_format import ProtobufRowEncoder
 
     encoder = ProtobufRowEncoder(resolved, column.message_name)
     return encoder, encoder.prefix

@@ -3,9 +3,9 @@ usual event-sourcing layout): which type each record is, and the struct of one f
 
 A column read with several subjects (``valueSubject`` a comma-separated list, or several
 ``valueRecordName`` with the ``record`` or ``topic-record`` strategy) has one branch per type
-(:attr:`~unaligned.registry.schemas.ColumnReading.branches`). :func:`branch_rows` sends the rows
-of one writer schema id to their branch: the branch whose subject had that id when the query
-started, else the one whose subject the registry says holds it (asked once per id and
+(:attr:`~unaligned.registry.connection.schemas.ColumnReading.branches`). :func:`branch_rows` sends
+the rows of one writer schema id to their branch: the branch whose subject had that id when the
+query started, else the one whose subject the registry says holds it (asked once per id and
 process; a schema named by a GUID the registry gave no id for: the branch with that schema).
 One id can sit under several subjects (Confluent's Protobuf serializer registers the whole
 ``.proto`` file under each message's subject): Protobuf records then go by the message their
@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.connection.schemas import ColumnReading, subjects_of, writer_schema
 from unaligned.registry.framing import Frames, message_indexes
 from unaligned.registry.options import Format, RegistryConfig
-from unaligned.registry.schemas import ColumnReading, subjects_of, writer_schema
 
 Branch = tuple[str, ColumnReading]
 
@@ -68,8 +68,8 @@ def _by_message(
 ) -> list[tuple[str, ColumnReading, np.ndarray]]:
     """Protobuf rows of one id split by the message their indexes name; rows of a message no
     branch reads go to the first (whose decoder fails them, naming the message)."""
-    from unaligned.registry.protobuf_format import reader_message
-    from unaligned.registry.protobuf_schema import compiled
+    from unaligned.registry.protobuf.protobuf_format import reader_message
+    from unaligned.registry.protobuf.protobuf_schema import compiled
 
     first = found[0][1]
     writer = first.reader if schema_id == first.reader.schema_id else None

@@ -4,7 +4,7 @@ the number of sink tasks changes (the decision's view, step 2b).
 Task ``i`` of barrier ``N`` replays what task ``i`` of the barrier before left pending. That
 keeps per-key order while the rows of a key reach the same task index in every batch: without a
 shuffle, the source keeps each topic-partition on its read task and drains its layout before
-changing it (:mod:`unaligned.source.task_layout`); behind a shuffle (``repartition``, an
+changing it (:mod:`unaligned.source.planning.task_layout`); behind a shuffle (``repartition``, an
 aggregation) the sink's tasks are Spark's, keyed by a hash over their count. Each commit record
 keeps how many tasks its batch had (``taskCount``); :func:`pending_after` compares it with this
 batch's. Pending state is *mappable* when every task index holding it ran in this batch and the

@@ -4,7 +4,7 @@
 It reads ``[startingOffsets, endingOffsets)`` of every partition the subscription covers
 (defaults ``earliest`` and ``latest``; timestamps too), with the same columns, ``read_committed``
 and ``failOnDataLoss`` as the stream. The driver resolves both ends and plans the ranges with the
-stream's driver code (:class:`~unaligned.source.batch_planning.BatchPlanning`: the same
+stream's driver code (:class:`~unaligned.source.planning.batch_planning.BatchPlanning`: the same
 resolution, data-loss checks and task splitting); each task runs the executor-side
 :func:`~unaligned.source.partition_reader.read_partition` (and decodes Schema Registry formats
 as the stream does).
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from unaligned.source.batch_planning import BatchPlanning
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+from unaligned.source.planning.batch_planning import BatchPlanning
 
 if TYPE_CHECKING:
     from unaligned.registry.record_decoding import RecordDecoding

@@ -5,8 +5,8 @@ log for this source is ``{"offsets": {topic: {partition: position}}, "idleBarrie
 "barrierToken": ...}`` with the optional keys ``queryStart``, ``readTasks``, ``topicIds``,
 ``layoutDrain``, ``splitRanges``, and, for bounded input, ``ending``, ``finished``,
 ``endOfData`` and ``drained``. What each key is for: ARCHITECTURE.md, "Module notes",
-``source/offsets.py``. Ranges and read limits are :mod:`unaligned.source.offset_ranges`; the
-JSON options (``assign``, ``startingOffsets``...) :mod:`unaligned.source.offset_options`.
+``source/offsets.py``. Ranges and read limits are :mod:`unaligned.source.planning.offset_ranges`;
+the JSON options (``assign``, ``startingOffsets``...) :mod:`unaligned.source.offset_options`.
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ class KafkaSourceOffset:
     and re-created under the same name has another id. Empty in offsets written without."""
     split_ranges: bool = False
     """``minPartitions`` / ``maxRecordsPerPartition`` split the batch's ranges into one task per
-    piece: no stable task layout (:mod:`unaligned.source.task_layout`)."""
+    piece: no stable task layout (:mod:`unaligned.source.planning.task_layout`)."""
     layout_drain: bool = False
-    """The batch ending here is a layout drain (:mod:`unaligned.source.task_layout`): it reads
-    nothing, at the previous batch's task layout, and the sink cuts nothing in it."""
+    """The batch ending here is a layout drain (:mod:`unaligned.source.planning.task_layout`): it
+    reads nothing, at the previous batch's task layout, and the sink cuts nothing in it."""
 
     @classmethod
     def initial(

@@ -141,7 +141,7 @@ class SourceOptions:
     """At most about this many key and value bytes per batch (:mod:`.byte_limit`)."""
     max_trigger_delay_ms: int = 15 * 60 * 1000
     target_batch_duration_ms: int | None = None
-    """Size batches so they take about this long (:mod:`unaligned.source.batch_sizing`)."""
+    """Size batches so they take about this long (:mod:`unaligned.source.planning.batch_sizing`)."""
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000

@@ -2,7 +2,7 @@
 
 :class:`~unaligned.source.stream_reader.KafkaStreamReader` plans a :class:`KafkaInputPartition`
 per task on the driver: one or more topic-partitions, each with its range
-(:mod:`unaligned.source.offset_ranges`). Spark pickles it to a Python worker, where
+(:mod:`unaligned.source.planning.offset_ranges`). Spark pickles it to a Python worker, where
 :func:`read_partition` runs on a fresh, unpickled reader, so everything the read needs is in the
 input partition (a frozen dataclass of picklable values), never in the driver reader's state.
 
@@ -55,7 +55,7 @@ from unaligned.kafka.records.record_decoder import (
 )
 from unaligned.source.arrow_rows import to_arrow_batches
 from unaligned.source.lost_records import PositionCheck
-from unaligned.source.offset_ranges import OffsetRange
+from unaligned.source.planning.offset_ranges import OffsetRange
 from unaligned.tuning.worker_memory import tune_worker_memory
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class KafkaInputPartition(InputPartition):
     """One read task: offsets ``[start, end)`` of each of ``ranges`` (distinct topic-partitions,
     or pieces of one partition with ``minPartitions``). ``index`` is the task's position in the
     batch; which topic-partitions a task index reads is stable while the partitions and the
-    task count stay the same (:mod:`unaligned.source.offset_ranges`)."""
+    task count stay the same (:mod:`unaligned.source.planning.offset_ranges`)."""
 
     index: int
     ranges: tuple[OffsetRange, ...]

@@ -2,7 +2,7 @@
 
 Parsed from the lower-cased options by :class:`~unaligned.source.options.SourceOptions`
 (``SourceOptions.parse``); resolved to offsets against the broker by
-:mod:`unaligned.source.position_resolution`. Option names and precedence are Spark's:
+:mod:`unaligned.source.planning.position_resolution`. Option names and precedence are Spark's:
 
 - starting position: ``startingTimestamp`` (ms, all partitions) > ``startingOffsetsByTimestamp``
   (JSON of ms per partition) > ``startingOffsets`` (``earliest``, ``latest`` (default) or JSON

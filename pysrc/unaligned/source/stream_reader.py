@@ -4,8 +4,8 @@ The object Spark builds with ``streamReader()`` in three kinds of process, each 
 what it uses:
 
 - the source runner (driver, one per query run): the first call that needs the broker builds
-  :class:`~unaligned.source.batch_planning.BatchPlanning` (offsets, read limits, the batch's
-  read tasks), which answers every call after it;
+  :class:`~unaligned.source.planning.batch_planning.BatchPlanning` (offsets, read limits, the
+  batch's read tasks), which answers every call after it;
 - the read planner (driver, Spark's ``plan_data_source_read``): it builds this reader and
   pickles it into the read tasks, and calls nothing on it; so it never imports kafka-python or
   the planning modules, and the pickle carries the options alone;
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from unaligned.registry.record_decoding import RecordDecoding
-    from unaligned.source.batch_planning import BatchPlanning
     from unaligned.source.partition_reader import KafkaInputPartition
+    from unaligned.source.planning.batch_planning import BatchPlanning
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -53,7 +53,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def planning(self) -> BatchPlanning:
         """The driver side of this query run, built on first use (module docstring)."""
         if self._planning is None:
-            from unaligned.source.batch_planning import BatchPlanning
+            from unaligned.source.planning.batch_planning import BatchPlanning
 
             self._planning = BatchPlanning(self._options)
         return self._planning

@@ -47,7 +47,7 @@ PRELOADED: tuple[str, ...] = (
     "unaligned.sink.topics.kafka_id_pool",
     "unaligned.sink.topics.kafka_items",
     "unaligned.source.lost_records",
-    "unaligned.source.offset_ranges",
+    "unaligned.source.planning.offset_ranges",
     "unaligned.channel_state.codecs",
     "unaligned.barriers.idle",
 )

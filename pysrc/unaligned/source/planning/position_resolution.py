@@ -2,8 +2,8 @@
 
 :func:`resolve_range` turns the parsed starting and ending positions
 (:mod:`unaligned.source.position_options`) into the offsets of every partition the query reads
-(:mod:`unaligned.source.partition_discovery`), with the broker's earliest / latest offsets and
-timestamp lookups. The stream reader calls it once, in ``initialOffset()`` of a new query, and
+(:mod:`unaligned.source.planning.partition_discovery`), with the broker's earliest / latest offsets
+and timestamp lookups. The stream reader calls it once, in ``initialOffset()`` of a new query, and
 the offsets carry the result from then on (``queryStart`` and ``ending`` in
 :class:`~unaligned.source.offsets.KafkaSourceOffset`), so ``latest`` or a timestamp is never
 resolved twice; the batch reader calls it to plan its one range per partition.
@@ -26,7 +26,7 @@ from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.offset_options import Boundary
 from unaligned.source.options import SourceOptions
-from unaligned.source.partition_discovery import discover
+from unaligned.source.planning.partition_discovery import discover
 from unaligned.source.position_options import (
     EarliestStart,
     LatestEnd,

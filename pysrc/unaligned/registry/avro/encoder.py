@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from unaligned.errors import RecordFormatError
-from unaligned.registry import avro_vectors as av
-from unaligned.registry.avro_schema import (
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.avro.schema import (
     Array,
     AvroType,
     Enum,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from unaligned.registry.avro_schema import (
+from unaligned.registry.avro.schema import (
     Array,
     AvroType,
     Fixed,

@@ -1,6 +1,6 @@
 """Protobuf (``protobuf-confluent``): a registered schema's message mapped to Spark types as
 Spark's ``from_protobuf`` maps it, records decoded and rows encoded. Loading the schema (``.proto``
-text or a serialized descriptor): :mod:`unaligned.registry.protobuf_schema`.
+text or a serialized descriptor): :mod:`unaligned.registry.protobuf.protobuf_schema`.
 
 The column's message is ``valueMessageName`` (Spark's ``from_protobuf(messageName)``), else the
 reader schema's first message. Each record's message indexes name the writer's message; a
@@ -13,7 +13,7 @@ unset message or ``optional`` field is null, a proto3 scalar without presence is
 ``google.protobuf.Timestamp`` -> timestamp; repeated -> array; map -> map; a recursive message
 is refused. Records are decoded row by row with protobuf's parser; a value Arrow refuses fails
 its record only. The schema the sink derives from a column's type:
-:mod:`unaligned.registry.proto_text`.
+:mod:`unaligned.registry.protobuf.proto_text`.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ from pyspark.sql.types import (
 )
 
 from unaligned.errors import RecordFormatError
-from unaligned.registry import avro_vectors as av
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.connection.schemas import ResolvedSchema
 from unaligned.registry.framing import Frames, message_indexes
 from unaligned.registry.options import ColumnFormat
-from unaligned.registry.protobuf_schema import compiled, message_index_bytes
-from unaligned.registry.schemas import ResolvedSchema
+from unaligned.registry.protobuf.protobuf_schema import compiled, message_index_bytes
 
 TIMESTAMP = "google.protobuf.Timestamp"
 

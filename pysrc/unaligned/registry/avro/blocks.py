@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from unaligned.registry import avro_vectors as av
-from unaligned.registry.avro_schema import AvroType, Fixed, Primitive, Record
-from unaligned.registry.avro_vectors import Reading
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.avro.schema import AvroType, Fixed, Primitive, Record
+from unaligned.registry.avro.vectors import Reading
 
 Read = Callable[[Reading, np.ndarray, np.ndarray], tuple[pa.Array, np.ndarray]]
 """A compiled reader: (the reading, cursors, their records) -> (values, cursors after them)."""

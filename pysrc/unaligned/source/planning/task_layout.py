@@ -5,8 +5,8 @@ Without a shuffle before the sink, sink task ``i`` writes what read task ``i`` r
 rows a cut leaves pending at task ``i`` are replayed by task ``i`` of the next batch, before its
 new rows. Per-key order holds while every topic-partition stays on its task index. A restart
 with another ``readTasks``, partitions added to a topic, or another subscription deals the
-partitions anew (:func:`unaligned.source.offset_ranges.group_ranges`): a partition's pending
-rows would then be replayed by one task while another writes its new rows.
+partitions anew (:func:`unaligned.source.planning.offset_ranges.group_ranges`): a partition's
+pending rows would then be replayed by one task while another writes its new rows.
 
 So before the first batch at a new layout the source plans a **layout drain**
 (:func:`drain_offset`): the previous batch's positions again (empty ranges, nothing new read),
@@ -22,15 +22,15 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
+from unaligned.source.planning.offset_ranges import OffsetRange
 
 
 def task_layout(
     partitions: Iterable[TopicPartitionId], read_tasks: int | None
 ) -> dict[TopicPartitionId, int]:
-    """Where :func:`~unaligned.source.offset_ranges.group_ranges` puts each partition: the
+    """Where :func:`~unaligned.source.planning.offset_ranges.group_ranges` puts each partition: the
     ``i``-th of the (topic, partition) order on task ``i % tasks``, ``tasks`` being
     ``min(read_tasks, partitions)`` (``None``: one task per partition)."""
     ordered = sorted(set(partitions))

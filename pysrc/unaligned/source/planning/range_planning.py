@@ -6,8 +6,8 @@ with the broker what may have been lost in between: deleted topics and partition
 re-created under the same name (its Kafka topic id changed), records gone to retention. Each
 finding goes through ``failOnDataLoss``
 (:func:`unaligned.source.lost_records.on_data_loss`). The read tasks are then formed by
-:func:`unaligned.source.offset_ranges.group_ranges`; see ARCHITECTURE.md, "The source's read
-tasks".
+:func:`unaligned.source.planning.offset_ranges.group_ranges`; see ARCHITECTURE.md, "The source's
+read tasks".
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId, format_partitions
 from unaligned.source.lost_records import on_data_loss
-from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.offsets import KafkaSourceOffset
 from unaligned.source.options import SourceOptions
-from unaligned.source.partition_discovery import confirmed_gone
+from unaligned.source.planning.offset_ranges import OffsetRange
+from unaligned.source.planning.partition_discovery import confirmed_gone
 
 
 def plan_ranges(

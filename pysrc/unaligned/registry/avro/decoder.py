@@ -4,15 +4,15 @@ writer's schema to the reader's (Avro's schema resolution).
 :func:`compile_decoder` builds, once per (writer schema, reader schema), a tree of nodes that
 mirrors the writer's schema: a record reads its writer's fields in order (a field the reader
 lacks is read and dropped, a reader field the writer lacks is its default:
-:mod:`unaligned.registry.avro_defaults`), a union reads its branch index and each branch on the
+:mod:`unaligned.registry.avro.defaults`), a union reads its branch index and each branch on the
 records that took it, an array or map reads its blocks item by item across every record at once
-(:mod:`unaligned.registry.avro_blocks`). Every node reads all of its records' cursors in one
-numpy operation (:mod:`unaligned.registry.avro_vectors`) and returns an Arrow array of the
-reader's type as Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro_schema`).
+(:mod:`unaligned.registry.avro.blocks`). Every node reads all of its records' cursors in one
+numpy operation (:mod:`unaligned.registry.avro.vectors`) and returns an Arrow array of the
+reader's type as Spark's ``from_avro`` maps it (:mod:`unaligned.registry.avro.schema`).
 Promotions are Avro's (int to long, float or double; long to float or double; float to double;
 string and bytes); logical types are read as the reader declares them. A writer schema that
 cannot be resolved to the reader's raises :class:`SchemaResolutionError` when compiled; a record
-that does not decode gets an error code in the :class:`~unaligned.registry.avro_vectors.Reading`.
+that does not decode gets an error code in the :class:`~unaligned.registry.avro.vectors.Reading`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 
-from unaligned.registry import avro_vectors as av
-from unaligned.registry.avro_blocks import Read, blocks, min_bytes
-from unaligned.registry.avro_defaults import DefaultValueError, constant
-from unaligned.registry.avro_schema import (
+from unaligned.registry.avro import vectors as av
+from unaligned.registry.avro.blocks import Read, blocks, min_bytes
+from unaligned.registry.avro.defaults import DefaultValueError, constant
+from unaligned.registry.avro.schema import (
     Array,
     AvroType,
     Enum,
@@ -41,7 +41,7 @@ from unaligned.registry.avro_schema import (
     spark_type,
     type_name,
 )
-from unaligned.registry.avro_vectors import Reading
+from unaligned.registry.avro.vectors import Reading
 
 
 class SchemaResolutionError(ValueError):

@@ -22,7 +22,7 @@ import urllib.parse
 import urllib.request
 
 from unaligned.errors import OAuthTokenError, SchemaRegistryError
-from unaligned.registry.registry_settings import OAuthClient
+from unaligned.registry.connection.registry_settings import OAuthClient
 
 #: The share of a token's lifetime after which a new one is asked for.
 REFRESH_AT = 0.8

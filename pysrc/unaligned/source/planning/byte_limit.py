@@ -27,9 +27,9 @@ import pyarrow as pa
 
 from unaligned._util.arrow import integers
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.offset_ranges import OffsetRange
 from unaligned.source.options import SourceOptions
 from unaligned.source.partition_reader import KafkaInputPartition, read_partition
+from unaligned.source.planning.offset_ranges import OffsetRange
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import MissingExtraError, RecordFormatError
-from unaligned.registry.schemas import ResolvedSchema
+from unaligned.registry.connection.schemas import ResolvedSchema
 
 EXTRA = "pip install 'unaligned[protobuf]'"
 #: The name the schema's own file gets when it is ``.proto`` text (its imports keep theirs).

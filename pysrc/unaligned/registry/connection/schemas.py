@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from unaligned._util.process_memo import ProcessMemo
 from unaligned.errors import OptionError
-from unaligned.registry.client import RegisteredSchema, RegistryClient
+from unaligned.registry.connection.client import RegisteredSchema, RegistryClient
 from unaligned.registry.options import ColumnFormat, Format, RegistryConfig, SubjectNameStrategy
 
 

@@ -5,8 +5,8 @@
 subject's version (or its latest), whether a schema is registered under a subject, and
 registers one.
 Basic auth (``user:password``), a bearer token or an OAuth client's token
-(:mod:`unaligned.registry.oauth_token`) go in the ``Authorization`` header; TLS takes a CA file
-and an optional client certificate (PEM). A connection error, a timeout or a 5xx answer is
+(:mod:`unaligned.registry.connection.oauth_token`) go in the ``Authorization`` header; TLS takes a
+CA file and an optional client certificate (PEM). A connection error, a timeout or a 5xx answer is
 tried again on the next URL, round after round with a pause doubling up to 1 s, until
 ``schema.registry.request.timeout.ms`` has passed since the request began (each attempt gets
 what is left of it): a registry that is down fails the caller (the driver's start, a read or
@@ -28,8 +28,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from unaligned.errors import SchemaNotFoundError, SchemaRegistryError
-from unaligned.registry.oauth_token import TokenKeeper
-from unaligned.registry.registry_settings import RegistryConfig
+from unaligned.registry.connection.oauth_token import TokenKeeper
+from unaligned.registry.connection.registry_settings import RegistryConfig
 
 logger = logging.getLogger(__name__)
 

@@ -2,13 +2,13 @@
 query run, kept by the stream reader (:mod:`unaligned.source.stream_reader`) in Spark's source
 runner from the first call that needs the broker.
 
-It discovers partitions (:mod:`unaligned.source.partition_discovery`), resolves the starting
-position and bounded input's ends (:mod:`unaligned.source.position_resolution`), computes each
-batch's end under the read limits, plans the batch's read tasks
-(:mod:`unaligned.source.range_planning`), asks for idle barriers (:mod:`unaligned.barriers.idle`)
-and acts on stop requests (:mod:`unaligned.source.stopping`). The batch reader plans with it
-too. Call order, data loss, restarts and bounded input: ARCHITECTURE.md, "Module notes",
-``source/stream_reader.py``.
+It discovers partitions (:mod:`unaligned.source.planning.partition_discovery`), resolves the
+starting position and bounded input's ends (:mod:`unaligned.source.planning.position_resolution`),
+computes each batch's end under the read limits, plans the batch's read tasks
+(:mod:`unaligned.source.planning.range_planning`), asks for idle barriers
+(:mod:`unaligned.barriers.idle`) and acts on stop requests (:mod:`unaligned.source.stopping`). The
+batch reader plans with it too. Call order, data loss, restarts and bounded input: ARCHITECTURE.md,
+"Module notes", ``source/stream_reader.py``.
 """
 
 from __future__ import annotations
@@ -32,35 +32,35 @@ from unaligned.barriers import idle as idle_barriers
 from unaligned.barriers.idle import IdleBarrierTrigger, new_token
 from unaligned.kafka.clients.offset_lookup import OffsetLookup
 from unaligned.kafka.partitions import TopicPartitionId
-from unaligned.source.backlog_limit import BacklogLimit
-from unaligned.source.batch_sizing import UNCAPPED_ROWS, BatchSizer
 from unaligned.source.group_offsets import GroupOffsets
-from unaligned.source.offset_ranges import (
+from unaligned.source.offsets import KafkaSourceOffset
+from unaligned.source.options import SourceOptions
+from unaligned.source.partition_reader import KafkaInputPartition
+from unaligned.source.planning.backlog_limit import BacklogLimit
+from unaligned.source.planning.batch_sizing import UNCAPPED_ROWS, BatchSizer
+from unaligned.source.planning.offset_ranges import (
     OffsetRange,
     available_records,
     group_ranges,
     min_rows_delay_passed,
     rate_limit,
 )
-from unaligned.source.offsets import KafkaSourceOffset
-from unaligned.source.options import SourceOptions
-from unaligned.source.partition_discovery import (
+from unaligned.source.planning.partition_discovery import (
     confirmed_gone,
     discover,
     latest_positions,
     subscribed,
 )
-from unaligned.source.partition_reader import KafkaInputPartition
-from unaligned.source.position_resolution import resolve_range
-from unaligned.source.range_planning import plan_ranges
-from unaligned.source.stopping import SourceStops
-from unaligned.source.task_layout import (
+from unaligned.source.planning.position_resolution import resolve_range
+from unaligned.source.planning.range_planning import plan_ranges
+from unaligned.source.planning.task_layout import (
     describe_change,
     drain_offset,
     drain_ranges,
     layout_changes,
     splits_ranges,
 )
+from unaligned.source.stopping import SourceStops
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class BatchPlanning:
         self,
     ) -> tuple[dict[TopicPartitionId, int], dict[TopicPartitionId, int] | None]:
         """(starting positions, exclusive ends or None) of every partition the query reads
-        (:func:`~unaligned.source.position_resolution.resolve_range`)."""
+        (:func:`~unaligned.source.planning.position_resolution.resolve_range`)."""
         return resolve_range(self._options, self._lookup)
 
     # --- admission control -----------------------------------------------------------------
@@ -141,7 +141,7 @@ class BatchPlanning:
         if self._options.min_offsets_per_trigger is not None:
             return ReadMinRows(self._options.min_offsets_per_trigger)
         # Not ReadAllAvailable, so that latestOffset may size the batch (targetBatchDuration,
-        # the sink's backlog: source/backlog_limit.py); no row cap itself.
+        # the sink's backlog: source/planning/backlog_limit.py); no row cap itself.
         return ReadMaxRows(UNCAPPED_ROWS)
 
     def _min_rows_hold_back(self, min_rows: int | None, available: int) -> bool:
@@ -253,7 +253,7 @@ class BatchPlanning:
                     end = self._size_batch({tp: froms[tp] for tp in end}, end)
                 max_bytes = getattr(limit, "max_bytes", self._options.max_bytes_per_trigger)
                 if max_bytes is not None:
-                    from unaligned.source.byte_limit import byte_limit  # numpy, pyarrow
+                    from unaligned.source.planning.byte_limit import byte_limit  # numpy, pyarrow
 
                     end = byte_limit(self._options, froms, end, max_bytes)
                 end = self._behind_the_sink(begin, {tp: froms[tp] for tp in end}, end)
@@ -302,7 +302,7 @@ class BatchPlanning:
         end: dict[TopicPartitionId, int],
     ) -> dict[TopicPartitionId, int]:
         """Cap the batch while the sink's pending channel state grows
-        (:mod:`unaligned.source.backlog_limit`)."""
+        (:mod:`unaligned.source.planning.backlog_limit`)."""
         hint = idle_barriers.read(begin.barrier_token) if begin.barrier_token else None
         backlog = sum(1 for tp in end if end[tp] > froms[tp])
         cap = self._backlog.cap(hint, backlog)
