@@ -71,7 +71,8 @@ def _writer(df: Any, contender: str, fmt: str, root: Path) -> tuple[Any, Any]:
         return writer.format(FLOOR_FORMAT), None
     if contender == "peer":
         if fmt == "iceberg":
-            return writer.format("iceberg"), lambda w: w.toTable(f"peer.db.{root.name}")
+            name = "peer.db." + root.name.replace("-", "_")
+            return writer.format("iceberg"), lambda w: w.toTable(name)
         return writer.format("delta"), lambda w: w.start(str(root / "table"))
     writer = writer.format("unaligned").option("tableFormat", fmt)
     if fmt == "iceberg":
