@@ -42,10 +42,10 @@ def _jars(directory: Path) -> TableJars | None:
     jars = tuple(sorted((directory / "target" / "lib").glob("*.jar")))
     versions = {}
     for jar in jars:
-        match = re.match(r"^(?P<a>.+?)-(?P<v>\d+\.\d+[^/]*)\.jar$", jar.name)
+        match = re.match(r"^(?P<a>.+)-(?P<v>\d+(?:\.\d+)+)\.jar$", jar.name)
         if match:
             versions[match["a"]] = match["v"]
-    wanted = ("iceberg-spark-runtime-", "delta-spark_", "delta-storage")
+    wanted = ("iceberg-spark-runtime", "delta-spark", "delta-storage")
     if not all(any(a.startswith(w) for a in versions) for w in wanted):
         return None
     return TableJars(jars, versions)
