@@ -12,7 +12,8 @@ in each round, every query reading the whole topic with ``maxOffsetsPerTrigger``
 ``availableNow``, columns ``key``, ``value``, ``partition``, ``offset``, into a new table:
 
 - peer: ``readStream.format("kafka")`` -> ``writeStream.format("iceberg")`` (a Hadoop catalog
-  ``peer``, ``toTable``) / ``writeStream.format("delta")`` (``start(path)``), Spark's defaults;
+  ``peer``, ``toTable``) / ``writeStream.format("delta")`` (``start(path)``; the session has
+  Delta's extension and catalog, as Delta requires), Spark's defaults;
 - floor: ``readStream.format("unaligned")`` -> ``format("bench-floor")``
   (:mod:`benchmarks.floor_sink`), a Python sink that writes nothing;
 - ours: ``readStream.format("unaligned")`` -> ``writeStream.format("unaligned")`` with
@@ -48,6 +49,7 @@ MAX_OFFSETS_PER_TRIGGER = 250_000
 FORMATS = ("iceberg", "delta")
 CONTENDERS = ("peer", "floor", "ours")
 COLUMNS = ("key", "value", "partition", "offset")
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
 def _source(spark: Any, contender: str, bootstrap: str, topic: str) -> Any:
@@ -207,6 +209,9 @@ def main() -> dict[str, Any]:
                 "spark.sql.catalog.peer": "org.apache.iceberg.spark.SparkCatalog",
                 "spark.sql.catalog.peer.type": "hadoop",
                 "spark.sql.catalog.peer.warehouse": str(work / "peer-warehouse"),
+                # format("delta") streaming refuses to run without them
+                "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+                "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
             },
         )
         register_floor_sink(spark)
