@@ -58,6 +58,14 @@ TABLE_SPECS: tuple[OptionSpec[str], ...] = (
         only_for=("Iceberg",),
     ),
     OptionSpec(
+        "keepSnapshots",
+        "N: once the table holds 2N snapshots, the sink expires all but the newest N (and "
+        "this query's newest, and branch and tag heads) after its commit, so its commit time "
+        "stays flat; expired snapshots can no longer be time-travelled to or read "
+        "incrementally, their files stay. Unset: the sink expires nothing",
+        only_for=("Iceberg",),
+    ),
+    OptionSpec(
         "snapshot-property.*",
         "a property stamped on each Iceberg snapshot",
         only_for=("Iceberg",),
@@ -128,6 +136,7 @@ class TableTarget:
     """May hold secrets (keys, tokens): never in a repr."""
     snapshot_properties: tuple[tuple[str, str], ...] = ()
     user_metadata: str | None = None
+    keep_snapshots: int | None = None
 
     @property
     def options(self) -> dict[str, str]:
@@ -209,7 +218,23 @@ def parse_table_target(opts: Mapping[str, str], fmt: TableFormat, compression: s
         catalog_name=name,
         properties=tuple(sorted(catalog.items())),
         snapshot_properties=snapshot,
+        keep_snapshots=_keep_snapshots(opts.get("keepsnapshots")),
     )
+
+
+def _keep_snapshots(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SinkConfigurationError(
+            f"option 'keepSnapshots' must be a whole number of snapshots, at least 1, got "
+            f"{raw!r}; leave it out to expire no snapshots"
+        )
+    return value
 
 
 def _merge_schema(opts: Mapping[str, str]) -> bool:
@@ -228,7 +253,11 @@ def _merge_schema(opts: Mapping[str, str]) -> bool:
 
 def _refuse_other_format(opts: Mapping[str, str], fmt: TableFormat) -> None:
     if fmt is TableFormat.DELTA:
-        wrong = [k for k in opts if k.startswith((CATALOG_PREFIX, SNAPSHOT_PROPERTY_PREFIX))]
+        wrong = [
+            k
+            for k in opts
+            if k.startswith((CATALOG_PREFIX, SNAPSHOT_PROPERTY_PREFIX)) or k == "keepsnapshots"
+        ]
         other = "Iceberg"
     else:
         wrong = [k for k in opts if k.startswith(STORAGE_PREFIX) or k == "usermetadata"]

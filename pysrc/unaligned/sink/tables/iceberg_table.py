@@ -38,6 +38,14 @@ from unaligned.errors import (
     TableUnavailableError,
 )
 from unaligned.sink.table_target import PartitionField, TableTarget
+from unaligned.sink.tables.iceberg_history import (
+    BATCH_ID_KEY,
+    QUERY_ID_KEY,
+    newest_batch,
+    newest_snapshot,
+    one_copy_transaction,
+    snapshot_of,
+)
 from unaligned.sink.tables.iceberg_layout import IcebergLayout, decode_data_file
 from unaligned.sink.tables.schema_fit import columns_to_add
 from unaligned.sink.tables.table_storage import TableStorage
@@ -45,10 +53,9 @@ from unaligned.sink.tables.table_storage import TableStorage
 logger = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 20
-QUERY_ID_KEY = "spark.sql.streaming.queryId"
-BATCH_ID_KEY = "spark.sql.streaming.epochId"
 MARKER_PREFIX = "unaligned.committed-batch."
 DATA_PATH_PROPERTY = "write.data.path"
+MANIFEST_MERGE_PROPERTY = "commit.manifest-merge.enabled"
 
 
 def _pyiceberg() -> Any:
@@ -162,25 +169,11 @@ class IcebergTarget:
         marker = table.properties.get(self.marker)
         if marker is not None:
             return int(marker)
-        snapshot = table.current_snapshot()
-        while snapshot is not None:
-            if snapshot.summary is not None and snapshot.summary[QUERY_ID_KEY] == self._query_id:
-                return int(snapshot.summary[BATCH_ID_KEY])
-            parent = snapshot.parent_snapshot_id
-            snapshot = table.snapshot_by_id(parent) if parent is not None else None
-        return None
+        return newest_batch(table, self._query_id)
 
     def snapshot_of(self, batch_id: int) -> str | None:
         table = self.load()
-        snapshot = table.current_snapshot() if table is not None else None
-        while snapshot is not None:
-            summary = snapshot.summary
-            if summary is not None and summary[QUERY_ID_KEY] == self._query_id:
-                if summary[BATCH_ID_KEY] == str(batch_id):
-                    return str(snapshot.snapshot_id)
-            parent = snapshot.parent_snapshot_id
-            snapshot = table.snapshot_by_id(parent) if parent is not None else None
-        return None
+        return snapshot_of(table, self._query_id, batch_id) if table is not None else None
 
     def commit_batch(
         self,
@@ -229,13 +222,15 @@ class IcebergTarget:
                 table.io,
                 table.catalog,
             )
-            transaction = view.transaction()
+            transaction = one_copy_transaction(view)
             transaction.set_properties({self.marker: str(batch_id)})
-            with transaction.update_snapshot(snapshot_properties=properties).fast_append() as add:
+            update = transaction.update_snapshot(snapshot_properties=properties)
+            with update.merge_append() if _merges(table) else update.fast_append() as add:
                 for data_file in files:
                     add.append_data_file(data_file)
             try:
                 transaction.commit_transaction()
+                self._expire_snapshots(view, batch_id)
                 return True
             except (CommitFailedException, CommitStateUnknownException) as exc:
                 last = exc
@@ -253,6 +248,48 @@ class IcebergTarget:
             f"batch {batch_id}: {self.describe()} refused the commit {COMMIT_ATTEMPTS} times; "
             f"last: {last}. The batch's decision stays in the commit log: a restart commits it"
         )
+
+    def _expire_snapshots(self, table: Any, batch_id: int) -> None:
+        """With ``keepSnapshots`` N, once the table (just committed) holds 2N snapshots: every
+        snapshot but the newest N, this query's newest and the branch and tag heads is
+        expired (their files stay: expiry by pyiceberg removes metadata only). A failure is
+        logged and left to the next time: the batch is committed."""
+        from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+        from pyiceberg.table.update.snapshot import ExpireSnapshots
+
+        keep = self._target.keep_snapshots
+        snapshots = list(table.metadata.snapshots)
+        if keep is None or len(snapshots) < 2 * keep:
+            return
+        snapshots.sort(key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
+        kept = {s.snapshot_id for s in snapshots[-keep:]}
+        kept |= {ref.snapshot_id for ref in table.metadata.refs.values()}
+        ours = newest_snapshot(table, self._query_id)
+        kept |= {ours.snapshot_id} if ours is not None else set()
+        doomed = [s.snapshot_id for s in snapshots if s.snapshot_id not in kept]
+        if not doomed:
+            return
+        try:
+            ExpireSnapshots(one_copy_transaction(table, autocommit=True)).by_ids(doomed).commit()
+            logger.info(
+                "batch %d: expired %d snapshot(s) of %s", batch_id, len(doomed), self.describe()
+            )
+        except (CommitFailedException, CommitStateUnknownException) as exc:
+            logger.warning(
+                "batch %d: expiring old snapshots of %s met a concurrent commit (%s); tried "
+                "again after a later batch",
+                batch_id,
+                self.describe(),
+                exc,
+            )
+
+
+def _merges(table: Any) -> bool:
+    """Manifests merged on commit unless the table says ``commit.manifest-merge.enabled`` is
+    false: Java's ``newAppend()`` (Flink's and Spark's commits) merges by default; pyiceberg's
+    own default is false."""
+    value = table.properties.get(MANIFEST_MERGE_PROPERTY, "true")
+    return str(value).strip().lower() != "false"
 
 
 def _arrow(table: Any) -> pa.Schema:
