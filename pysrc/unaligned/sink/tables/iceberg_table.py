@@ -7,16 +7,23 @@
   must take the query's columns (:mod:`unaligned.sink.tables.schema_fit`; ``mergeSchema`` adds
   the missing ones as optional columns); ``partitionBy``, when given, must be the table's spec
   (an empty table created without it gets it). Returns the :class:`IcebergLayout` tasks use.
-- Commit runner (:meth:`IcebergTarget.commit_batch`): one transaction with a fast append of
-  every ``DataFile`` of the batch (rebuilt from the tasks' statistics: no footer read), the
+- Commit runner (:meth:`IcebergTarget.commit_batch`): one transaction (pyiceberg's, staging
+  the metadata once: :func:`unaligned.sink.tables.iceberg_history.one_copy_transaction`) with a
+  merge append of every ``DataFile`` of the batch (rebuilt from the tasks' statistics: no
+  footer read; manifests merged, ``commit.manifest-merge.enabled`` true unless the table says
+  otherwise, as Java's ``newAppend()`` in Flink's and Spark's commits), the
   snapshot summary stamped with ``spark.sql.streaming.queryId`` / ``spark.sql.streaming.epochId``
   (the names Spark's own Iceberg streaming sink writes), the batch's Kafka offsets and
   ``snapshot-property.*``, and the table property ``unaligned.committed-batch.<query id>`` set
-  in the same commit (it survives snapshot expiry, which removes summaries).
+  in the same commit (it survives snapshot expiry, which removes summaries). With option
+  ``keepSnapshots`` N, a commit that leaves 2N snapshots is followed by the expiry of all but
+  the newest N (:meth:`IcebergTarget._expire_snapshots`).
 
 Idempotence. Before every attempt the table is loaded again and this query's last batch read:
 the property, else the newest snapshot of this query in the current lineage (as Flink's
-``flink.max-committed-checkpoint-id``). pyiceberg would re-base a conflicting commit by itself
+``flink.max-committed-checkpoint-id``; the walk stops there). Flink reads it once, at restore,
+and then trusts its own state; here each commit runs in a new writer, so the property keeps
+the per-batch read cheap. pyiceberg would re-base a conflicting commit by itself
 (``commit.retry.num-retries``) without that check; the commit therefore runs on a view of the
 table whose retries are 0 (the table's own property is untouched), so a conflict comes back
 here as ``CommitFailedException``: reload, check, commit again, up to :data:`COMMIT_ATTEMPTS`.
@@ -42,7 +49,6 @@ from unaligned.sink.tables.iceberg_history import (
     BATCH_ID_KEY,
     QUERY_ID_KEY,
     newest_batch,
-    newest_snapshot,
     one_copy_transaction,
     snapshot_of,
 )
@@ -214,7 +220,11 @@ class IcebergTarget:
                 verify()
             data_uri = self.storage(table).uri
             files = [decode_data_file(f, data_uri, table) for item in items for f in item["files"]]
-            no_retries = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
+            no_retries = {
+                MANIFEST_MERGE_PROPERTY: "true",  # Java's default (pyiceberg's is false)
+                **table.metadata.properties,
+                TableProperties.COMMIT_NUM_RETRIES: "0",
+            }
             view = Table(
                 table.name(),
                 table.metadata.model_copy(update={"properties": no_retries}),
@@ -225,7 +235,7 @@ class IcebergTarget:
             transaction = one_copy_transaction(view)
             transaction.set_properties({self.marker: str(batch_id)})
             update = transaction.update_snapshot(snapshot_properties=properties)
-            with update.merge_append() if _merges(table) else update.fast_append() as add:
+            with update.merge_append() as add:
                 for data_file in files:
                     add.append_data_file(data_file)
             try:
@@ -251,8 +261,8 @@ class IcebergTarget:
 
     def _expire_snapshots(self, table: Any, batch_id: int) -> None:
         """With ``keepSnapshots`` N, once the table (just committed) holds 2N snapshots: every
-        snapshot but the newest N, this query's newest and the branch and tag heads is
-        expired (their files stay: expiry by pyiceberg removes metadata only). A failure is
+        snapshot but the newest N and the branch and tag heads is expired (the sink's own
+        check reads the marker property, which expiry keeps) (their files stay: expiry by pyiceberg removes metadata only). A failure is
         logged and left to the next time: the batch is committed."""
         from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
         from pyiceberg.table.update.snapshot import ExpireSnapshots
@@ -264,8 +274,6 @@ class IcebergTarget:
         snapshots.sort(key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
         kept = {s.snapshot_id for s in snapshots[-keep:]}
         kept |= {ref.snapshot_id for ref in table.metadata.refs.values()}
-        ours = newest_snapshot(table, self._query_id)
-        kept |= {ours.snapshot_id} if ours is not None else set()
         doomed = [s.snapshot_id for s in snapshots if s.snapshot_id not in kept]
         if not doomed:
             return
@@ -282,14 +290,6 @@ class IcebergTarget:
                 self.describe(),
                 exc,
             )
-
-
-def _merges(table: Any) -> bool:
-    """Manifests merged on commit unless the table says ``commit.manifest-merge.enabled`` is
-    false: Java's ``newAppend()`` (Flink's and Spark's commits) merges by default; pyiceberg's
-    own default is false."""
-    value = table.properties.get(MANIFEST_MERGE_PROPERTY, "true")
-    return str(value).strip().lower() != "false"
 
 
 def _arrow(table: Any) -> pa.Schema:
