@@ -6,7 +6,6 @@ Delta's kept table sees every commit made since it was loaded."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 

@@ -66,7 +66,7 @@ def one_copy_transaction(table: Any, autocommit: bool = False) -> Any:
     staged change."""
     from pyiceberg.table import Transaction
 
-    class OneCopyTransaction(Transaction):  # type: ignore[misc]
+    class OneCopyTransaction(Transaction):
         _staged: tuple[Any, Any, Any] | None = None
 
         @property

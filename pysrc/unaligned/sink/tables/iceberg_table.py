@@ -261,9 +261,10 @@ class IcebergTarget:
 
     def _expire_snapshots(self, table: Any, batch_id: int) -> None:
         """With ``keepSnapshots`` N, once the table (just committed) holds 2N snapshots: every
-        snapshot but the newest N and the branch and tag heads is expired (the sink's own
-        check reads the marker property, which expiry keeps) (their files stay: expiry by pyiceberg removes metadata only). A failure is
-        logged and left to the next time: the batch is committed."""
+        snapshot but the newest N and the branch and tag heads is expired. Their files stay
+        (pyiceberg's expiry removes metadata only); the sink's own check reads the marker
+        property, which expiry keeps. A failure is logged and left to a later batch: this
+        one is committed."""
         from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
         from pyiceberg.table.update.snapshot import ExpireSnapshots
 
