@@ -78,10 +78,11 @@ def test_the_one_copy_transaction_stages_what_pyiceberg_stages(tmp_path: Path) -
     _committed(made, checkpoint, range(2))
     table = made.table().load()
     ours, theirs = one_copy_transaction(table), Transaction(table)
-    assert ours.table_metadata is ours.table_metadata  # computed once
+    assert ours.table_metadata is table.metadata  # nothing staged: no copy
     for txn in (ours, theirs):
         txn.set_properties({"k": "v"})
     assert ours.table_metadata.properties["k"] == "v"  # a staged change is seen
+    assert ours.table_metadata is ours.table_metadata  # computed once per change
     assert ours.table_metadata.model_dump(exclude={"last_updated_ms"}) == (
         theirs.table_metadata.model_dump(exclude={"last_updated_ms"})
     )

@@ -74,7 +74,8 @@ def one_copy_transaction(table: Any, autocommit: bool = False) -> Any:
             updates, base = self._updates, self._table.metadata
             staged = self._staged
             if staged is None or staged[0] is not updates or staged[1] is not base:
-                staged = (updates, base, super().table_metadata)
+                # nothing staged: the loaded metadata itself (pyiceberg would copy it whole)
+                staged = (updates, base, super().table_metadata if updates else base)
                 self._staged = staged
             return staged[2]
 
