@@ -240,8 +240,6 @@ class IcebergTarget:
                     add.append_data_file(data_file)
             try:
                 transaction.commit_transaction()
-                self._expire_snapshots(view, batch_id)
-                return True
             except (CommitFailedException, CommitStateUnknownException) as exc:
                 last = exc
                 logger.warning(
@@ -254,6 +252,9 @@ class IcebergTarget:
                     exc,
                 )
                 time.sleep(min(0.05 * 2**attempt, 2.0))
+                continue
+            self._expire_snapshots(view, batch_id)  # the commit carries the table's new state
+            return True
         raise TableCommitError(
             f"batch {batch_id}: {self.describe()} refused the commit {COMMIT_ATTEMPTS} times; "
             f"last: {last}. The batch's decision stays in the commit log: a restart commits it"
