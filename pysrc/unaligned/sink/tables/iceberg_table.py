@@ -233,11 +233,12 @@ class IcebergTarget:
                 table.catalog,
             )
             transaction = one_copy_transaction(view)
-            transaction.set_properties({self.marker: str(batch_id)})
             update = transaction.update_snapshot(snapshot_properties=properties)
             with update.merge_append() as add:
                 for data_file in files:
                     add.append_data_file(data_file)
+            # staged last: the snapshot's steps read the loaded metadata, with nothing to copy
+            transaction.set_properties({self.marker: str(batch_id)})
             try:
                 transaction.commit_transaction()
             except (CommitFailedException, CommitStateUnknownException) as exc:
