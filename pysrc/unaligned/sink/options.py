@@ -41,6 +41,7 @@ from unaligned.registry.option_specs import REGISTRY_PREFIX, REGISTRY_SINK_SPECS
 from unaligned.registry.options import is_format_option
 from unaligned.sink.kafka_target import KAFKA_SPECS, TOPIC, KafkaTarget, parse_kafka_target
 from unaligned.sink.table_target import (
+    KEEP_SNAPSHOTS,
     TABLE_SPECS,
     TABLE_TIMEOUT,
     TableTarget,
@@ -217,6 +218,7 @@ SINK_OPTIONS = OptionSet(
         LOG_COMPACT_INTERVAL,
         MERGE_FILES_BELOW,
         *TABLE_SPECS,
+        KEEP_SNAPSHOTS,
         TABLE_TIMEOUT,
         CHECKPOINT_MODE,
         ALIGNED_CHECKPOINT_TIMEOUT,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from unaligned._util.fs import absolute_path
 from unaligned.errors import SinkConfigurationError
 from unaligned.options.declaration import OptionSpec
-from unaligned.options.parsing import parse_bool, parse_choice, parse_duration_ms
+from unaligned.options.parsing import parse_bool, parse_choice, parse_duration_ms, parse_positive
 
 _TABLES = ("Iceberg", "Delta")
 #: The table targets' own options (``path`` and ``compression`` are declared with the file
@@ -68,6 +68,15 @@ TABLE_SPECS: tuple[OptionSpec[str], ...] = (
         only_for=("Delta",),
     ),
 )
+KEEP_SNAPSHOTS: OptionSpec[int] = OptionSpec(
+    "keepSnapshots",
+    "N: once the table holds 2N snapshots, the sink expires all but the newest N (and "
+    "this query's newest, and branch and tag heads) after its commit, so its commit time "
+    "stays flat; expired snapshots can no longer be time-travelled to or read "
+    "incrementally, their files stay. Unset: the sink expires nothing",
+    parse_positive,
+    only_for=("Iceberg",),
+)
 TABLE_TIMEOUT: OptionSpec[int] = OptionSpec(
     "tableTimeout",
     "how long the driver keeps asking again while the Iceberg catalog or the table's storage "
@@ -77,8 +86,8 @@ TABLE_TIMEOUT: OptionSpec[int] = OptionSpec(
     "60s",
     only_for=_TABLES,
 )
-"""Read through its parser; declared apart from :data:`TABLE_SPECS`, whose options are read by
-hand."""
+"""``keepSnapshots`` and ``tableTimeout`` are read through their parsers; declared apart from
+:data:`TABLE_SPECS`, whose options are read by hand."""
 CATALOG_PREFIX = "catalog."
 STORAGE_PREFIX = "storage."
 SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
@@ -141,6 +150,7 @@ class TableTarget:
     user_metadata: str | None = None
     timeout_ms: int = 60_000
     """``tableTimeout``: how long an unreachable catalog or store is asked again."""
+    keep_snapshots: int | None = None
 
     @property
     def options(self) -> dict[str, str]:
@@ -235,6 +245,7 @@ def parse_table_target(opts: Mapping[str, str], fmt: TableFormat, compression: s
         properties=tuple(sorted(catalog.items())),
         snapshot_properties=snapshot,
         timeout_ms=timeout_ms,
+        keep_snapshots=KEEP_SNAPSHOTS.value_or_none(opts),
     )
 
 
@@ -254,7 +265,11 @@ def _merge_schema(opts: Mapping[str, str]) -> bool:
 
 def _refuse_other_format(opts: Mapping[str, str], fmt: TableFormat) -> None:
     if fmt is TableFormat.DELTA:
-        wrong = [k for k in opts if k.startswith((CATALOG_PREFIX, SNAPSHOT_PROPERTY_PREFIX))]
+        wrong = [
+            k
+            for k in opts
+            if k.startswith((CATALOG_PREFIX, SNAPSHOT_PROPERTY_PREFIX)) or k == "keepsnapshots"
+        ]
         other = "Iceberg"
     else:
         wrong = [k for k in opts if k.startswith(STORAGE_PREFIX) or k == "usermetadata"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from unaligned.errors import OptionError, SinkConfigurationError
+from unaligned.errors import OptionError
 from unaligned.sink.options import SinkOptions
 from unaligned.sink.table_target import PartitionField, TableFormat, TableTarget
 
@@ -90,6 +90,9 @@ def test_iceberg_partition_transforms(raw: str, fields: tuple[PartitionField, ..
         ({**DELTA, "catalog.uri": "x"}, "'catalog.uri' applies to the Iceberg sink only"),
         ({**ICEBERG, "storage.aws_region": "x"}, "applies to the Delta sink only"),
         ({**ICEBERG, "usermetadata": "x"}, "applies to the Delta sink only"),
+        ({**DELTA, "keepsnapshots": "5"}, "applies to the Iceberg sink only"),
+        ({**ICEBERG, "keepsnapshots": "0"}, "'keepSnapshots' must be a whole number"),
+        ({**ICEBERG, "keepsnapshots": "many"}, "'keepSnapshots' must be a whole number"),
         ({**DELTA, "retention": "1h"}, "option 'retention' applies to the file sink only"),
         ({**DELTA, "mergefilesbelow": "1MB"}, "'mergeFilesBelow' applies to the file sink only"),
         ({**DELTA, "topic": "t"}, "'topic' applies to the Kafka sink only"),
@@ -109,7 +112,7 @@ def test_iceberg_partition_transforms(raw: str, fields: tuple[PartitionField, ..
 def test_wrong_or_conflicting_options_are_refused_by_name(
     options: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(SinkConfigurationError, match=message):
+    with pytest.raises(OptionError, match=message):  # SinkConfigurationError is one
         SinkOptions.parse(options)
 
 

@@ -13,6 +13,13 @@
   by itself. A concurrent commit makes delta-rs rebase a blind append by itself; a conflict it
   cannot rebase (another writer with the same app id) is asked again after reading the
   version anew, up to :data:`COMMIT_ATTEMPTS` times.
+
+The loaded table is kept in the process (the commit runner is a worker Spark reuses across
+batches; at most :data:`KEPT_TABLES` tables) and brought up to date before every attempt with
+``update_incremental`` (only the log's newer commits are read), as Spark's ``DeltaLog`` keeps
+its snapshot and updates it: a fresh load reads the last checkpoint and replays every commit
+after it, a cost that grows between checkpoints. The check reads the table's newest version
+either way; the commit's own conflict check covers what lands after it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from unaligned.sink.tables.table_storage import TableStorage
 logger = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 10
+KEPT_TABLES = 8
+_kept: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 
 
 def _deltalake() -> Any:
@@ -66,6 +75,23 @@ class DeltaTarget:
 
     def _table(self) -> Any:
         return _deltalake().DeltaTable(self._target.location, storage_options=self._options())
+
+    def _newest(self) -> Any:
+        """The table at its newest version: the kept one brought up to date, else loaded."""
+        key = (self._target.location, tuple(sorted(self._target.options.items())))
+        table = _kept.pop(key, None)
+        if table is not None:
+            try:
+                table.update_incremental()
+            except (_deltalake().exceptions.DeltaError, OSError) as exc:
+                logger.info("%s: loading the table again (%s)", self.describe(), exc)
+                table = None
+        if table is None:
+            table = self._table()
+        _kept[key] = table  # the newest last: the oldest goes first
+        while len(_kept) > KEPT_TABLES:
+            _kept.pop(next(iter(_kept)))
+        return table
 
     def prepare(self, query_schema: pa.Schema) -> DeltaLayout:
         deltalake = _deltalake()
@@ -148,7 +174,7 @@ class DeltaTarget:
             metadata["userMetadata"] = self._target.user_metadata
         last: Exception | None = None
         for attempt in range(COMMIT_ATTEMPTS):
-            table = self._table()
+            table = self._newest()
             done = table.transaction_version(self.app_id)
             if done is not None and int(done) >= batch_id:
                 logger.info(

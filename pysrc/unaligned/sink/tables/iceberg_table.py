@@ -7,16 +7,23 @@
   must take the query's columns (:mod:`unaligned.sink.tables.schema_fit`; ``mergeSchema`` adds
   the missing ones as optional columns); ``partitionBy``, when given, must be the table's spec
   (an empty table created without it gets it). Returns the :class:`IcebergLayout` tasks use.
-- Commit runner (:meth:`IcebergTarget.commit_batch`): one transaction with a fast append of
-  every ``DataFile`` of the batch (rebuilt from the tasks' statistics: no footer read), the
+- Commit runner (:meth:`IcebergTarget.commit_batch`): one transaction (pyiceberg's, staging
+  the metadata once: :func:`unaligned.sink.tables.iceberg_history.one_copy_transaction`) with a
+  merge append of every ``DataFile`` of the batch (rebuilt from the tasks' statistics: no
+  footer read; manifests merged, ``commit.manifest-merge.enabled`` true unless the table says
+  otherwise, as Java's ``newAppend()`` in Flink's and Spark's commits), the
   snapshot summary stamped with ``spark.sql.streaming.queryId`` / ``spark.sql.streaming.epochId``
   (the names Spark's own Iceberg streaming sink writes), the batch's Kafka offsets and
   ``snapshot-property.*``, and the table property ``unaligned.committed-batch.<query id>`` set
-  in the same commit (it survives snapshot expiry, which removes summaries).
+  in the same commit (it survives snapshot expiry, which removes summaries). With option
+  ``keepSnapshots`` N, a commit that leaves 2N snapshots is followed by the expiry of all but
+  the newest N (:meth:`IcebergTarget._expire_snapshots`).
 
 Idempotence. Before every attempt the table is loaded again and this query's last batch read:
 the property, else the newest snapshot of this query in the current lineage (as Flink's
-``flink.max-committed-checkpoint-id``). pyiceberg would re-base a conflicting commit by itself
+``flink.max-committed-checkpoint-id``; the walk stops there). Flink reads it once, at restore,
+and then trusts its own state; here each commit runs in a new writer, so the property keeps
+the per-batch read cheap. pyiceberg would re-base a conflicting commit by itself
 (``commit.retry.num-retries``) without that check; the commit therefore runs on a view of the
 table whose retries are 0 (the table's own property is untouched), so a conflict comes back
 here as ``CommitFailedException``: reload, check, commit again, up to :data:`COMMIT_ATTEMPTS`.
@@ -38,6 +45,13 @@ from unaligned.errors import (
     TableUnavailableError,
 )
 from unaligned.sink.table_target import PartitionField, TableTarget
+from unaligned.sink.tables.iceberg_history import (
+    BATCH_ID_KEY,
+    QUERY_ID_KEY,
+    newest_batch,
+    one_copy_transaction,
+    snapshot_of,
+)
 from unaligned.sink.tables.iceberg_layout import IcebergLayout, decode_data_file
 from unaligned.sink.tables.schema_fit import columns_to_add
 from unaligned.sink.tables.table_storage import TableStorage
@@ -45,10 +59,9 @@ from unaligned.sink.tables.table_storage import TableStorage
 logger = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 20
-QUERY_ID_KEY = "spark.sql.streaming.queryId"
-BATCH_ID_KEY = "spark.sql.streaming.epochId"
 MARKER_PREFIX = "unaligned.committed-batch."
 DATA_PATH_PROPERTY = "write.data.path"
+MANIFEST_MERGE_PROPERTY = "commit.manifest-merge.enabled"
 
 
 def _pyiceberg() -> Any:
@@ -162,25 +175,11 @@ class IcebergTarget:
         marker = table.properties.get(self.marker)
         if marker is not None:
             return int(marker)
-        snapshot = table.current_snapshot()
-        while snapshot is not None:
-            if snapshot.summary is not None and snapshot.summary[QUERY_ID_KEY] == self._query_id:
-                return int(snapshot.summary[BATCH_ID_KEY])
-            parent = snapshot.parent_snapshot_id
-            snapshot = table.snapshot_by_id(parent) if parent is not None else None
-        return None
+        return newest_batch(table, self._query_id)
 
     def snapshot_of(self, batch_id: int) -> str | None:
         table = self.load()
-        snapshot = table.current_snapshot() if table is not None else None
-        while snapshot is not None:
-            summary = snapshot.summary
-            if summary is not None and summary[QUERY_ID_KEY] == self._query_id:
-                if summary[BATCH_ID_KEY] == str(batch_id):
-                    return str(snapshot.snapshot_id)
-            parent = snapshot.parent_snapshot_id
-            snapshot = table.snapshot_by_id(parent) if parent is not None else None
-        return None
+        return snapshot_of(table, self._query_id, batch_id) if table is not None else None
 
     def commit_batch(
         self,
@@ -221,7 +220,11 @@ class IcebergTarget:
                 verify()
             data_uri = self.storage(table).uri
             files = [decode_data_file(f, data_uri, table) for item in items for f in item["files"]]
-            no_retries = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
+            no_retries = {
+                MANIFEST_MERGE_PROPERTY: "true",  # Java's default (pyiceberg's is false)
+                **table.metadata.properties,
+                TableProperties.COMMIT_NUM_RETRIES: "0",
+            }
             view = Table(
                 table.name(),
                 table.metadata.model_copy(update={"properties": no_retries}),
@@ -229,14 +232,15 @@ class IcebergTarget:
                 table.io,
                 table.catalog,
             )
-            transaction = view.transaction()
-            transaction.set_properties({self.marker: str(batch_id)})
-            with transaction.update_snapshot(snapshot_properties=properties).fast_append() as add:
+            transaction = one_copy_transaction(view)
+            update = transaction.update_snapshot(snapshot_properties=properties)
+            with update.merge_append() as add:
                 for data_file in files:
                     add.append_data_file(data_file)
+            # staged last: the snapshot's steps read the loaded metadata, with nothing to copy
+            transaction.set_properties({self.marker: str(batch_id)})
             try:
                 transaction.commit_transaction()
-                return True
             except (CommitFailedException, CommitStateUnknownException) as exc:
                 last = exc
                 logger.warning(
@@ -249,10 +253,46 @@ class IcebergTarget:
                     exc,
                 )
                 time.sleep(min(0.05 * 2**attempt, 2.0))
+                continue
+            self._expire_snapshots(view, batch_id)  # the commit carries the table's new state
+            return True
         raise TableCommitError(
             f"batch {batch_id}: {self.describe()} refused the commit {COMMIT_ATTEMPTS} times; "
             f"last: {last}. The batch's decision stays in the commit log: a restart commits it"
         )
+
+    def _expire_snapshots(self, table: Any, batch_id: int) -> None:
+        """With ``keepSnapshots`` N, once the table (just committed) holds 2N snapshots: every
+        snapshot but the newest N and the branch and tag heads is expired. Their files stay
+        (pyiceberg's expiry removes metadata only); the sink's own check reads the marker
+        property, which expiry keeps. A failure is logged and left to a later batch: this
+        one is committed."""
+        from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+        from pyiceberg.table.update.snapshot import ExpireSnapshots
+
+        keep = self._target.keep_snapshots
+        snapshots = list(table.metadata.snapshots)
+        if keep is None or len(snapshots) < 2 * keep:
+            return
+        snapshots.sort(key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
+        kept = {s.snapshot_id for s in snapshots[-keep:]}
+        kept |= {ref.snapshot_id for ref in table.metadata.refs.values()}
+        doomed = [s.snapshot_id for s in snapshots if s.snapshot_id not in kept]
+        if not doomed:
+            return
+        try:
+            ExpireSnapshots(one_copy_transaction(table, autocommit=True)).by_ids(doomed).commit()
+            logger.info(
+                "batch %d: expired %d snapshot(s) of %s", batch_id, len(doomed), self.describe()
+            )
+        except (CommitFailedException, CommitStateUnknownException) as exc:
+            logger.warning(
+                "batch %d: expiring old snapshots of %s met a concurrent commit (%s); tried "
+                "again after a later batch",
+                batch_id,
+                self.describe(),
+                exc,
+            )
 
 
 def _arrow(table: Any) -> pa.Schema:
