@@ -76,24 +76,27 @@ def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
 TopicFactory = Callable[..., str]
 
 
-# The test files that take longest (minutes of one worker, measured in full runs), longest
-# first. ``./dev test`` hands whole files to two workers in collection order; starting these
-# first keeps one worker from running a long file alone at the end while the other is idle.
+# The test files that take longest (minutes of one worker, measured in a full run of
+# ./dev test --durations=0), longest first. ``./dev test`` hands whole files to two workers
+# in collection order; starting these first keeps one worker from running a long file alone
+# at the end while the other is idle.
 LONGEST_FIRST = (
+    "test_rescaling.py",
     "test_table_sinks.py",
     "test_sink_crash_matrix.py",
-    "test_kafka_source.py",
-    "test_rescaling.py",
     "test_prefix_clashes.py",
-    "test_secured_listeners.py",
-    "test_channel_state_faults.py",
-    "test_finishing_crashes.py",
-    "test_unaligned_barriers.py",
-    "test_acls.py",
-    "test_two_phase_commit_participation.py",
     "test_installed_wheel.py",
-    "test_kafka_sink.py",
+    "test_unaligned_barriers.py",
+    "test_finishing_crashes.py",
+    "test_two_phase_commit_participation.py",
     "test_table_sinks_s3.py",
+    "test_quick_start.py",
+    "test_channel_state_faults.py",
+    "test_secrets_in_errors.py",
+    "test_kafka_source.py",
+    "test_secured_listeners.py",
+    "test_demo.py",
+    "test_table_sinks_rest.py",
 )
 
 
