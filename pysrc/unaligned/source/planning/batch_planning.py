@@ -2,13 +2,12 @@
 query run, kept by the stream reader (:mod:`unaligned.source.stream_reader`) in Spark's source
 runner from the first call that needs the broker.
 
-It discovers partitions (:mod:`unaligned.source.planning.partition_discovery`), resolves the
-starting position and bounded input's ends (:mod:`unaligned.source.planning.position_resolution`),
-computes each batch's end under the read limits, plans the batch's read tasks
-(:mod:`unaligned.source.planning.range_planning`), asks for idle barriers
-(:mod:`unaligned.barriers.idle`) and acts on stop requests (:mod:`unaligned.source.stopping`). The
-batch reader plans with it too. Call order, data loss, restarts and bounded input: ARCHITECTURE.md,
-"Module notes", ``source/stream_reader.py``.
+It discovers partitions (:mod:`.partition_discovery`), resolves the starting position and
+bounded input's ends (:mod:`.position_resolution`), computes each batch's end under the read
+limits, plans the batch's read tasks (:mod:`.range_planning`), asks for idle barriers
+(:mod:`unaligned.barriers.idle`) and acts on stop requests (:mod:`unaligned.source.stopping`).
+The batch reader plans with it too. Call order, data loss, restarts and bounded input:
+ARCHITECTURE.md, "Module notes", ``source/stream_reader.py``.
 """
 
 from __future__ import annotations
@@ -66,9 +65,8 @@ logger = logging.getLogger(__name__)
 
 
 class BatchPlanning:
-    """The driver side of one query run (module docstring); its methods are the stream
-    reader's, which delegates to them. ``lookup`` answers the broker questions (tests pass a
-    fake broker)."""
+    """The driver side of one query run: the stream reader delegates its methods here.
+    ``lookup`` answers the broker questions (tests pass a fake broker)."""
 
     def __init__(self, options: SourceOptions, lookup: OffsetLookup | None = None) -> None:
         self._options = options
@@ -88,12 +86,10 @@ class BatchPlanning:
         self._target_dropped: set[TopicPartitionId] = set()
         self._latest: dict[TopicPartitionId, int] | None = None
         self._just_planned: dict[str, Any] | None = None
-        """The end offset :meth:`latest_offset` returned last, from a listing of the topics:
-        :meth:`partitions` for it asks the broker for no listing again."""
+        """The end :meth:`latest_offset` last returned from a topic listing (not listed again)."""
         self._last_trigger_ms = 0
         self._token: str | None = None
-        """The barrier token this run's :meth:`initial_offset` gave a new query (one per
-        reader); a start offset with another token comes from an earlier run."""
+        """The barrier token :meth:`initial_offset` gave a new query; another is a past run's."""
 
     # --- the starting position --------------------------------------------------------------
 
@@ -123,8 +119,7 @@ class BatchPlanning:
     def resolve_range(
         self,
     ) -> tuple[dict[TopicPartitionId, int], dict[TopicPartitionId, int] | None]:
-        """(starting positions, exclusive ends or None) of every partition the query reads
-        (:func:`~unaligned.source.planning.position_resolution.resolve_range`)."""
+        """(starting positions, exclusive ends or None) of every partition the query reads."""
         return resolve_range(self._options, self._lookup)
 
     # --- admission control -----------------------------------------------------------------
