@@ -84,6 +84,33 @@ def require_tool(name: str) -> str:
     return path
 
 
+def end_server(
+    process: subprocess.Popen[bytes] | None, timeout_s: float, *, by_closing_stdin: bool = False
+) -> None:
+    """Stop a test server the kit started (SIGTERM, or its standard input closed where that is
+    how it stops); killed if it does not within ``timeout_s``. ``None`` or an ended one: nothing."""
+    if process is None or process.poll() is not None:
+        return
+    if by_closing_stdin:
+        assert process.stdin is not None
+        process.stdin.close()
+    else:
+        process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout_s)
+
+
+def server_log_tail(log_file: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a test server's log, for an error message."""
+    try:
+        return "\n".join(log_file.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 def java_command(
     build: ShimBuild,
     main_class: str,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from unaligned.errors import EmbeddedCatalogError
 from unaligned.testing.broker_config import free_loopback_port
-from unaligned.testing.broker_process import require_tool
+from unaligned.testing.broker_process import end_server, require_tool, server_log_tail
 from unaligned.testing.shim_sources import CHECKOUT_SHIM_DIR, sources_digest
 
 MODULE_DIR = CHECKOUT_SHIM_DIR / "rest-catalog"
@@ -155,21 +155,10 @@ class IcebergRestServer:
     def stop(self, timeout_s: float = 30.0) -> None:
         """Close its standard input (it stops), killed if it does not within ``timeout_s``."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout_s)
+        end_server(process, timeout_s, by_closing_stdin=True)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return server_log_tail(self.log_file, lines)
 
     def __enter__(self) -> IcebergRestServer:
         self.start()

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from unaligned.errors import EmbeddedRegistryError
 from unaligned.testing.broker_config import free_loopback_port
-from unaligned.testing.broker_process import require_tool
+from unaligned.testing.broker_process import end_server, require_tool, server_log_tail
 from unaligned.testing.shim_sources import user_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -254,20 +254,10 @@ class RegistryServer:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout_s)
+        end_server(process, timeout_s)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return server_log_tail(self.log_file, lines)
 
     def __enter__(self) -> RegistryServer:
         self.start()
