@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from task_context import FakeTaskContext
 from unaligned.checkpoint import Checkpoint
 from unaligned.errors import CommitLogError, TransactionExpiredError
-from unaligned.sink import two_phase_commit as tpc
 from unaligned.sink.commit_log import CommitLog, CommitRecord
 from unaligned.sink.files.committed_files import read_committed_files
 from unaligned.sink.files.file_manifest import STAGING_DIR
@@ -41,28 +41,6 @@ def _call_in_module(module_name: str, fn: Callable[[], Any]) -> Any:
     namespace: dict[str, Any] = {"__name__": module_name, "fn": fn}
     exec("def call():\n    return fn()\n", namespace)
     return namespace["call"]()
-
-
-# --- a stand-in task context --------------------------------------------------------------------
-
-
-class FakeTaskContext:
-    def __init__(self, batch_id: int, partition_id: int, attempt: int = 0) -> None:
-        self._props = {tpc.BATCH_ID_PROPERTY: str(batch_id), tpc.QUERY_ID_PROPERTY: "q-1"}
-        self._partition = partition_id
-        self._attempt = attempt
-
-    def getLocalProperty(self, key: str) -> str | None:
-        return self._props.get(key)
-
-    def partitionId(self) -> int:
-        return self._partition
-
-    def attemptNumber(self) -> int:
-        return self._attempt
-
-    def taskAttemptId(self) -> int:
-        return 1000 * self._partition + self._attempt
 
 
 def write_spark_checkpoint(checkpoint: Path, batches: int = 10) -> None:

@@ -18,8 +18,8 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from table_readers import TableUnderTest
+from task_context import FakeTaskContext
 from unaligned.checkpoint import Checkpoint
-from unaligned.sink import two_phase_commit as tpc
 from unaligned.sink.commit_log import CommitLog
 from unaligned.sink.participant import TaskOutcome
 from unaligned.sink.stream_writer_factory import build_stream_writer
@@ -28,25 +28,6 @@ from unaligned.sink.writer_role import PLANNER_MODULE
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("s", StringType(), True)])
 QUERY_ID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
-
-
-class _TaskContext:
-    def __init__(self, batch_id: int, partition_id: int, attempt: int) -> None:
-        self._props = {tpc.BATCH_ID_PROPERTY: str(batch_id), tpc.QUERY_ID_PROPERTY: QUERY_ID}
-        self._partition = partition_id
-        self._attempt = attempt
-
-    def getLocalProperty(self, key: str) -> str | None:
-        return self._props.get(key)
-
-    def partitionId(self) -> int:
-        return self._partition
-
-    def attemptNumber(self) -> int:
-        return self._attempt
-
-    def taskAttemptId(self) -> int:
-        return 1000 * self._partition + self._attempt
 
 
 @pytest.fixture(params=["delta", "iceberg"])
@@ -96,7 +77,7 @@ def test_a_zombie_that_writes_after_its_batch_was_cleaned_up_leaves_no_file(
     writer: TwoPhaseCommitWriter = _in_planner(lambda: build_stream_writer(options, SCHEMA))
 
     def run_as(attempt: int, batches: Iterator[pa.RecordBatch]) -> Any:
-        context = _TaskContext(0, 0, attempt)
+        context = FakeTaskContext(0, 0, attempt, QUERY_ID)
         monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: context))
         return writer.write(batches)
 
